@@ -1,0 +1,7 @@
+"""``python -m hydria`` runs the command-line interface."""
+
+import sys
+
+from hydria.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""The command-line interface: argument parsing and output only; the work is done elsewhere."""

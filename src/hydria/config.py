@@ -1,0 +1,355 @@
+"""Settings: built-in defaults, configuration files and ``HYDRIA_*`` environment variables.
+
+Precedence, lowest first: built-in default, ``$HYDRIA_SYSCONF_PATH/hydria.conf``, its
+``hydria.conf.d/*.conf`` in name order, the user's ``$HYDRIA_CONFIG_PATH/hydria.conf``, then a
+non-empty ``HYDRIA_*`` environment variable. Parsing and resolution are pure; only
+:func:`load_settings` reads files and the process state.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import socket
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Literal
+
+from hydria.errors import ConfigError
+from hydria.expand import ExpansionError, expand
+
+PREFIX = "HYDRIA_"
+ENROOT_PREFIX = "ENROOT_"
+DEFAULT_SYSCONF_PATH = Path("/etc/hydria")
+CONF_FILE = "hydria.conf"
+CONF_DIR = "hydria.conf.d"
+
+Kind = Literal["path", "bool", "int", "str"]
+
+# Variables a configuration file may set that are not hydria settings but are handed to the
+# programs hydria runs (hooks, registries), as enroot's configuration allows.
+_PASSTHROUGH = re.compile(
+    r"(?:NVIDIA_|MELLANOX_)[A-Z0-9_]+|SSL_CERT_DIR|SSL_CERT_FILE|all_proxy|no_proxy|http_proxy|https_proxy"
+)
+_TRUE = frozenset({"y", "yes", "true", "on", "1"})
+_FALSE = frozenset({"n", "no", "false", "off", "0"})
+
+
+@dataclass(frozen=True)
+class SettingSpec:
+    """One setting: its name without the ``HYDRIA_`` prefix, type, default template and meaning."""
+
+    name: str
+    kind: Kind
+    default: str
+    help: str
+
+
+SPECS: tuple[SettingSpec, ...] = (
+    SettingSpec("LIBRARY_PATH", "path", "${HYDRIA_PACKAGE_DIR}/lib", "Shell helpers that hooks may source"),
+    SettingSpec("SYSCONF_PATH", "path", str(DEFAULT_SYSCONF_PATH), "System configuration: hooks.d, mounts.d, environ.d"),
+    SettingSpec("RUNTIME_PATH", "path", "${HYDRIA_RUNTIME_DEFAULT}", "Per-start working area (private, 0700)"),
+    SettingSpec("CONFIG_PATH", "path", "${XDG_CONFIG_HOME}/hydria", "User configuration: .credentials, hooks.d, mounts.d, environ.d"),
+    SettingSpec("CACHE_PATH", "path", "${XDG_CACHE_HOME}/hydria", "Content-addressed blob cache"),
+    SettingSpec("DATA_PATH", "path", "${XDG_DATA_HOME}/hydria", "Named containers"),
+    SettingSpec("TEMP_PATH", "path", "${TMPDIR:-/tmp}", "Temporary files of import, load and bundle"),
+    SettingSpec("GZIP_PROGRAM", "str", "pigz", "External gzip decompressor, used when installed"),
+    SettingSpec("ZSTD_OPTIONS", "str", "-1", "zstd level for blobs re-compressed into the cache"),
+    SettingSpec("SQUASH_OPTIONS", "str", "-comp zstd -Xcompression-level 3", "Compression options of the squashfs images hydria writes"),
+    SettingSpec("MAX_PROCESSORS", "int", "${HYDRIA_NPROC}", "Parallelism of squashfs tools and decompression (0: unlimited)"),
+    SettingSpec("MAX_CONNECTIONS", "int", "10", "Concurrent blob downloads (0: unlimited)"),
+    SettingSpec("CONNECT_TIMEOUT", "int", "30", "Seconds to wait for a registry connection"),
+    SettingSpec("TRANSFER_TIMEOUT", "int", "0", "Seconds a single transfer may take (0: unlimited)"),
+    SettingSpec("TRANSFER_RETRIES", "int", "0", "Retries of a failed transfer"),
+    SettingSpec("LOGIN_SHELL", "bool", "true", "Start the container command through a login shell"),
+    SettingSpec("ALLOW_SUPERUSER", "bool", "false", "Let real root run without a user namespace, keeping its privileges"),
+    SettingSpec("ALLOW_HTTP", "bool", "false", "Allow plain-HTTP registries (insecure)"),
+    SettingSpec("ROOTFS_WRITABLE", "bool", "false", "Make the container root filesystem writable (--rw)"),
+    SettingSpec("NATIVE_OVERLAYFS", "bool", "true", "Use the kernel overlayfs instead of fuse-overlayfs where possible"),
+    SettingSpec("REMAP_ROOT", "bool", "false", "Map the caller to uid/gid 0 inside the container (--root)"),
+    SettingSpec("UNSHARE_NET", "bool", "false", "New network namespace with loopback only (--net)"),
+    SettingSpec("UNSHARE_PID", "bool", "false", "New PID namespace (--pid)"),
+    SettingSpec("UNSHARE_IPC", "bool", "false", "New IPC namespace, private /dev (--ipc)"),
+    SettingSpec("UNSHARE_UTS", "bool", "false", "New UTS namespace (--uts)"),
+    SettingSpec("BUNDLE_ALL", "bool", "false", "bundle --all"),
+    SettingSpec("BUNDLE_CHECKSUM", "bool", "false", "bundle --checksum"),
+    SettingSpec("FORCE_OVERRIDE", "bool", "false", "Implied --force for create, export, load, remove and bundle"),
+    SettingSpec("MOUNT_HOME", "bool", "false", "Mount the user's home directory in containers"),
+    SettingSpec("RESTRICT_DEV", "bool", "false", "Give containers a minimal /dev instead of the host's"),
+    SettingSpec("UNPACK", "bool", "false", "create unpacks images into a directory tree instead of mounting them"),
+)
+SPEC_BY_NAME: Mapping[str, SettingSpec] = MappingProxyType({s.name: s for s in SPECS})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The resolved configuration. ``environment`` holds passthrough variables (NVIDIA_*, proxies);
+    ``origins`` says where each setting came from (a file and line, the environment, or default)."""
+
+    library_path: Path
+    sysconf_path: Path
+    runtime_path: Path
+    config_path: Path
+    cache_path: Path
+    data_path: Path
+    temp_path: Path
+    gzip_program: str
+    zstd_options: str
+    squash_options: str
+    max_processors: int
+    max_connections: int
+    connect_timeout: int
+    transfer_timeout: int
+    transfer_retries: int
+    login_shell: bool
+    allow_superuser: bool
+    allow_http: bool
+    rootfs_writable: bool
+    native_overlayfs: bool
+    remap_root: bool
+    unshare_net: bool
+    unshare_pid: bool
+    unshare_ipc: bool
+    unshare_uts: bool
+    bundle_all: bool
+    bundle_checksum: bool
+    force_override: bool
+    mount_home: bool
+    restrict_dev: bool
+    unpack: bool
+    environment: Mapping[str, str] = field(default_factory=dict)
+    origins: Mapping[str, str] = field(default_factory=dict)
+
+    def as_variables(self) -> dict[str, str]:
+        """The settings as ``HYDRIA_NAME=value`` strings, the form hooks and ``info`` show."""
+        out = {}
+        for spec in SPECS:
+            value = getattr(self, spec.name.lower())
+            out[PREFIX + spec.name] = ("y" if value else "n") if spec.kind == "bool" else str(value)
+        return out
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One ``KEY VALUE`` line of a configuration file, before expansion."""
+
+    key: str
+    value: str
+    literal: bool  # single-quoted: no expansion
+    origin: str  # "FILE:LINE"
+
+
+_LINE = re.compile(r"^(?P<key>[A-Za-z_][A-Za-z0-9_]*)(?:[ \t]*=[ \t]*|[ \t]+)(?P<value>.*)$")
+
+
+def parse_conf(text: str, source: str) -> list[Assignment]:
+    """Parse a configuration file: ``KEY VALUE`` or ``KEY=VALUE`` lines, ``#`` comments.
+
+    ``ENROOT_*`` keys are accepted as the ``HYDRIA_*`` setting of the same name, so an
+    ``enroot.conf`` can be reused as it is.
+
+    Raises:
+        ConfigError: a line that is not an assignment, or names no known setting.
+    """
+    result = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        origin = f"{source}:{number}"
+        match = _LINE.match(line)
+        if not match:
+            raise ConfigError(
+                f"Invalid configuration file: {origin}: expected 'HYDRIA_NAME value', got {line!r}",
+                hint="each line sets one setting; comments start with '#'",
+            )
+        key = match["key"]
+        if key.startswith(ENROOT_PREFIX):
+            key = PREFIX + key[len(ENROOT_PREFIX):]
+        if key.startswith(PREFIX):
+            if key[len(PREFIX):] not in SPEC_BY_NAME:
+                raise ConfigError(
+                    f"Invalid configuration file: {origin}: unknown setting {match['key']}",
+                    hint="run 'hydria info' to list the settings",
+                )
+        elif not _PASSTHROUGH.fullmatch(key):
+            raise ConfigError(
+                f"Invalid configuration file: {origin}: {key} is not a hydria setting",
+                hint="only HYDRIA_* settings, NVIDIA_*, MELLANOX_*, SSL_CERT_* and proxy variables may be set here",
+            )
+        value, literal = _unquote(match["value"], origin)
+        result.append(Assignment(key, value, literal, origin))
+    return result
+
+
+def _unquote(value: str, origin: str) -> tuple[str, bool]:
+    """Strip one pair of quotes; a ``#`` after whitespace in an unquoted value starts a comment."""
+    if value[:1] in ("'", '"'):
+        quote = value[0]
+        end = value.find(quote, 1)
+        rest = value[end + 1:].strip() if end > 0 else None
+        if end < 0 or rest and not rest.startswith("#"):
+            raise ConfigError(f"Invalid configuration file: {origin}: unbalanced quotes in {value!r}")
+        return value[1:end], quote == "'"
+    return re.split(r"[ \t]+#", value, maxsplit=1)[0].strip(), False
+
+
+@dataclass(frozen=True)
+class Context:
+    """Facts about the process that defaults and expansion depend on."""
+
+    uid: int
+    user: str
+    home: str
+    hostname: str
+    nproc: int
+    package_dir: str
+    runtime_default: str
+
+
+def resolve(
+    layers: Iterable[Iterable[Assignment]], env: Mapping[str, str], context: Context
+) -> Settings:
+    """Merge defaults, configuration layers (lowest precedence first) and the environment.
+
+    Raises:
+        ConfigError: a value that does not expand or does not fit its setting's type.
+    """
+    chosen: dict[str, Assignment] = {}
+    for layer in layers:
+        for assignment in layer:
+            chosen[assignment.key] = assignment
+    for key, value in env.items():
+        if value and (key.startswith(PREFIX) and key[len(PREFIX):] in SPEC_BY_NAME or _PASSTHROUGH.fullmatch(key)):
+            chosen[key] = Assignment(key, value, True, f"environment variable {key}")
+
+    variables = _variables(env, context)
+    values: dict[str, object] = {}
+    origins: dict[str, str] = {}
+    for spec in SPECS:
+        key = PREFIX + spec.name
+        assignment = chosen.get(key) or Assignment(key, spec.default, False, "default")
+        values[spec.name.lower()] = _convert(spec, assignment, variables)
+        origins[key] = assignment.origin
+    environment = {}
+    for key, assignment in chosen.items():
+        if not key.startswith(PREFIX):
+            environment[key] = _expand(assignment, variables)
+            origins[key] = assignment.origin
+    return Settings(**values, environment=MappingProxyType(environment), origins=MappingProxyType(origins))  # type: ignore[arg-type]
+
+
+def _variables(env: Mapping[str, str], context: Context) -> dict[str, str]:
+    """What ``$NAME`` may refer to: the environment plus identity, XDG defaults and internals."""
+    variables = dict(env)
+    variables.setdefault("UID", str(context.uid))
+    variables.setdefault("EUID", str(context.uid))
+    variables.setdefault("USER", context.user)
+    variables.setdefault("HOSTNAME", context.hostname)
+    if not variables.get("HOME"):
+        variables["HOME"] = context.home
+    for name, default in (("XDG_DATA_HOME", "/.local/share"), ("XDG_CONFIG_HOME", "/.config"),
+                          ("XDG_CACHE_HOME", "/.cache")):
+        if not variables.get(name):
+            variables[name] = variables["HOME"] + default
+    variables["HYDRIA_PACKAGE_DIR"] = context.package_dir
+    variables["HYDRIA_NPROC"] = str(context.nproc)
+    variables["HYDRIA_RUNTIME_DEFAULT"] = context.runtime_default
+    return variables
+
+
+def _expand(assignment: Assignment, variables: Mapping[str, str]) -> str:
+    if assignment.literal:
+        return assignment.value
+    try:
+        return expand(assignment.value, variables)
+    except ExpansionError as e:
+        raise ConfigError(f"Invalid configuration: {assignment.origin}: {assignment.key}: {e}") from None
+
+
+def _convert(spec: SettingSpec, assignment: Assignment, variables: Mapping[str, str]) -> object:
+    text = _expand(assignment, variables)
+    where = f"{assignment.origin}: {assignment.key}"
+    if spec.kind == "bool":
+        lowered = text.strip().lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+        raise ConfigError(f"Invalid configuration: {where}: {text!r} is not a boolean",
+                          hint="use y/yes/true/on/1 or n/no/false/off/0")
+    if spec.kind == "int":
+        if not text.strip().isdigit():
+            raise ConfigError(f"Invalid configuration: {where}: {text!r} is not a non-negative integer")
+        return int(text)
+    if spec.kind == "path":
+        if not text.startswith("/"):
+            raise ConfigError(f"Invalid configuration: {where}: {text!r} is not an absolute path",
+                              hint="paths may use $HOME, $UID, $USER, $HOSTNAME and ${XDG_*_HOME}")
+        return Path(os.path.normpath(text))
+    return text
+
+
+def current_context(env: Mapping[str, str]) -> Context:
+    """Read the facts about this process that defaults need."""
+    uid = os.geteuid()
+    try:
+        entry = pwd.getpwuid(uid)
+        user, home = entry.pw_name, entry.pw_dir
+    except KeyError:
+        user, home = str(uid), "/"
+    return Context(
+        uid=uid,
+        user=env.get("USER") or user,
+        home=home,
+        hostname=socket.gethostname(),
+        nproc=len(os.sched_getaffinity(0)),
+        package_dir=str(Path(__file__).parent),
+        runtime_default=_runtime_default(uid, env),
+    )
+
+
+def _runtime_default(uid: int, env: Mapping[str, str]) -> str:
+    """``$XDG_RUNTIME_DIR/hydria``; without it, ``/run/user/UID/hydria`` when that exists,
+    ``/run/hydria`` for root, else a per-user directory under ``$TMPDIR`` (compute nodes often
+    have no login session, and an ordinary user cannot create ``/run/hydria``)."""
+    if env.get("XDG_RUNTIME_DIR"):
+        return "${XDG_RUNTIME_DIR}/hydria"
+    if os.path.isdir(f"/run/user/{uid}"):
+        return f"/run/user/{uid}/hydria"
+    if uid == 0:
+        return "/run/hydria"
+    return "${TMPDIR:-/tmp}/hydria-runtime-${UID}"
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Load the settings of this process from the configuration files and the environment.
+
+    Raises:
+        ConfigError: an unreadable or invalid configuration file, or an invalid value.
+    """
+    env = os.environ if env is None else env
+    context = current_context(env)
+    sysconf = Path(env.get(PREFIX + "SYSCONF_PATH") or DEFAULT_SYSCONF_PATH)
+    system_files = [sysconf / CONF_FILE, *sorted((sysconf / CONF_DIR).glob("*.conf"))]
+    system_layers = [parse_conf(text, str(path)) for path in system_files if (text := _read(path)) is not None]
+    # The user's file lives in CONFIG_PATH, which the system files or the environment may move.
+    config_path = resolve(system_layers, env, context).config_path
+    user_file = config_path / CONF_FILE
+    user_text = _read(user_file)
+    user_layers = [parse_conf(user_text, str(user_file))] if user_text is not None else []
+    return resolve([*system_layers, *user_layers], env, context)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"Invalid configuration file: {path}: cannot read it: {e}",
+                          hint="make it readable by every user that runs hydria") from None
+

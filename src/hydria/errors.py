@@ -1,0 +1,37 @@
+"""The exception tree. Core code raises these; only the CLI turns them into output and exit codes."""
+
+from __future__ import annotations
+
+
+class HydriaError(Exception):
+    """An error the user can act on: ``message`` says what is wrong, ``hint`` what to do."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class UsageError(HydriaError):
+    """A command line that does not parse (unknown option, wrong number of arguments)."""
+
+
+class ConfigError(HydriaError):
+    """A configuration file or ``HYDRIA_*`` variable holds something that is not a valid setting."""
+
+
+class PathNotUsable(HydriaError):
+    """A directory hydria needs cannot be created, written or trusted."""
+
+
+class NotImplementedYet(HydriaError):
+    """A command that exists in the command set but has not been built yet."""
+
+    def __init__(self, command: str) -> None:
+        super().__init__(
+            f"{command}: not implemented yet",
+            hint="this hydria release does not provide it; see the README for what works today",
+        )
+
