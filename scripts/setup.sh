@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Set up this machine for hydria: system packages, /dev/fuse access, the virtual environment in
+# .venv, and the unprivileged test users. Run as root; safe to run again (it skips what is done).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" -ne 0 ]; then
+    echo "scripts/setup.sh must run as root (it installs Debian packages and creates test users)" >&2
+    exit 1
+fi
+
+PACKAGES=(
+    squashfs-tools squashfs-tools-ng squashfuse fuse-overlayfs fuse3   # build, mount, unpack images
+    docker-registry                                                    # the local test registry
+    busybox-static mmdebstrap                                          # test images from Debian packages
+    skopeo umoci                                                       # the independent peer pipeline
+    zstd pigz uidmap acl python3-venv
+)
+missing=()
+for package in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "[setup] installing: ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Unprivileged squashfuse and fuse-overlayfs need /dev/fuse; some machines ship it as 0600.
+if [ -c /dev/fuse ] && [ "$(stat -c %a /dev/fuse)" != 666 ]; then
+    chmod 0666 /dev/fuse
+fi
+
+# Debian's own Python, not one under root's home (pyenv), so the test users can run the venv.
+PYTHON=${PYTHON:-/usr/bin/python3}
+if [ ! -x .venv/bin/python ] || [ "$(readlink -f .venv/bin/python)" != "$(readlink -f "$PYTHON")" ]; then
+    rm -rf .venv
+    "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.hydria-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    .venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+    touch "$stamp"
+fi
+
+for user in hydria-test hydria-test2; do
+    id "$user" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$user"
+done
+
+# The test users run hydria from this checkout: they must be able to reach it.
+if ! runuser -u hydria-test -- .venv/bin/hydria version >/dev/null; then
+    echo "[setup] the test user hydria-test cannot run $(pwd)/.venv/bin/hydria;" \
+         "put the checkout where every user can read it (e.g. not under /root)" >&2
+    exit 1
+fi
+echo "[setup] ready: $(.venv/bin/hydria version)"

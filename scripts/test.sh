@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Install what the tests need and run the whole suite: unit tests and tests against real
+# components (a local registry, squashfs tools, user namespaces as an unprivileged user).
+# Run as root. Extra arguments go to pytest, e.g. scripts/test.sh tests/unit -x
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+exec .venv/bin/python -m pytest -ra "$@"

@@ -1,0 +1,1 @@
+"""The project's test bed: a local registry, test images built from Debian packages, test users."""
