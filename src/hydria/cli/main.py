@@ -109,10 +109,22 @@ class _LevelFormatter(logging.Formatter):
         return f"[{self._TAGS.get(record.levelno, record.levelname)}] {record.getMessage()}"
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at the time of each message, not at setup."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> object:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: object) -> None:
+        pass
+
+
 def _setup_logging() -> None:
     if log.handlers:
         return
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler.setFormatter(_LevelFormatter())
     log.addHandler(handler)
     log.setLevel(logging.INFO)

@@ -1,0 +1,76 @@
+"""The command set, usage and exit codes (enroot's: 0 for help, 1 for usage and errors)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hydria import __version__
+from hydria.cli.main import COMMANDS, main
+
+ENROOT_COMMANDS = ["import", "create", "start", "exec", "list", "remove", "export", "bundle",
+                   "batch", "load", "version"]
+
+
+@pytest.fixture(autouse=True)
+def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("HYDRIA_SYSCONF_PATH", str(tmp_path / "etc"))
+
+
+def test_no_arguments_prints_usage_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 1
+    err = capsys.readouterr().err
+    assert "Usage: hydria COMMAND" in err
+
+
+@pytest.mark.parametrize("word", ["help", "--help", "-h"])
+def test_help_lists_every_command(word: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([word]) == 0
+    out = capsys.readouterr().out
+    for command in [*ENROOT_COMMANDS, "doctor"]:
+        assert f"   {command} " in out
+
+
+def test_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["frobnicate"]) == 1
+    assert "Unknown command: frobnicate" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["version"], ["--version"], ["version", "extra", "ignored"]])
+def test_version(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 0
+    assert capsys.readouterr().out == f"{__version__}\n"
+
+
+@pytest.mark.parametrize("command", [c.name for c in COMMANDS if c.module is None])
+def test_unbuilt_commands_say_so(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([command, "anything"]) == 1
+    assert f"[ERROR] {command}: not implemented yet" in capsys.readouterr().err
+
+
+def test_info_prints_settings_with_origins(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "hydria.conf").write_text("HYDRIA_MAX_CONNECTIONS 3\n")
+    assert main(["info", "--verbose"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"Hydria version: {__version__}\nConfig file: {tmp_path}/etc/hydria.conf\n")
+    assert f"HYDRIA_MAX_CONNECTIONS=3  # {tmp_path}/etc/hydria.conf:1" in out
+    assert f"HYDRIA_DATA_PATH={tmp_path}/.local/share/hydria  # default" in out
+
+
+def test_bad_configuration_fails_every_command_that_reads_it(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYDRIA_MAX_PROCESSORS", "lots")
+    assert main(["info"]) == 1
+    err = capsys.readouterr().err
+    assert "[ERROR] Invalid configuration: environment variable HYDRIA_MAX_PROCESSORS" in err
+
+
+def test_unknown_option_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["info", "--bogus"]) == 1
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: --bogus" in err and "hint: run 'hydria info --help'" in err

@@ -1,0 +1,167 @@
+"""Settings: file syntax, precedence (default < system < conf.d < user < environment), expansion,
+and errors that name the file, line and setting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hydria.config import SPECS, Context, load_settings, parse_conf, resolve
+from hydria.errors import ConfigError
+
+CONTEXT = Context(uid=1001, user="ada", home="/home/ada", hostname="node07", nproc=4,
+                  package_dir="/opt/hydria", runtime_default="/run/user/1001/hydria")
+ENV = {"HOME": "/home/ada"}
+
+
+def settings_from(text: str, env: dict[str, str] | None = None):
+    return resolve([parse_conf(text, "/etc/hydria/hydria.conf")], env or ENV, CONTEXT)
+
+
+def test_defaults_follow_enroot_with_hydria_names() -> None:
+    s = resolve([], ENV, CONTEXT)
+    assert s.data_path == Path("/home/ada/.local/share/hydria")
+    assert s.cache_path == Path("/home/ada/.cache/hydria")
+    assert s.config_path == Path("/home/ada/.config/hydria")
+    assert s.runtime_path == Path("/run/user/1001/hydria")
+    assert s.sysconf_path == Path("/etc/hydria")
+    assert s.temp_path == Path("/tmp")
+    assert s.max_processors == 4 and s.max_connections == 10
+    assert s.connect_timeout == 30 and s.transfer_timeout == 0 and s.transfer_retries == 0
+    assert s.login_shell and s.native_overlayfs
+    assert not (s.remap_root or s.rootfs_writable or s.mount_home or s.allow_http or s.unpack)
+    assert s.origins["HYDRIA_DATA_PATH"] == "default"
+
+
+def test_every_reference_setting_exists() -> None:
+    names = {spec.name for spec in SPECS}
+    enroot = {"LIBRARY_PATH", "SYSCONF_PATH", "RUNTIME_PATH", "CONFIG_PATH", "CACHE_PATH", "DATA_PATH",
+              "TEMP_PATH", "GZIP_PROGRAM", "ZSTD_OPTIONS", "SQUASH_OPTIONS", "MAX_PROCESSORS",
+              "MAX_CONNECTIONS", "CONNECT_TIMEOUT", "TRANSFER_TIMEOUT", "TRANSFER_RETRIES",
+              "LOGIN_SHELL", "ALLOW_SUPERUSER", "ALLOW_HTTP", "ROOTFS_WRITABLE", "NATIVE_OVERLAYFS",
+              "REMAP_ROOT", "UNSHARE_NET", "UNSHARE_PID", "UNSHARE_IPC", "UNSHARE_UTS", "BUNDLE_ALL",
+              "BUNDLE_CHECKSUM", "FORCE_OVERRIDE", "MOUNT_HOME", "RESTRICT_DEV"}
+    assert enroot <= names
+
+
+def test_xdg_variables_move_the_defaults() -> None:
+    s = resolve([], {**ENV, "XDG_DATA_HOME": "/scratch/ada", "XDG_RUNTIME_DIR": "/run/user/1001"},
+                CONTEXT)
+    assert s.data_path == Path("/scratch/ada/hydria")
+
+
+@pytest.mark.parametrize("line", [
+    "HYDRIA_DATA_PATH /scratch/$USER/containers",
+    "HYDRIA_DATA_PATH=/scratch/$USER/containers",
+    "HYDRIA_DATA_PATH = /scratch/${USER}/containers",
+    '  HYDRIA_DATA_PATH "/scratch/${USER}/containers"',
+    "HYDRIA_DATA_PATH /scratch/ada/containers   # per-user",
+    "ENROOT_DATA_PATH /scratch/$USER/containers",
+])
+def test_line_forms(line: str) -> None:
+    s = settings_from(line)
+    assert s.data_path == Path("/scratch/ada/containers")
+    assert s.origins["HYDRIA_DATA_PATH"] == "/etc/hydria/hydria.conf:1"
+
+
+def test_single_quotes_are_literal() -> None:
+    assert settings_from("HYDRIA_SQUASH_OPTIONS '-comp $X'").squash_options == "-comp $X"
+
+
+def test_expansion_of_identity_and_tmpdir() -> None:
+    s = settings_from("HYDRIA_CACHE_PATH ${TMPDIR:-/tmp}/hydria-$UID-$HOSTNAME\n"
+                      "HYDRIA_RUNTIME_PATH /run/hydria/${XDG_CACHE_HOME}")
+    assert s.cache_path == Path("/tmp/hydria-1001-node07")
+    assert s.runtime_path == Path("/run/hydria/home/ada/.cache")
+
+
+def test_comments_and_blank_lines_are_skipped() -> None:
+    s = settings_from("# a comment\n\n#HYDRIA_MAX_CONNECTIONS 3\nHYDRIA_MAX_CONNECTIONS 4\n")
+    assert s.max_connections == 4
+
+
+def test_passthrough_variables_reach_the_environment() -> None:
+    s = settings_from("NVIDIA_DRIVER_CAPABILITIES compute,utility\nhttps_proxy http://proxy:3128")
+    assert s.environment == {"NVIDIA_DRIVER_CAPABILITIES": "compute,utility",
+                             "https_proxy": "http://proxy:3128"}
+
+
+def test_precedence_layers_then_environment() -> None:
+    system = parse_conf("HYDRIA_MAX_CONNECTIONS 1\nHYDRIA_CONNECT_TIMEOUT 5\nHYDRIA_TRANSFER_RETRIES 7",
+                        "system")
+    dropin = parse_conf("HYDRIA_MAX_CONNECTIONS 2\nHYDRIA_CONNECT_TIMEOUT 6", "dropin")
+    user = parse_conf("HYDRIA_MAX_CONNECTIONS 3", "user")
+    s = resolve([system, dropin, user], {**ENV, "HYDRIA_CONNECT_TIMEOUT": "9"}, CONTEXT)
+    assert (s.max_connections, s.connect_timeout, s.transfer_retries) == (3, 9, 7)
+    assert s.origins["HYDRIA_CONNECT_TIMEOUT"] == "environment variable HYDRIA_CONNECT_TIMEOUT"
+
+
+def test_empty_environment_variable_does_not_override() -> None:
+    s = settings_from("HYDRIA_MAX_CONNECTIONS 4", {**ENV, "HYDRIA_MAX_CONNECTIONS": ""})
+    assert s.max_connections == 4
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("y", True), ("YES", True), ("true", True), ("on", True), ("1", True),
+    ("n", False), ("No", False), ("FALSE", False), ("off", False), ("0", False),
+])
+def test_booleans(value: str, expected: bool) -> None:
+    assert settings_from(f"HYDRIA_REMAP_ROOT {value}").remap_root is expected
+    assert resolve([], {**ENV, "HYDRIA_REMAP_ROOT": value}, CONTEXT).remap_root is expected
+
+
+@pytest.mark.parametrize(("text", "fragments"), [
+    ("HYDRIA_MAX_CONNECTIONS ten", ["hydria.conf:1", "HYDRIA_MAX_CONNECTIONS", "'ten'", "integer"]),
+    ("\nHYDRIA_MAX_CONNECTIONS -3", ["hydria.conf:2", "integer"]),
+    ("HYDRIA_REMAP_ROOT maybe", ["hydria.conf:1", "HYDRIA_REMAP_ROOT", "boolean"]),
+    ("HYDRIA_DATA_PATH relative/dir", ["hydria.conf:1", "HYDRIA_DATA_PATH", "absolute path"]),
+    ("HYDRIA_DATA_PATH /x/$SLURM_JOB_ID", ["hydria.conf:1", "HYDRIA_DATA_PATH", "SLURM_JOB_ID"]),
+    ("HYDRIA_CACHE_PATH /tmp/$(id -u)", ["hydria.conf:1", "command substitution"]),
+    ("HYDRIA_DATAPATH /x", ["hydria.conf:1", "unknown setting HYDRIA_DATAPATH"]),
+    ("ENROOT_NOPE y", ["hydria.conf:1", "unknown setting ENROOT_NOPE"]),
+    ("PATH /usr/bin", ["hydria.conf:1", "PATH is not a hydria setting"]),
+    ("= /no/key", ["hydria.conf:1", "expected"]),
+    ("just words here", ["hydria.conf:1", "just is not a hydria setting"]),
+    ('HYDRIA_DATA_PATH "/x', ["hydria.conf:1", "unbalanced quotes"]),
+])
+def test_bad_values_name_file_line_and_setting(text: str, fragments: list[str]) -> None:
+    with pytest.raises(ConfigError) as caught:
+        settings_from(text)
+    for fragment in fragments:
+        assert fragment in caught.value.message
+
+
+def test_bad_environment_value_names_the_variable() -> None:
+    with pytest.raises(ConfigError, match="environment variable HYDRIA_CONNECT_TIMEOUT.*integer"):
+        resolve([], {**ENV, "HYDRIA_CONNECT_TIMEOUT": "soon"}, CONTEXT)
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_load_reads_system_dropins_in_order_then_user_file(tmp_path: Path) -> None:
+    sysconf = tmp_path / "etc"
+    write(sysconf / "hydria.conf", f"HYDRIA_CONFIG_PATH {tmp_path}/user\nHYDRIA_MAX_CONNECTIONS 1\n")
+    write(sysconf / "hydria.conf.d" / "20-b.conf", "HYDRIA_MAX_CONNECTIONS 3\nHYDRIA_TRANSFER_RETRIES 2\n")
+    write(sysconf / "hydria.conf.d" / "10-a.conf", "HYDRIA_MAX_CONNECTIONS 2\n")
+    write(sysconf / "hydria.conf.d" / "30-ignored.txt", "not a conf file\n")
+    write(tmp_path / "user" / "hydria.conf", "HYDRIA_TRANSFER_RETRIES 5\n")
+    s = load_settings({"HOME": str(tmp_path), "HYDRIA_SYSCONF_PATH": str(sysconf)})
+    assert s.max_connections == 3
+    assert s.transfer_retries == 5
+    assert s.origins["HYDRIA_TRANSFER_RETRIES"] == f"{tmp_path}/user/hydria.conf:1"
+
+
+def test_load_without_any_file_gives_defaults(tmp_path: Path) -> None:
+    s = load_settings({"HOME": str(tmp_path), "HYDRIA_SYSCONF_PATH": str(tmp_path / "none")})
+    assert s.cache_path == tmp_path / ".cache" / "hydria"
+
+
+def test_load_reports_the_broken_dropin(tmp_path: Path) -> None:
+    write(tmp_path / "hydria.conf.d" / "50-site.conf", "\n\nHYDRIA_UNPACK sometimes\n")
+    with pytest.raises(ConfigError, match=r"50-site.conf:3: HYDRIA_UNPACK: 'sometimes' is not a boolean"):
+        load_settings({"HOME": str(tmp_path), "HYDRIA_SYSCONF_PATH": str(tmp_path)})

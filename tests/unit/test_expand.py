@@ -1,0 +1,42 @@
+"""Variable expansion in configuration values: a table of inputs and the errors that guard paths."""
+
+from __future__ import annotations
+
+import pytest
+
+from hydria.expand import ExpansionError, expand
+
+VARIABLES = {"HOME": "/home/ada", "UID": "1001", "USER": "ada", "EMPTY": "",
+             "XDG_CACHE_HOME": "/home/ada/.cache"}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("/plain/path", "/plain/path"),
+    ("/tmp/hydria-$UID", "/tmp/hydria-1001"),
+    ("/tmp/${USER}_data", "/tmp/ada_data"),
+    ("${XDG_CACHE_HOME}/hydria", "/home/ada/.cache/hydria"),
+    ("${TMPDIR:-/tmp}/x", "/tmp/x"),
+    ("${EMPTY:-/fallback}", "/fallback"),
+    ("${EMPTY-/kept-empty}", ""),
+    ("${MISSING-/unset}", "/unset"),
+    ("${TMPDIR:-/scratch/$USER}", "/scratch/ada"),
+    ("~/data", "/home/ada/data"),
+    ("~", "/home/ada"),
+    ("/a~b", "/a~b"),
+    ("cost $$5", "cost $5"),
+    ("-comp zstd -Xcompression-level 3", "-comp zstd -Xcompression-level 3"),
+])
+def test_expands(text: str, expected: str) -> None:
+    assert expand(text, VARIABLES) == expected
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("/scratch/$SLURM_JOB_ID", r"\$SLURM_JOB_ID is not set"),
+    ("/x/${NOPE}", r"\$NOPE is not set"),
+    ("/tmp/$(id -u)", "command substitution"),
+    ("/tmp/$", "stray"),
+    ("/tmp/${", "stray"),
+])
+def test_rejects(text: str, message: str) -> None:
+    with pytest.raises(ExpansionError, match=message):
+        expand(text, VARIABLES)
