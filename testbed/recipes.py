@@ -115,7 +115,7 @@ def _split_rootfs(rootfs: Path, base: Path, python: Path) -> None:
     with tarfile.open(rootfs) as source, LayerTar(base) as base_layer, LayerTar(python) as python_layer:
         for member in source:
             name = member.name.removeprefix("./")
-            if name.startswith("dev/") and not member.isdir():
+            if name in ("", ".") or name.startswith("dev/") and not member.isdir():
                 continue
             if member.islnk():
                 layer = placement[member.linkname.removeprefix("./")]  # a hardlink stays with its target

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import io
 import tarfile
 from pathlib import Path
@@ -62,7 +63,8 @@ class LayerTar:
 
     def copy_member(self, member: tarfile.TarInfo, fileobj: IO[bytes] | None) -> None:
         """Add an entry read from another tar, normalising its name (no leading ``./``)."""
-        member = member.replace(name=_normalise(member.name), deep=False)
+        member = copy.copy(member)
+        member.name = _normalise(member.name)
         if member.islnk():
             member.linkname = _normalise(member.linkname)
         self._tar.addfile(member, fileobj)

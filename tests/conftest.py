@@ -7,45 +7,26 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from testbed.oci import Image, push, write_docker_archive, write_oci_archive, write_oci_layout
-from testbed.recipes import get_image
+from testbed.publish import PublishedImage, publish
 from testbed.registry import Registry
 from testbed.users import TEST_USERS, User
 
 VENV_BIN = Path(__file__).resolve().parent.parent / ".venv" / "bin"
 
 
-@dataclass(frozen=True)
-class PublishedImage:
-    """One test image in every form hydria imports from."""
-
-    name: str
-    image: Image
-    registry: str  # HOST:PORT
-    repository: str
-    tag: str
-    digest: str  # of the manifest the tag points to
-    oci_layout: Path
-    oci_archive: Path
-    docker_archive: Path
-
-    @property
-    def docker_uri(self) -> str:
-        """enroot's form: docker://REGISTRY#REPOSITORY:TAG."""
-        return f"docker://{self.registry}#{self.repository}:{self.tag}"
-
-
 @pytest.fixture(scope="session")
-def image_workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("images")
-    path.chmod(0o755)  # the test users read the archives
-    return path
+def image_workdir() -> Iterator[Path]:
+    """Outside pytest's root-only temporary tree, because the test users read the images."""
+    path = Path(tempfile.mkdtemp(prefix="hydria-test-images-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -55,31 +36,16 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
         yield running
 
 
-def _publish(name: str, tag: str, registry: Registry, workdir: Path) -> PublishedImage:
-    image = get_image(name, workdir)
-    repository = f"hydria/{name}"
-    digest = push([image], registry.address, repository, tag, workdir)
-    forms = workdir / name
-    forms.mkdir()
-    write_oci_layout([image], forms / "oci", tag, workdir)
-    write_oci_archive([image], forms / "oci-archive.tar", tag, workdir)
-    write_docker_archive(image, forms / "docker-archive.tar", f"{repository}:{tag}", workdir)
-    for path in forms.rglob("*"):
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    return PublishedImage(name, image, registry.address, repository, tag, digest,
-                          forms / "oci", forms / "oci-archive.tar", forms / "docker-archive.tar")
-
-
 @pytest.fixture(scope="session")
 def busybox(registry: Registry, image_workdir: Path) -> PublishedImage:
     """One layer: Debian's static busybox. Cheap; use it unless a test needs more."""
-    return _publish("busybox", "latest", registry, image_workdir)
+    return publish("busybox", "latest", registry, image_workdir)
 
 
 @pytest.fixture(scope="session")
 def debian(registry: Registry, image_workdir: Path) -> PublishedImage:
     """Debian bookworm with python3 in three layers, whiteouts, an opaque directory, links."""
-    return _publish("debian", "bookworm", registry, image_workdir)
+    return publish("debian", "bookworm", registry, image_workdir)
 
 
 def _user(name: str) -> User:

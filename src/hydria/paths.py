@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import pwd
-import stat
 from pathlib import Path
 
 from hydria.errors import PathNotUsable
@@ -18,7 +17,7 @@ PRIVATE_MODE = 0o700
 
 
 def ensure_dir(path: Path, *, setting: str, private: bool = True) -> Path:
-    """Create ``path`` (and its parents) if needed and check that this user can use it.
+    """Create ``path`` (and missing parents, same mode) if needed; check this user can use it.
 
     A private directory is created with mode 0700 and must be owned by the caller, so that a
     directory someone else made in a shared place such as ``/tmp`` is never trusted.
@@ -27,13 +26,16 @@ def ensure_dir(path: Path, *, setting: str, private: bool = True) -> Path:
         PathNotUsable: the directory cannot be created, is not a directory, is not writable, or
             (when private) belongs to another user.
     """
+    mode = PRIVATE_MODE if private else 0o755
     try:
-        path.mkdir(mode=PRIVATE_MODE if private else 0o755, parents=True, exist_ok=True)
+        for missing in reversed([path, *path.parents]):
+            if not missing.is_dir():
+                missing.mkdir(mode=mode, exist_ok=True)  # parents too: ~/.cache is private as well
         info = path.stat()
+    except FileExistsError:
+        raise _unusable(path, setting, "exists but is not a directory", fix="remove it or") from None
     except OSError as e:
         raise _unusable(path, setting, f"cannot create directory: {e.strerror}") from None
-    if not stat.S_ISDIR(info.st_mode):
-        raise _unusable(path, setting, "exists but is not a directory")
     uid = os.geteuid()
     if private and info.st_uid != uid:
         raise _unusable(path, setting, f"belongs to {_user_name(info.st_uid)}, not to you",

@@ -1,0 +1,81 @@
+"""Directories hydria makes for a user, as that user: private modes, and errors that say which
+setting points where and how to fix it (the multi-user 'Permission denied' failure)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from testbed.users import User, run_as
+
+pytestmark = pytest.mark.integration
+
+ENSURE = """
+import sys
+from pathlib import Path
+from hydria.errors import HydriaError
+from hydria.paths import ensure_dir
+try:
+    print(ensure_dir(Path(sys.argv[1]), setting=sys.argv[2]))
+except HydriaError as e:
+    print(e.message, file=sys.stderr)
+    print("hint:", e.hint, file=sys.stderr)
+    sys.exit(1)
+"""
+
+
+def ensure_as(user: User, path: Path, setting: str = "HYDRIA_DATA_PATH"):
+    return run_as(user, [sys.executable, "-c", ENSURE, str(path), setting])
+
+
+@pytest.fixture
+def shared_dir(tmp_path: Path) -> Iterator[Path]:
+    """A world-writable sticky directory, like /tmp, that pytest cleans up."""
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"hydria-paths-{tmp_path.name}"
+    path.mkdir(mode=0o1777)
+    path.chmod(0o1777)
+    yield path
+    shutil.rmtree(path)
+
+
+def test_creates_private_directories_with_parents(test_user: User, shared_dir: Path) -> None:
+    target = shared_dir / "a" / "b" / "data"
+    result = ensure_as(test_user, target)
+    assert result.returncode == 0, result.stderr
+    for path in (shared_dir / "a", shared_dir / "a" / "b", target):
+        info = path.stat()
+        assert stat.S_IMODE(info.st_mode) == 0o700
+        assert info.st_uid == test_user.uid
+
+
+def test_unwritable_location_names_path_user_setting_and_fix(test_user: User) -> None:
+    result = ensure_as(test_user, Path("/var/lib/hydria-not-allowed/data"), "HYDRIA_CACHE_PATH")
+    assert result.returncode == 1
+    err = result.stderr
+    assert "/var/lib/hydria-not-allowed/data (HYDRIA_CACHE_PATH) cannot create directory: Permission denied" in err
+    assert f"user {test_user.name}, uid {test_user.uid}" in err
+    assert "set HYDRIA_CACHE_PATH to a directory that hydria-test can write" in err
+    assert not Path("/var/lib/hydria-not-allowed").exists()
+
+
+def test_someone_elses_directory_is_not_trusted(test_user: User, other_user: User,
+                                                shared_dir: Path) -> None:
+    squatted = shared_dir / "hydria-runtime"
+    assert ensure_as(other_user, squatted).returncode == 0
+    result = ensure_as(test_user, squatted, "HYDRIA_RUNTIME_PATH")
+    assert result.returncode == 1
+    assert f"belongs to {other_user.name}, not to you" in result.stderr
+
+
+def test_a_file_in_the_way_is_reported(test_user: User, shared_dir: Path) -> None:
+    blocker = shared_dir / "blocker"
+    blocker.write_text("")
+    result = ensure_as(test_user, blocker)
+    assert result.returncode == 1
+    assert "exists but is not a directory" in result.stderr
