@@ -96,13 +96,14 @@ class Image:
     def manifest(self, workdir: Path) -> tuple[Blob, list[Blob]]:
         """Write the config and manifest blobs; return the manifest and every blob it needs."""
         config = self.config_blob(workdir)
+        media = OCI_MANIFEST if self.manifest_format == "oci" else DOCKER_MANIFEST
         document = {
             "schemaVersion": 2,
-            "mediaType": OCI_MANIFEST if self.manifest_format == "oci" else DOCKER_MANIFEST,
+            "mediaType": media,
             "config": config.descriptor(),
             "layers": [layer.blob.descriptor() for layer in self.layers],
         }
-        manifest = _write_blob(workdir, _canonical(document), document["mediaType"])
+        manifest = _write_blob(workdir, _canonical(document), media)
         return manifest, [config, *(layer.blob for layer in self.layers)]
 
     def platform(self) -> dict[str, str]:

@@ -8,6 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 import httpx
 
@@ -76,7 +77,7 @@ class Registry:
                 self._process.kill()
                 self._process.wait()
 
-    def __enter__(self) -> Registry:
+    def __enter__(self) -> Self:
         self.start()
         return self
 

@@ -7,7 +7,7 @@ import io
 import tarfile
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, Self
 
 EPOCH = 1_700_000_000  # every entry's mtime, so rebuilding a recipe gives the same digests
 WHITEOUT_PREFIX = ".wh."
@@ -19,9 +19,9 @@ class LayerTar:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._tar = tarfile.open(path, "w", format=tarfile.PAX_FORMAT)
+        self._tar = tarfile.open(path, "w", format=tarfile.PAX_FORMAT)  # noqa: SIM115 closed in __exit__
 
-    def __enter__(self) -> LayerTar:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,

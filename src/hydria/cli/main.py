@@ -12,7 +12,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import ClassVar, NoReturn
 
 from hydria.errors import HydriaError, NotImplementedYet, UsageError
 
@@ -103,22 +103,21 @@ def _run(command: Command, args: list[str]) -> int:
 class _LevelFormatter(logging.Formatter):
     """enroot's stderr style: ``[INFO] ...``, ``[WARN] ...``, ``[ERROR] ...``."""
 
-    _TAGS = {logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARN", logging.ERROR: "ERROR"}
+    _TAGS: ClassVar[dict[int, str]] = {logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARN", logging.ERROR: "ERROR"}
 
     def format(self, record: logging.LogRecord) -> str:
         return f"[{self._TAGS.get(record.levelno, record.levelname)}] {record.getMessage()}"
 
 
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _StderrHandler(logging.Handler):
     """Writes to whatever ``sys.stderr`` is at the time of each message, not at setup."""
 
-    @property  # type: ignore[override]
-    def stream(self) -> object:
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value: object) -> None:
-        pass
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            self.handleError(record)
 
 
 def _setup_logging() -> None:
