@@ -39,7 +39,7 @@ if [ ! -x .venv/bin/python ] || [ "$(readlink -f .venv/bin/python)" != "$(readli
 fi
 stamp=.venv/.hydria-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-    .venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+    .venv/bin/pip install --quiet --disable-pip-version-check -e '.[test,dev]'
     touch "$stamp"
 fi
 

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Install what the tests need and run the whole suite: unit tests and tests against real
 # components (a local registry, squashfs tools, user namespaces as an unprivileged user).
-# Run as root. Extra arguments go to pytest, e.g. scripts/test.sh tests/unit -x
+# Run as root. Extra arguments go to pytest (and skip the lint), e.g. scripts/test.sh tests/unit -x
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+if [ $# -eq 0 ]; then
+    echo "[test] ruff and mypy"
+    .venv/bin/ruff check --quiet src testbed tests
+    .venv/bin/mypy --no-error-summary
+fi
 exec .venv/bin/python -m pytest -ra "$@"
