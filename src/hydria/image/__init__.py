@@ -1,0 +1,1 @@
+"""Images: references, sources, the blob cache, flattening and squashfs."""

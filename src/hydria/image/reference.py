@@ -1,0 +1,161 @@
+"""Image URIs: parsing, normalisation and the default output file name. Pure functions.
+
+Registry images follow enroot's grammar, ``docker://[USER@][REGISTRY#]IMAGE[:TAG|@DIGEST]``, and
+also the standard ``docker://[USER@]REGISTRY/IMAGE[:TAG|@DIGEST]``; ``dockerd://`` and
+``podman://`` name an image of a local engine; ``oci://DIR[:REF]``, ``oci-archive://FILE[:REF]``
+and ``docker-archive://FILE`` read images from disk.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from hydria.errors import HydriaError
+
+DOCKER_HUB = "registry-1.docker.io"
+DOCKER_HUB_ALIASES = frozenset({"docker.io", "index.docker.io", DOCKER_HUB})
+SCHEMES = ("docker", "dockerd", "podman", "oci", "oci-archive", "docker-archive")
+
+_USER = r"(?:(?P<user>[A-Za-z0-9_.!~*'()%;:&=+$,@-]+)@)?"
+_HOST = r"(?P<host>[A-Za-z0-9._-]+(?::[0-9]+)?)"
+_IMAGE = r"(?P<image>[a-z0-9._-]+(?:/[a-z0-9._-]+)*)"
+_NAME = r"(?P<image>[a-z0-9._-]+)"
+_TAG = r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9._-]{0,127}))"
+_DIGEST = r"(?:@(?P<digest>sha256:[a-f0-9]{64}))"
+# enroot's order: REGISTRY/IMAGE, then a bare NAME (Docker Hub), then its own REGISTRY#IMAGE; in
+# each, the form with a digest first, so that "name@sha256:..." is never read as USER@NAME:TAG.
+_DOCKER_FORMS = tuple(re.compile(base + suffix) for base in (
+    rf"{_USER}{_HOST}/{_IMAGE}",
+    rf"{_USER}{_NAME}",
+    rf"{_USER}(?P<registry>[A-Za-z0-9._-]+(?::[0-9]+)?)#{_IMAGE}",
+) for suffix in (f"{_TAG}?{_DIGEST}", f"{_TAG}?"))
+_ENGINE_IMAGE = re.compile(r"[A-Za-z0-9/._:@-]+")
+
+
+class InvalidReference(HydriaError):
+    """A URI that names no image."""
+
+
+@dataclass(frozen=True)
+class RegistryImage:
+    """``docker://``: an image in a registry."""
+
+    registry: str
+    repository: str
+    tag: str | None = None
+    digest: str | None = None
+    user: str | None = None
+
+    @property
+    def reference(self) -> str:
+        """What to ask the registry for: the digest when given (it wins over a tag), else the tag."""
+        return self.digest or self.tag or "latest"
+
+    @property
+    def uri(self) -> str:
+        """The canonical URI, recorded in the image's provenance line."""
+        return f"docker://{self.registry}#{self.repository}" + (
+            f"@{self.digest}" if self.digest else f":{self.reference}")
+
+    def default_output(self) -> str:
+        name = self.repository
+        if self.registry == DOCKER_HUB:
+            name = name.removeprefix("library/")
+        name = name.replace("/", "+")
+        if self.digest or self.tag:
+            name += "+" + (self.digest or self.tag or "")
+        return name + ".sqsh"
+
+
+@dataclass(frozen=True)
+class EngineImage:
+    """``dockerd://`` or ``podman://``: an image a local container engine has or can pull."""
+
+    engine: str  # "docker" or "podman"
+    image: str
+
+    @property
+    def uri(self) -> str:
+        return f"{'dockerd' if self.engine == 'docker' else 'podman'}://{self.image}"
+
+    def default_output(self) -> str:
+        return re.sub(r"[:/]", "+", self.image) + ".sqsh"
+
+
+@dataclass(frozen=True)
+class LocalImage:
+    """``oci://``, ``oci-archive://`` or ``docker-archive://``: an image in a file or directory."""
+
+    scheme: str
+    path: str
+    ref: str | None = None
+
+    @property
+    def uri(self) -> str:
+        return f"{self.scheme}://{self.path}" + (f":{self.ref}" if self.ref else "")
+
+    def default_output(self) -> str:
+        base = os.path.basename(self.path.rstrip("/")) or "image"
+        base = re.sub(r"\.(tar|tar\.gz|tgz)$", "", base)
+        return base + (f"+{self.ref}" if self.ref else "") + ".sqsh"
+
+
+ImageReference = RegistryImage | EngineImage | LocalImage
+
+
+def parse(uri: str, *, path_exists: bool | None = None) -> ImageReference:
+    """Parse an image URI.
+
+    ``path_exists`` says whether a local URI's whole path exists; when it does not and the path
+    ends in ``:REF``, that suffix selects an image inside (as skopeo's ``oci:DIR:REF``).
+
+    Raises:
+        InvalidReference: an unknown scheme or a reference that does not match the grammar.
+    """
+    scheme, separator, rest = uri.partition("://")
+    if not separator or scheme not in SCHEMES:
+        raise InvalidReference(
+            f"Invalid argument: {uri}",
+            hint="image URIs start with " + ", ".join(f"{s}://" for s in SCHEMES),
+        )
+    if scheme == "docker":
+        return parse_docker(rest, uri)
+    if scheme in ("dockerd", "podman"):
+        if not _ENGINE_IMAGE.fullmatch(rest):
+            raise InvalidReference(f"Invalid image reference: {uri}")
+        return EngineImage("docker" if scheme == "dockerd" else "podman", rest)
+    if not rest:
+        raise InvalidReference(f"Invalid image reference: {uri}", hint=f"write {scheme}://PATH")
+    path, colon, ref = rest.rpartition(":")
+    if scheme != "docker-archive" and colon and path and "/" not in ref and ref and not path_exists:
+        return LocalImage(scheme, path, ref)
+    return LocalImage(scheme, rest)
+
+
+def parse_docker(text: str, uri: str) -> RegistryImage:
+    """Parse what follows ``docker://``. Raises InvalidReference."""
+    if "@sha256:" in text and not re.search(r"@sha256:[a-f0-9]{64}$", text):
+        raise InvalidReference(f"Invalid image reference: {uri}",
+                               hint="a digest is sha256: followed by 64 lower-case hex digits")
+    for form in _DOCKER_FORMS:
+        match = form.fullmatch(text)
+        if match is None:
+            continue
+        groups = match.groupdict()
+        registry, image = groups.get("registry"), groups["image"]
+        host = groups.get("host")
+        if host is not None:
+            if "." in host or ":" in host or host == "localhost":
+                registry = host
+            else:
+                image = f"{host}/{image}"
+        registry = registry or DOCKER_HUB
+        if registry in DOCKER_HUB_ALIASES:
+            registry = DOCKER_HUB
+            if "/" not in image:
+                image = f"library/{image}"
+        return RegistryImage(registry, image, groups["tag"], groups.get("digest"), groups["user"])
+    hint = "repository names are lower case" if re.search(r"[A-Z]", text.partition("#")[2] or text) else None
+    raise InvalidReference(f"Invalid image reference: {uri}", hint=hint)
