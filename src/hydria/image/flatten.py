@@ -1,0 +1,239 @@
+"""Merge image layers into one root filesystem tar stream, top layer first, without unpacking.
+
+Reading the top layer first lets every decision be made once, while streaming: an entry is
+written unless an upper layer already wrote that path, deleted it (``.wh.NAME``), made its
+directory opaque (``.wh..wh..opq``), or put a non-directory where it expects a parent directory.
+Only the set of paths seen is kept in memory, never file contents.
+
+Layers are untrusted: a path with ``..`` is refused, absolute paths become relative, device nodes
+are dropped (an unprivileged container cannot use them), only ``user.*`` extended attributes are
+kept, and every entry gets at least owner read (and owner rwx on directories) so that the image
+works for the unprivileged user who runs it, as enroot's import does.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import IO
+
+from hydria.errors import HydriaError
+
+WHITEOUT = ".wh."
+OPAQUE = ".wh..wh..opq"
+STREAM_BUFFER = 1 << 20
+
+
+class UnsafeLayer(HydriaError):
+    """A layer entry that would land outside the root filesystem, or a broken link."""
+
+
+def clean_path(name: str, layer: str) -> str:
+    """``name`` as a relative path without ``.`` parts; ``""`` is the root.
+
+    Raises:
+        UnsafeLayer: the path has a ``..`` component.
+    """
+    parts = [part for part in name.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise UnsafeLayer(f"layer {layer}: entry {name!r} would land outside the root filesystem",
+                          hint="the image is malformed or malicious; nothing was written")
+    return "/".join(parts)
+
+
+def ancestors(path: str) -> Iterator[str]:
+    """Proper ancestors of a relative path, nearest last: ``a/b/c`` gives ``a``, ``a/b``."""
+    index = path.find("/")
+    while index >= 0:
+        yield path[:index]
+        index = path.find("/", index + 1)
+
+
+def usable_mode(mode: int, is_dir: bool) -> int:
+    """enroot's permission fix: owner may read everything, and enter and write directories."""
+    if is_dir:
+        return mode | 0o700
+    return mode | 0o400 | (0o100 if mode & 0o111 else 0)
+
+
+@dataclass(frozen=True)
+class LayerStream:
+    """One layer: ``digest`` for messages, ``open`` gives its uncompressed tar stream."""
+
+    digest: str
+    open: Callable[[], AbstractContextManager[IO[bytes]]]
+
+
+@dataclass(frozen=True)
+class ExtraFile:
+    """A file or directory that sits above every layer (the runtime files of the image format)."""
+
+    path: str
+    data: bytes | None  # None: a directory
+    mode: int = 0o644
+
+
+@dataclass
+class FlattenStats:
+    entries: int = 0
+    bytes: int = 0
+    devices_dropped: int = 0
+    whiteouts: int = 0
+
+
+@dataclass
+class _Claim:
+    is_dir: bool
+    explicit: bool
+
+
+@dataclass
+class _Merger:
+    """The state of a top-down merge: what upper layers wrote, deleted and made opaque."""
+
+    out: tarfile.TarFile
+    claimed: dict[str, _Claim] = field(default_factory=dict)
+    hidden: set[str] = field(default_factory=set)
+    opaque: set[str] = field(default_factory=set)
+    link_targets: dict[str, str] = field(default_factory=dict)  # hardlink path -> target
+    stats: FlattenStats = field(default_factory=FlattenStats)
+
+    def covered(self, path: str, is_dir: bool) -> bool:
+        """Whether upper layers hide or already provide ``path``."""
+        if path in self.hidden:
+            return True
+        for parent in ancestors(path):
+            claim = self.claimed.get(parent)
+            if parent in self.hidden or parent in self.opaque or claim and not claim.is_dir:
+                return True
+        claim = self.claimed.get(path)
+        return claim is not None and (claim.explicit or not is_dir)
+
+    def claim(self, path: str, is_dir: bool) -> None:
+        self.claimed[path] = _Claim(is_dir, True)
+        for parent in ancestors(path):
+            self.claimed.setdefault(parent, _Claim(True, False))
+
+    def write(self, info: tarfile.TarInfo, data: IO[bytes] | None) -> None:
+        self.out.addfile(info, data)
+        self.stats.entries += 1
+        self.stats.bytes += info.size
+
+
+def _output_info(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(path)
+    info.type = tarfile.REGTYPE if member.type in (tarfile.AREGTYPE, tarfile.CONTTYPE) else member.type
+    info.mode = usable_mode(member.mode, member.isdir())
+    info.uid, info.gid, info.mtime = member.uid, member.gid, member.mtime
+    info.size = member.size if member.isreg() else 0
+    info.linkname = member.linkname if member.issym() else ""
+    info.devmajor, info.devminor = member.devmajor, member.devminor
+    info.pax_headers = {k: v for k, v in member.pax_headers.items()
+                        if k.startswith("SCHILY.xattr.user.")}
+    return info
+
+
+def flatten(layers: Sequence[LayerStream], extras: Sequence[ExtraFile], out: IO[bytes]) -> FlattenStats:
+    """Write the merged root filesystem of ``layers`` (top first) plus ``extras`` as a tar to ``out``.
+
+    Raises:
+        UnsafeLayer: an entry escapes the root, or a hardlink's target is not in the image.
+    """
+    with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT, bufsize=STREAM_BUFFER) as tar:
+        merger = _Merger(tar)
+        for extra in extras:
+            _write_extra(merger, extra)
+        for layer in layers:
+            _merge_layer(merger, layer)
+        for path, target in merger.link_targets.items():
+            claim = merger.claimed.get(target)
+            if claim is None or not claim.explicit or claim.is_dir:
+                raise UnsafeLayer(f"hardlink /{path} points to /{target}, which is not a file of the image",
+                                  hint="the image is malformed; nothing was written")
+    return merger.stats
+
+
+def _write_extra(merger: _Merger, extra: ExtraFile) -> None:
+    info = tarfile.TarInfo(extra.path)
+    info.mode, info.mtime = extra.mode, 0
+    if extra.data is None:
+        info.type = tarfile.DIRTYPE
+        merger.write(info, None)
+    else:
+        info.size = len(extra.data)
+        merger.write(info, io.BytesIO(extra.data))
+    merger.claim(extra.path, extra.data is None)
+
+
+def _merge_layer(merger: _Merger, layer: LayerStream) -> None:
+    whiteouts: set[str] = set()
+    opaque: set[str] = set()
+    written: set[str] = set()  # paths this layer wrote
+    passed: set[str] = set()  # regular files of this layer that upper layers covered
+    pending: dict[str, list[str]] = {}  # covered target -> hardlinks of this layer that need it
+    with layer.open() as stream, tarfile.open(fileobj=stream, mode="r|", bufsize=STREAM_BUFFER) as tar:
+        for member in tar:
+            path = clean_path(member.name, layer.digest)
+            if not path:
+                continue  # the root directory itself
+            parent, _, base = path.rpartition("/")
+            if base.startswith(WHITEOUT):
+                if base == OPAQUE:
+                    opaque.add(parent)
+                elif not base.startswith(WHITEOUT + WHITEOUT):  # .wh..wh.plnk etc. are aufs internals
+                    whiteouts.add(f"{parent}/{base[len(WHITEOUT):]}".lstrip("/"))
+                continue
+            if member.ischr() or member.isblk():
+                merger.stats.devices_dropped += 1
+                continue
+            if merger.covered(path, member.isdir()) or path in written:
+                if member.isreg():
+                    passed.add(path)
+                continue
+            if member.islnk():
+                target = clean_path(member.linkname, layer.digest)
+                if target in passed:
+                    pending.setdefault(target, []).append(path)
+                    merger.claim(path, False)
+                    written.add(path)
+                    continue
+                info = _output_info(member, path)
+                info.type, info.linkname = tarfile.LNKTYPE, target
+                merger.link_targets[path] = target
+                merger.write(info, None)
+            elif member.isreg():
+                merger.write(_output_info(member, path), tar.extractfile(member))
+            elif member.isdir() or member.issym() or member.isfifo():
+                merger.write(_output_info(member, path), None)
+            else:
+                continue  # sparse and other exotic entries
+            merger.claim(path, member.isdir())
+            written.add(path)
+    if pending:
+        _write_covered_link_targets(merger, layer, pending)
+    merger.stats.whiteouts += len(whiteouts) + len(opaque)
+    merger.hidden |= whiteouts
+    merger.opaque |= opaque
+
+
+def _write_covered_link_targets(merger: _Merger, layer: LayerStream, pending: dict[str, list[str]]) -> None:
+    """Hardlinks of a layer whose target an upper layer replaced keep the layer's own content:
+    read the layer again, write the first link as a file with that content, link the others to it."""
+    with layer.open() as stream, tarfile.open(fileobj=stream, mode="r|", bufsize=STREAM_BUFFER) as tar:
+        for member in tar:
+            path = clean_path(member.name, layer.digest)
+            links = pending.pop(path, None) if member.isreg() else None
+            if not links:
+                continue
+            first, *others = links
+            merger.write(_output_info(member, first), tar.extractfile(member))
+            for other in others:
+                info = _output_info(member, other)
+                info.type, info.size, info.linkname = tarfile.LNKTYPE, 0, first
+                merger.write(info, None)
+                merger.link_targets[other] = first
+            if not pending:
+                return

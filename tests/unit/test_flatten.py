@@ -1,0 +1,221 @@
+"""Merging layers top-down: whiteouts, opaque directories, replacement, links, and hostile input."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import tarfile
+from collections.abc import Callable
+
+import pytest
+
+from hydria.image.flatten import (
+    ExtraFile,
+    LayerStream,
+    UnsafeLayer,
+    ancestors,
+    clean_path,
+    flatten,
+    usable_mode,
+)
+
+Entry = tuple[str, str, object]  # (path, kind, payload)
+
+
+def layer(*entries: Callable[[tarfile.TarFile], None]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for add in entries:
+            add(tar)
+    return buffer.getvalue()
+
+
+def f(name: str, data: str = "", mode: int = 0o644, uid: int = 0, xattrs: dict[str, str] | None = None):
+    def add(tar: tarfile.TarFile) -> None:
+        info = tarfile.TarInfo(name)
+        payload = data.encode()
+        info.size, info.mode, info.uid = len(payload), mode, uid
+        info.pax_headers = {f"SCHILY.xattr.{k}": v for k, v in (xattrs or {}).items()}
+        tar.addfile(info, io.BytesIO(payload))
+    return add
+
+
+def d(name: str, mode: int = 0o755):
+    def add(tar: tarfile.TarFile) -> None:
+        info = tarfile.TarInfo(name)
+        info.type, info.mode = tarfile.DIRTYPE, mode
+        tar.addfile(info)
+    return add
+
+
+def link(name: str, target: str, kind: bytes = tarfile.SYMTYPE):
+    def add(tar: tarfile.TarFile) -> None:
+        info = tarfile.TarInfo(name)
+        info.type, info.linkname = kind, target
+        tar.addfile(info)
+    return add
+
+
+def dev(name: str):
+    def add(tar: tarfile.TarFile) -> None:
+        info = tarfile.TarInfo(name)
+        info.type, info.devmajor, info.devminor = tarfile.CHRTYPE, 1, 3
+        tar.addfile(info)
+    return add
+
+
+def merge(*layers_top_first: bytes, extras: tuple[ExtraFile, ...] = ()) -> dict[str, tarfile.TarInfo | str]:
+    streams = [LayerStream(f"sha256:{i}", lambda data=data: contextlib.nullcontext(io.BytesIO(data)))
+               for i, data in enumerate(layers_top_first)]
+    out = io.BytesIO()
+    flatten(streams, extras, out)
+    out.seek(0)
+    result: dict[str, tarfile.TarInfo | str] = {}
+    with tarfile.open(fileobj=out) as tar:
+        for member in tar:
+            assert member.name not in result, f"{member.name} written twice"
+            result[member.name] = member
+            if member.isreg():
+                result[member.name + "#data"] = tar.extractfile(member).read().decode()  # type: ignore[union-attr]
+    return result
+
+
+def test_upper_layer_wins() -> None:
+    out = merge(layer(f("etc/motd", "upper")), layer(d("etc"), f("etc/motd", "lower"), f("etc/other", "kept")))
+    assert out["etc/motd#data"] == "upper"
+    assert out["etc/other#data"] == "kept"
+    assert out["etc"].isdir()
+
+
+def test_whiteout_deletes_file_and_directory_of_lower_layers() -> None:
+    out = merge(
+        layer(f("a/.wh.gone"), f(".wh.tree")),
+        layer(d("a"), f("a/gone"), f("a/stays"), d("tree"), f("tree/deep/x")),
+    )
+    assert "a/gone" not in out and "a/.wh.gone" not in out
+    assert "a/stays" in out
+    assert not any(name.startswith("tree") for name in out)
+
+
+def test_whiteout_applies_only_below_its_layer() -> None:
+    out = merge(layer(f("x", "new")), layer(f(".wh.x")), layer(f("x", "old")))
+    assert out["x#data"] == "new"
+
+
+def test_opaque_directory_hides_lower_content_but_keeps_its_own() -> None:
+    out = merge(
+        layer(d("etc/apt/apt.conf.d", 0o750), f("etc/apt/apt.conf.d/.wh..wh..opq"), f("etc/apt/apt.conf.d/new")),
+        layer(d("etc/apt/apt.conf.d"), f("etc/apt/apt.conf.d/old"), f("etc/apt/sources.list")),
+    )
+    assert "etc/apt/apt.conf.d/new" in out
+    assert "etc/apt/apt.conf.d/old" not in out
+    assert "etc/apt/sources.list" in out
+    assert out["etc/apt/apt.conf.d"].mode == 0o750
+
+
+def test_file_replacing_a_directory_hides_its_children() -> None:
+    out = merge(layer(f("opt", "now a file")), layer(d("opt"), f("opt/tool")))
+    assert out["opt"].isreg() and "opt/tool" not in out
+
+
+def test_directory_replacing_a_file() -> None:
+    out = merge(layer(d("opt"), f("opt/tool")), layer(f("opt", "was a file")))
+    assert out["opt"].isdir() and "opt/tool" in out
+
+
+def test_implicit_parent_takes_the_lower_layers_attributes() -> None:
+    out = merge(layer(f("srv/data/x")), layer(d("srv", 0o750)))
+    assert out["srv"].mode == 0o750
+
+
+def test_lower_symlink_cannot_redirect_an_upper_directory() -> None:
+    out = merge(layer(f("etc/passwd", "image")), layer(link("etc", "/host/etc")))
+    assert "etc" not in out or not out["etc"].issym()
+    assert out["etc/passwd#data"] == "image"
+
+
+def test_links_kept_and_hardlink_groups_preserved() -> None:
+    out = merge(layer(f("a", "x"), link("b", "a", tarfile.LNKTYPE), link("c", "/etc/os-release"),
+                      link("d", "../../x")))
+    assert out["b"].islnk() and out["b"].linkname == "a"
+    assert out["c"].linkname == "/etc/os-release"
+    assert out["d"].linkname == "../../x"  # a symlink's target is resolved in the container, not here
+
+
+def test_hardlink_whose_target_an_upper_layer_replaced_keeps_its_content() -> None:
+    out = merge(layer(f("bin/tool", "new")), layer(f("bin/tool", "old"), link("bin/alias", "bin/tool", tarfile.LNKTYPE)))
+    assert out["bin/tool#data"] == "new"
+    assert out["bin/alias#data"] == "old"
+
+
+def test_hardlink_whose_target_was_deleted_keeps_its_content() -> None:
+    out = merge(layer(f("a/.wh.orig")),
+                layer(f("a/orig", "data"), link("a/l1", "a/orig", tarfile.LNKTYPE), link("a/l2", "a/orig", tarfile.LNKTYPE)))
+    assert "a/orig" not in out
+    assert out["a/l1#data"] == "data"
+    assert out["a/l2"].islnk() and out["a/l2"].linkname == "a/l1"
+
+
+def test_devices_dropped_fifos_kept() -> None:
+    def fifo(tar: tarfile.TarFile) -> None:
+        info = tarfile.TarInfo("run/pipe")
+        info.type = tarfile.FIFOTYPE
+        tar.addfile(info)
+    out = merge(layer(dev("dev/null"), fifo))
+    assert "dev/null" not in out and out["run/pipe"].isfifo()
+
+
+def test_modes_made_usable_and_ownership_kept() -> None:
+    out = merge(layer(d("root", 0o000), f("secret", mode=0o000, uid=1234), f("tool", mode=0o011),
+                      f("suid", mode=0o4755)))
+    assert out["root"].mode == 0o700
+    assert out["secret"].mode == 0o400 and out["secret"].uid == 1234
+    assert out["tool"].mode == 0o511
+    assert out["suid"].mode == 0o4755  # kept; the runtime mounts images nosuid
+
+
+def test_only_user_xattrs_survive() -> None:
+    out = merge(layer(f("x", xattrs={"user.origin": "a", "security.capability": "b", "trusted.overlay.opaque": "y"})))
+    assert out["x"].pax_headers.get("SCHILY.xattr.user.origin") == "a"
+    assert not any("security" in k or "trusted" in k for k in out["x"].pax_headers)
+
+
+def test_absolute_and_dotted_names_are_normalised() -> None:
+    out = merge(layer(f("/etc/abs", "1"), f("./etc/./dot", "2"), f("etc//double", "3")))
+    assert {"etc/abs", "etc/dot", "etc/double"} <= set(out)
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/../../escape", "/../../etc/passwd", "a/b/../../../c"])
+def test_escaping_paths_are_refused(name: str) -> None:
+    with pytest.raises(UnsafeLayer, match="would land outside the root filesystem"):
+        merge(layer(f(name, "x")))
+
+
+def test_escaping_hardlink_target_is_refused() -> None:
+    with pytest.raises(UnsafeLayer, match="outside the root filesystem"):
+        merge(layer(link("evil", "../../etc/shadow", tarfile.LNKTYPE)))
+
+
+def test_hardlink_to_nothing_is_refused() -> None:
+    with pytest.raises(UnsafeLayer, match="not a file of the image"):
+        merge(layer(link("evil", "etc/shadow", tarfile.LNKTYPE)))
+
+
+def test_extras_sit_above_every_layer() -> None:
+    out = merge(layer(d("etc"), f("etc/rc", "image's own")),
+                extras=(ExtraFile("etc/rc", b"generated"), ExtraFile("work", None)))
+    assert out["etc/rc#data"] == "generated"
+    assert out["work"].isdir() and out["etc"].isdir()
+
+
+@pytest.mark.parametrize(("name", "expected"), [("", ""), ("./", ""), ("/a//b/./c/", "a/b/c"), ("a", "a")])
+def test_clean_path(name: str, expected: str) -> None:
+    assert clean_path(name, "l") == expected
+
+
+def test_ancestors_and_modes() -> None:
+    assert list(ancestors("a/b/c")) == ["a", "a/b"]
+    assert list(ancestors("a")) == []
+    assert usable_mode(0o000, True) == 0o700
+    assert usable_mode(0o070, False) == 0o570
+    assert usable_mode(0o060, False) == 0o460
