@@ -1,0 +1,187 @@
+"""The content-addressed blob cache: ``CACHE/blobs/sha256/<hex>``, safe for many processes and
+many users at once.
+
+* A blob is written to an anonymous file (``O_TMPFILE``) while its digest is computed, and is
+  linked under its name only when the digest matches, so a killed import leaves nothing behind and
+  a reader never sees a partial blob. Where the file system has no ``O_TMPFILE`` (NFS, Lustre) a
+  hidden temporary name is used and removed on failure.
+* One lock file per blob (``flock``) makes concurrent imports of one image download each blob
+  once: the others wait and then find it.
+* Shared cache: when the cache directory is world-writable and sticky (mode 1777, like ``/tmp``),
+  hydria keeps that mode on the directories it makes inside, writes blobs 0644, and so every user
+  can read and add blobs while only a blob's writer (or root) can delete it. A blob another user
+  wrote is verified against its digest as it is read, so nobody can slip a wrong blob to others.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import logging
+import os
+import stat
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Protocol
+
+from hydria.errors import HydriaError
+from hydria.paths import ensure_dir
+
+log = logging.getLogger(__name__)
+
+CHUNK = 1 << 20
+SHARED_MODE = 0o1777
+
+
+class DigestMismatch(HydriaError):
+    """Content does not have the digest it was asked for."""
+
+
+def hex_of(digest: str) -> str:
+    """The hex part of ``sha256:<hex>``. Raises DigestMismatch for anything else."""
+    algorithm, _, value = digest.partition(":")
+    if algorithm != "sha256" or len(value) != 64 or not all(c in "0123456789abcdef" for c in value):
+        raise DigestMismatch(f"unsupported or malformed digest: {digest!r}")
+    return value
+
+
+class Writer(Protocol):
+    def write(self, data: bytes, /) -> int: ...
+
+
+@dataclass(frozen=True)
+class CachedBlob:
+    path: Path
+    trusted: bool  # written by this user or root: no need to verify again
+
+
+class BlobCache:
+    """Blobs under ``root``, which is created 0700 unless it already exists (shared or not)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        shared = root.is_dir() and stat.S_IMODE(root.stat().st_mode) & SHARED_MODE == SHARED_MODE
+        if not root.exists():
+            ensure_dir(root, setting="HYDRIA_CACHE_PATH")
+        self.shared = shared
+        self.blobs = self._subdir("blobs", "sha256")
+        self.locks = self._subdir("locks")
+
+    def _subdir(self, *parts: str) -> Path:
+        path = self.root.joinpath(*parts)
+        if path.is_dir():
+            return path
+        for current in [self.root.joinpath(*parts[: i + 1]) for i in range(len(parts))]:
+            try:
+                current.mkdir(mode=SHARED_MODE if self.shared else 0o700)
+                if self.shared:
+                    current.chmod(SHARED_MODE)  # mkdir's mode is masked by the umask
+            except FileExistsError:
+                pass
+            except OSError as e:
+                raise HydriaError(f"{current} (HYDRIA_CACHE_PATH): cannot create directory: {e.strerror}",
+                                  hint="set HYDRIA_CACHE_PATH to a directory you can write") from None
+        return path
+
+    def path(self, digest: str) -> Path:
+        return self.blobs / hex_of(digest)
+
+    def lookup(self, digest: str) -> CachedBlob | None:
+        path = self.path(digest)
+        try:
+            owner = path.stat().st_uid
+        except FileNotFoundError:
+            return None
+        return CachedBlob(path, owner in (os.geteuid(), 0))
+
+    def fetch(self, digest: str, download: Callable[[Writer], None]) -> CachedBlob:
+        """The blob ``digest``, downloading it with ``download(file)`` unless present.
+
+        Raises:
+            DigestMismatch: the downloaded content has another digest; nothing is kept.
+        """
+        found = self.lookup(digest)
+        if found:
+            return found
+        with self._lock(digest):
+            found = self.lookup(digest)
+            if found:
+                return found
+            with self._new_file(digest) as (handle, publish):
+                hashing = _HashingWriter(handle)
+                download(hashing)
+                actual = "sha256:" + hashing.hash.hexdigest()
+                if actual != digest:
+                    raise DigestMismatch(f"Checksum mismatch: {digest} (received {actual})",
+                                         hint="the registry or the network corrupted the blob; try again")
+                publish()
+        return CachedBlob(self.path(digest), True)
+
+    @contextmanager
+    def _lock(self, digest: str) -> Iterator[None]:
+        fd = os.open(self.locks / f"{hex_of(digest)}.lock", os.O_RDONLY | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    @contextmanager
+    def _new_file(self, digest: str) -> Iterator[tuple[IO[bytes], Callable[[], None]]]:
+        final = self.path(digest)
+        try:
+            fd = os.open(self.blobs, os.O_TMPFILE | os.O_WRONLY, 0o644)
+            temporary = None
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise
+            temporary = self.blobs / f".{final.name}.{os.getpid()}.partial"
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "wb") as handle:
+            def publish() -> None:
+                handle.flush()
+                source = temporary or f"/proc/self/fd/{handle.fileno()}"
+                try:
+                    os.link(source, final, follow_symlinks=True)
+                except FileExistsError:
+                    pass  # another writer published the same content first
+            try:
+                yield handle, publish
+            finally:
+                if temporary is not None:
+                    temporary.unlink(missing_ok=True)
+
+
+class _HashingWriter:
+    """A write-only file that hashes what passes through it."""
+
+    def __init__(self, target: IO[bytes]) -> None:
+        self.target = target
+        self.hash = hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.hash.update(data)
+        return self.target.write(data)
+
+
+class VerifyingReader:
+    """Reads a blob and raises DigestMismatch at its end if the content is not ``digest``."""
+
+    def __init__(self, source: IO[bytes], digest: str, where: str) -> None:
+        self.source = source
+        self.digest = digest
+        self.where = where
+        self.hash = hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.source.read(size)
+        if data:
+            self.hash.update(data)
+        elif "sha256:" + self.hash.hexdigest() != self.digest:
+            raise DigestMismatch(f"Checksum mismatch: {self.digest} in {self.where}",
+                                 hint="the blob is corrupt or was tampered with; delete it and import again")
+        return data

@@ -1,0 +1,84 @@
+"""Reading layer blobs whatever their compression (gzip, zstd or none), told by their magic bytes
+rather than their media type, which registries and tools do not always get right."""
+
+from __future__ import annotations
+
+from typing import IO, Any
+
+import zstandard
+
+try:  # ISA-L inflates gzip about twice as fast as zlib
+    from isal import isal_zlib as zlib
+except ImportError:  # pragma: no cover - platforms without an isal wheel
+    import zlib  # type: ignore[no-redef]
+
+GZIP_MAGIC = b"\x1f\x8b"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+CHUNK = 1 << 20
+
+
+def decompressed(raw: IO[bytes]) -> IO[bytes]:
+    """A reader of the uncompressed content of ``raw``."""
+    head = raw.read(4)
+    source = _Prefixed(head, raw)
+    if head.startswith(GZIP_MAGIC):
+        return _Gunzip(source)  # type: ignore[return-value]
+    if head.startswith(ZSTD_MAGIC):
+        return zstandard.ZstdDecompressor().stream_reader(source, read_across_frames=True)  # type: ignore[return-value]
+    return source  # type: ignore[return-value]
+
+
+class _Prefixed:
+    """``raw`` with bytes already read from it put back in front."""
+
+    def __init__(self, head: bytes, raw: IO[bytes]) -> None:
+        self.head = head
+        self.raw = raw
+
+    def read(self, size: int = -1) -> bytes:
+        if self.head:
+            data, self.head = self.head, b""
+            if size < 0:
+                return data + self.raw.read()
+            if size > len(data):
+                data += self.raw.read(size - len(data))
+            else:
+                data, self.head = data[:size], data[size:]
+            return data
+        return self.raw.read(size)
+
+    def close(self) -> None:
+        pass
+
+
+class _Gunzip:
+    """gzip decoding of a stream, including files of several gzip members. Output is produced
+    only as it is asked for, so a small, highly compressed blob cannot fill the memory."""
+
+    def __init__(self, source: _Prefixed) -> None:
+        self.source = source
+        self.inflater: Any = zlib.decompressobj(31)
+        self.pending = b""  # compressed input not yet inflated
+        self.eof = False
+
+    def read(self, size: int = -1) -> bytes:
+        pieces: list[bytes] = []
+        produced = 0
+        while not self.eof and (size < 0 or produced < size):
+            if not self.pending:
+                self.pending = self.source.read(CHUNK)
+                if not self.pending:
+                    pieces.append(self.inflater.flush())
+                    self.eof = True
+                    break
+            piece = self.inflater.decompress(self.pending, 0 if size < 0 else size - produced)
+            self.pending = self.inflater.unconsumed_tail
+            if self.inflater.eof:  # the end of one gzip member; another may follow
+                self.pending = self.inflater.unused_data + self.pending
+                self.inflater = zlib.decompressobj(31)
+            pieces.append(piece)
+            produced += len(piece)
+        return b"".join(pieces)
+
+    def close(self) -> None:
+        pass
