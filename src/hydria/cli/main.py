@@ -28,7 +28,7 @@ class Command:
 
 
 COMMANDS: tuple[Command, ...] = (
-    Command("import", "Import a container image", None),
+    Command("import", "Import a container image", "hydria.cli.import_"),
     Command("load", "Import and create a container in one step", None),
     Command("create", "Create a container from an image file", None),
     Command("start", "Start a container and run a command in it", None),

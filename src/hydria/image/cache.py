@@ -1,10 +1,9 @@
 """The content-addressed blob cache: ``CACHE/blobs/sha256/<hex>``, safe for many processes and
 many users at once.
 
-* A blob is written to an anonymous file (``O_TMPFILE``) while its digest is computed, and is
-  linked under its name only when the digest matches, so a killed import leaves nothing behind and
-  a reader never sees a partial blob. Where the file system has no ``O_TMPFILE`` (NFS, Lustre) a
-  hidden temporary name is used and removed on failure.
+* A blob is written to an anonymous file (:mod:`hydria.anonfile`) while its digest is computed,
+  and gets its name only when the digest matches, so a killed import leaves nothing behind and a
+  reader never sees a partial blob.
 * One lock file per blob (``flock``) makes concurrent imports of one image download each blob
   once: the others wait and then find it.
 * Shared cache: when the cache directory is world-writable and sticky (mode 1777, like ``/tmp``),
@@ -15,7 +14,6 @@ many users at once.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import hashlib
 import logging
@@ -27,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
+from hydria.anonfile import anonymous_file
 from hydria.errors import HydriaError
 from hydria.paths import ensure_dir
 
@@ -110,14 +109,15 @@ class BlobCache:
             found = self.lookup(digest)
             if found:
                 return found
-            with self._new_file(digest) as (handle, publish):
+            with anonymous_file(self.path(digest)) as blob, open(blob.fd, "wb", closefd=False) as handle:
                 hashing = _HashingWriter(handle)
                 download(hashing)
                 actual = "sha256:" + hashing.hash.hexdigest()
                 if actual != digest:
                     raise DigestMismatch(f"Checksum mismatch: {digest} (received {actual})",
                                          hint="the registry or the network corrupted the blob; try again")
-                publish()
+                handle.flush()
+                blob.commit()  # False: another writer published the same content first
         return CachedBlob(self.path(digest), True)
 
     @contextmanager
@@ -128,32 +128,6 @@ class BlobCache:
             yield
         finally:
             os.close(fd)
-
-    @contextmanager
-    def _new_file(self, digest: str) -> Iterator[tuple[IO[bytes], Callable[[], None]]]:
-        final = self.path(digest)
-        try:
-            fd = os.open(self.blobs, os.O_TMPFILE | os.O_WRONLY, 0o644)
-            temporary = None
-        except OSError as e:
-            if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
-                raise
-            temporary = self.blobs / f".{final.name}.{os.getpid()}.partial"
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "wb") as handle:
-            def publish() -> None:
-                handle.flush()
-                source = temporary or f"/proc/self/fd/{handle.fileno()}"
-                try:
-                    os.link(source, final, follow_symlinks=True)
-                except FileExistsError:
-                    pass  # another writer published the same content first
-            try:
-                yield handle, publish
-            finally:
-                if temporary is not None:
-                    temporary.unlink(missing_ok=True)
 
 
 class _HashingWriter:

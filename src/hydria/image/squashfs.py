@@ -97,7 +97,7 @@ def _size(text: str) -> int:
 class Tar2Sqfs:
     """A running ``tar2sqfs`` that reads a tar stream on ``stdin`` and writes ``output``."""
 
-    def __init__(self, output: Path, options: list[str]) -> None:
+    def __init__(self, output: Path | str, options: list[str], pass_fds: tuple[int, ...] = ()) -> None:
         binary = shutil.which(TAR2SQFS)
         if binary is None:
             raise HydriaError(f"Command not found: {TAR2SQFS}",
@@ -106,7 +106,7 @@ class Tar2Sqfs:
                 *options, str(output)]
         log.debug("running %s", shlex.join(argv))
         self._process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.PIPE)
+                                         stderr=subprocess.PIPE, pass_fds=pass_fds)
         assert self._process.stdin is not None
         self.stdin: IO[bytes] = self._process.stdin
 

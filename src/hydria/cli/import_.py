@@ -1,0 +1,25 @@
+"""``hydria import [-a ARCH] [-o FILE] [-q] URI``: make a squashfs image file from an image."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from hydria.config import Settings
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-a", "--arch", help="architecture of the image (default: this machine's)")
+    parser.add_argument("-o", "--output", help="image file to write (default: derived from the URI)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print errors only")
+    parser.add_argument("uri", help="docker://[USER@][REGISTRY#]IMAGE[:TAG|@DIGEST], dockerd://IMAGE, "
+                        "podman://IMAGE, oci://DIR[:REF], oci-archive://FILE[:REF], docker-archive://FILE")
+
+
+def run(options: argparse.Namespace, settings: Settings) -> int:
+    from hydria.image.importer import import_image
+
+    if options.quiet:
+        logging.getLogger("hydria").setLevel(logging.WARNING)
+    import_image(options.uri, settings, output=options.output, arch=options.arch)
+    return 0

@@ -1,0 +1,119 @@
+"""``import``: reference -> source -> cache -> flatten -> squashfs, with nothing half-written.
+
+The image file is an anonymous file (:mod:`hydria.anonfile`) that gets its name only when
+complete, so an import that fails or is killed at any point leaves no file behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from pathlib import Path
+from typing import IO
+
+from hydria.anonfile import anonymous_file
+from hydria.config import Settings
+from hydria.errors import HydriaError
+from hydria.image import manifest as mf
+from hydria.image.cache import BlobCache
+from hydria.image.compression import decompressed
+from hydria.image.config import runtime_files
+from hydria.image.flatten import ExtraFile, LayerStream, flatten
+from hydria.image.reference import EngineImage, ImageReference, LocalImage, RegistryImage, parse
+from hydria.image.squashfs import Tar2Sqfs, tar2sqfs_options
+
+log = logging.getLogger(__name__)
+
+
+class OutputExists(HydriaError):
+    pass
+
+
+def output_path(ref: ImageReference, output: str | None, cwd: Path) -> Path:
+    """The absolute output path; its directory must exist and the file must not.
+
+    Raises:
+        HydriaError: ``File already exists`` or ``No such file or directory``.
+    """
+    target = Path(os.path.abspath(cwd / (output or ref.default_output())))
+    target = target.parent.resolve() / target.name
+    if target.exists() or target.is_symlink():
+        raise OutputExists(f"File already exists: {target}",
+                           hint="import never overwrites; remove the file or choose another --output")
+    if not target.parent.is_dir():
+        raise HydriaError(f"No such file or directory: {target.parent}")
+    return target
+
+
+def import_image(uri: str, settings: Settings, *, output: str | None = None, arch: str | None = None,
+                 cwd: Path | None = None) -> Path:
+    """Import ``uri`` into a squashfs image file and return its path.
+
+    Raises:
+        HydriaError: bad reference, unreachable source, bad content, or an output problem.
+    """
+    cwd = cwd or Path.cwd()
+    ref = parse(uri, path_exists=_local_path_exists(uri, cwd))
+    target = output_path(ref, output, cwd)
+    want = mf.parse_platform(arch)
+    options = tar2sqfs_options(settings.squash_options, settings.max_processors)
+    with ExitStack() as stack:
+        resolved = _open_source(ref, settings, cwd, stack)(want)
+        found = resolved.config.get("architecture")
+        if found and found != want.architecture:
+            log.warning("Image architecture doesn't match the requested one: %s != %s", found, want.architecture)
+        write_image(resolved, target, options)
+    log.info("Image written to %s", target)
+    return target
+
+
+def _local_path_exists(uri: str, cwd: Path) -> bool:
+    rest = uri.partition("://")[2]
+    return bool(rest) and (cwd / rest).exists()
+
+
+def _open_source(ref: ImageReference, settings: Settings, cwd: Path,
+                 stack: ExitStack) -> Callable[[mf.Platform], mf.ResolvedImage]:
+    if isinstance(ref, RegistryImage):
+        from hydria.image.sources.registry import RegistrySource
+
+        source = RegistrySource(ref, settings, BlobCache(settings.cache_path))
+        stack.callback(source.close)
+        return source.resolve
+    if isinstance(ref, LocalImage):
+        from hydria.image.sources.local import open_local
+
+        return open_local(ref, cwd, stack)
+    assert isinstance(ref, EngineImage)
+    from hydria.image.sources.engine import open_engine
+
+    return open_engine(ref, settings, stack)
+
+
+def write_image(resolved: mf.ResolvedImage, target: Path, options: list[str]) -> None:
+    """Flatten ``resolved`` into a squashfs at ``target`` (which must not exist)."""
+    files = runtime_files(resolved.config.get("config") or {}, resolved.uri)
+    extras = [ExtraFile(path, content.encode()) for path, content in files.files().items()]
+    layers = [LayerStream(d.digest, _layer_opener(resolved, d)) for d in reversed(resolved.layers)]
+    with anonymous_file(target) as image:
+        writer = Tar2Sqfs(image.path, options, (image.fd,))
+        try:
+            stats = flatten(layers, extras, writer.stdin, ensure_dirs=[files.workdir])
+        except BaseException:
+            writer.abort()
+            raise
+        writer.finish()
+        if not image.commit():
+            raise OutputExists(f"File already exists: {target}")
+    log.debug("flattened %d entries, %d bytes, %d whiteouts; dropped %d device nodes",
+              stats.entries, stats.bytes, stats.whiteouts, stats.devices_dropped)
+
+
+def _layer_opener(resolved: mf.ResolvedImage, descriptor: mf.Descriptor) -> Callable[[], AbstractContextManager[IO[bytes]]]:
+    @contextmanager
+    def open_layer() -> Iterator[IO[bytes]]:
+        with resolved.open_blob(descriptor) as raw:
+            yield decompressed(raw)
+    return open_layer

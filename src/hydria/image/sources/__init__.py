@@ -1,0 +1,1 @@
+"""Where images come from: registries, OCI layouts and archives, docker archives, engines."""

@@ -1,0 +1,254 @@
+"""Images from a registry through the OCI distribution API (``docker://``).
+
+Authentication escalates as registries ask: anonymous, then, on a 401, a Bearer token from the
+``WWW-Authenticate`` realm (with the user's credentials when there are any) or Basic credentials.
+A token is kept for the whole import, so every blob reuses it. Blobs are downloaded in parallel
+(``HYDRIA_MAX_CONNECTIONS``) into the blob cache, verified as they stream.
+"""
+
+from __future__ import annotations
+
+import base64
+import getpass
+import hashlib
+import logging
+import re
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import IO
+
+import httpx
+
+from hydria.config import Settings
+from hydria.errors import HydriaError
+from hydria.image import manifest as mf
+from hydria.image.cache import BlobCache, VerifyingReader, Writer
+from hydria.image.reference import RegistryImage
+from hydria.image.sources import credentials
+
+log = logging.getLogger(__name__)
+
+CHUNK = 1 << 20
+_REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+            405: "Method Not Allowed", 408: "Request Timeout", 429: "Too Many Requests",
+            500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable",
+            504: "Gateway Timeout"}
+
+
+class RegistryError(HydriaError):
+    """The registry could not be reached or refused a request."""
+
+
+def parse_challenge(header: str) -> tuple[str, dict[str, str]]:
+    """``Bearer realm="...",service="..."`` -> ("bearer", {"realm": ..., "service": ...})."""
+    scheme, _, rest = header.strip().partition(" ")
+    params = {key.lower(): quoted if quoted or not plain else plain
+              for key, quoted, plain in re.findall(r'(\w+)\s*=\s*(?:"([^"]*)"|([^\s,]+))', rest)}
+    return scheme.lower(), params
+
+
+class RegistrySource:
+    """Resolves ``ref`` for a platform and fetches its blobs into ``cache``."""
+
+    def __init__(self, ref: RegistryImage, settings: Settings, cache: BlobCache) -> None:
+        self.ref = ref
+        self.settings = settings
+        self.cache = cache
+        self.scheme = "https"
+        self.authorization: str | None = None
+        self._login: tuple[str, str] | None = None
+        self._login_resolved = False
+        limit = settings.max_connections or None
+        self.client = httpx.Client(
+            timeout=httpx.Timeout(None, connect=settings.connect_timeout or None),
+            follow_redirects=True,
+            limits=httpx.Limits(max_connections=limit, max_keepalive_connections=limit),
+            transport=httpx.HTTPTransport(retries=settings.transfer_retries),
+        )
+
+    def close(self) -> None:
+        self.client.close()
+
+    # --- HTTP with authentication -------------------------------------------------------------
+
+    def _url(self, path: str) -> str:
+        return f"{self.scheme}://{self.ref.registry}/v2/{self.ref.repository}/{path}"
+
+    @contextmanager
+    def _request(self, path: str, accept: str | None = None) -> Iterator[httpx.Response]:
+        headers = {"Accept": accept} if accept else {}
+        for attempt in range(self.settings.transfer_retries + 1):
+            response = self._send(path, headers)
+            if response.status_code == 401 and "WWW-Authenticate" in response.headers \
+                    and self.authorization is None:
+                response.close()
+                self._authenticate(response.headers["WWW-Authenticate"])
+                response = self._send(path, headers)
+            if response.status_code >= 500 and attempt < self.settings.transfer_retries:
+                response.close()
+                time.sleep(min(2 ** attempt, 10))
+                continue
+            break
+        try:
+            if response.status_code >= 400:
+                response.read()
+                raise self._http_error(response)
+            yield response
+        finally:
+            response.close()
+
+    def _send(self, path: str, headers: dict[str, str]) -> httpx.Response:
+        if self.authorization:
+            headers = {**headers, "Authorization": self.authorization}
+        try:
+            return self.client.send(self.client.build_request("GET", self._url(path), headers=headers), stream=True)
+        except httpx.ConnectError as e:
+            if self.scheme == "https" and self.settings.allow_http:
+                log.debug("https to %s failed (%s); trying plain http", self.ref.registry, e)
+                self.scheme = "http"
+                return self._send(path, headers)
+            hint = "check the registry address and your network"
+            if "SSL" in str(e) or "ssl" in str(e):
+                hint = "if this registry serves plain HTTP, set HYDRIA_ALLOW_HTTP=y (insecure)"
+            raise RegistryError(f"Could not connect to registry {self.ref.registry}: {e}", hint=hint) from None
+        except httpx.TimeoutException:
+            raise RegistryError(f"Could not connect to registry {self.ref.registry}: timed out after "
+                                f"{self.settings.connect_timeout} s",
+                                hint="raise HYDRIA_CONNECT_TIMEOUT or check the network") from None
+        except httpx.TransportError as e:
+            raise RegistryError(f"Could not talk to registry {self.ref.registry}: {e}") from None
+
+    def _http_error(self, response: httpx.Response) -> RegistryError:
+        code = response.status_code
+        message = f"URL {response.request.url} returned error code: {code} {_REASONS.get(code, response.reason_phrase)}"
+        if code in (401, 403):
+            who = f"as {self._login[0]}" if self._login else "anonymously"
+            return RegistryError(message, hint=f"access denied {who}: check the image name and your "
+                                 f"credentials in {self.settings.config_path}/.credentials")
+        if code == 404:
+            return RegistryError(message, hint=f"{self.ref.repository}:{self.ref.reference} does not exist "
+                                 f"on {self.ref.registry}: check the image name and tag")
+        return RegistryError(message)
+
+    def _credentials(self) -> tuple[str, str] | None:
+        if self._login_resolved:
+            return self._login
+        self._login_resolved = True
+        entries = credentials.load(self.settings.config_path / ".credentials")
+        entry = credentials.find(entries, self.ref.registry, self.ref.user)
+        user = self.ref.user or (entry.login if entry else None)
+        if user is None:
+            return None
+        password = credentials.password_of(entry) if entry else None
+        if password is None:
+            if not sys.stdin.isatty():
+                raise RegistryError(
+                    f"no password for {user} at {self.ref.registry}",
+                    hint=f"add 'machine {credentials.host_of(self.ref.registry)} login {user} password ...' "
+                         f"to {self.settings.config_path}/.credentials")
+            password = getpass.getpass(f"Password for {user}@{self.ref.registry}: ")
+        self._login = (user, password)
+        return self._login
+
+    def _authenticate(self, challenge: str) -> None:
+        scheme, params = parse_challenge(challenge)
+        login = self._credentials()
+        if scheme == "basic":
+            if login is None:
+                raise RegistryError(f"registry {self.ref.registry} requires a login",
+                                    hint=f"add your credentials to {self.settings.config_path}/.credentials")
+            self.authorization = "Basic " + base64.b64encode(f"{login[0]}:{login[1]}".encode()).decode()
+            return
+        if scheme != "bearer":
+            raise RegistryError(f"Unsupported authentication method {scheme}")
+        realm = params.pop("realm", None)
+        if not realm:
+            raise RegistryError(f"Could not parse authentication realm from {self.ref.registry}")
+        try:
+            response = self.client.get(realm, params=params, auth=login)
+        except httpx.TransportError as e:
+            raise RegistryError(f"Could not get a token from {realm}: {e}") from None
+        if response.status_code >= 400:
+            who = f"as {login[0]}" if login else "anonymously"
+            raise RegistryError(f"authentication {who} at {realm} failed: {response.status_code}",
+                                hint=f"check your credentials in {self.settings.config_path}/.credentials")
+        try:
+            document = response.json()
+            token = document.get("token") or document.get("access_token")
+        except ValueError:
+            token = None
+        if not token:
+            raise RegistryError(f"the token server {realm} returned no token")
+        self.authorization = f"Bearer {token}"
+
+    # --- resolution and blobs -----------------------------------------------------------------
+
+    def resolve(self, want: mf.Platform) -> mf.ResolvedImage:
+        """Find the manifest for ``want``, fetch the config and every layer into the cache."""
+        where = f"{self.ref.registry}/{self.ref.repository}:{self.ref.reference}"
+        document, media_type = self._manifest(self.ref.reference, where)
+        if media_type in mf.INDEX_TYPES:
+            chosen = mf.choose_platform(mf.parse_index(document, where), want, where)
+            document, media_type = self._manifest(chosen.digest, where)
+        manifest = mf.parse_manifest(document, media_type, where)
+        self.fetch([manifest.config])
+        with self.open_blob(manifest.config) as blob:
+            config = mf.load_json(blob.read(), f"the image config of {where}")
+        self.fetch(list(manifest.layers))
+        return mf.ResolvedImage(self.ref.uri, config, manifest.layers, self.open_blob)
+
+    def _manifest(self, reference: str, where: str) -> tuple[object, str]:
+        with self._request(f"manifests/{reference}", mf.ACCEPT) as response:
+            data = response.read()
+            header = response.headers.get("Content-Type")
+        if reference.startswith("sha256:"):
+            if "sha256:" + hashlib.sha256(data).hexdigest() != reference:
+                raise RegistryError(f"Checksum mismatch: manifest {reference} of {where}")
+        document = mf.load_json(data, f"the manifest of {where}")
+        return document, mf.media_type_of(document, header)
+
+    def fetch(self, descriptors: list[mf.Descriptor]) -> None:
+        """Download the blobs the cache lacks, in parallel."""
+        missing = [d for d in dict.fromkeys(descriptors) if self.cache.lookup(d.digest) is None]
+        if not missing:
+            return
+        if len(descriptors) > 1:
+            log.info("Downloading %d missing layers...", len(missing))
+        workers = min(len(missing), self.settings.max_connections or len(missing))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for future in [pool.submit(self._download, d) for d in missing]:
+                future.result()
+
+    def _download(self, descriptor: mf.Descriptor) -> None:
+        started = time.monotonic()
+
+        def download(out: Writer) -> None:
+            deadline = started + self.settings.transfer_timeout if self.settings.transfer_timeout else None
+            with self._request(f"blobs/{descriptor.digest}") as response:
+                for chunk in response.iter_bytes(CHUNK):
+                    out.write(chunk)
+                    if deadline and time.monotonic() > deadline:
+                        raise RegistryError(f"downloading {descriptor.digest} took longer than "
+                                            f"HYDRIA_TRANSFER_TIMEOUT ({self.settings.transfer_timeout} s)")
+
+        try:
+            self.cache.fetch(descriptor.digest, download)
+        except HydriaError as e:
+            e.message = f"{self.ref.registry}/{self.ref.repository}: {e.message}"
+            raise
+        elapsed = max(time.monotonic() - started, 1e-6)
+        size = descriptor.size if descriptor.size >= 0 else 0
+        log.info("%s: %.1f MB in %.1f s (%.0f MB/s)", descriptor.digest[:19], size / 1e6, elapsed,
+                 size / 1e6 / elapsed)
+
+    @contextmanager
+    def open_blob(self, descriptor: mf.Descriptor) -> Iterator[IO[bytes]]:
+        """A cached blob; one another user wrote is verified as it is read."""
+        found = self.cache.lookup(descriptor.digest)
+        if found is None:
+            raise RegistryError(f"blob {descriptor.digest} vanished from the cache during the import")
+        with found.path.open("rb") as handle:
+            yield handle if found.trusted else VerifyingReader(handle, descriptor.digest, str(found.path))  # type: ignore[misc]
