@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import subprocess
@@ -18,7 +19,7 @@ _CONFIG = """version: 0.1
 log:
   level: warn
   accesslog:
-    disabled: true
+    disabled: false
 storage:
   filesystem:
     rootdirectory: {root}
@@ -67,6 +68,14 @@ class Registry:
             time.sleep(0.05)
         self.stop()
         raise RuntimeError(f"registry on {self.address} did not answer within {timeout} s")
+
+    def blob_fetches(self, repository: str) -> dict[str, int]:
+        """How often each blob of ``repository`` was served (from the access log)."""
+        counts: dict[str, int] = {}
+        pattern = re.compile(rf'"GET /v2/{re.escape(repository)}/blobs/(sha256:[0-9a-f]{{64}}) HTTP/[0-9.]+" 200 ')
+        for match in pattern.finditer((self.directory / "registry.log").read_text(errors="replace")):
+            counts[match.group(1)] = counts.get(match.group(1), 0) + 1
+        return counts
 
     def stop(self) -> None:
         if self._process and self._process.poll() is None:

@@ -257,7 +257,7 @@ def _variables(env: Mapping[str, str], context: Context) -> dict[str, str]:
             variables[name] = variables["HOME"] + default
     variables["HYDRIA_PACKAGE_DIR"] = context.package_dir
     variables["HYDRIA_NPROC"] = str(context.nproc)
-    variables["HYDRIA_RUNTIME_DEFAULT"] = context.runtime_default
+    variables["HYDRIA_RUNTIME_DEFAULT"] = expand(context.runtime_default, variables)
     return variables
 
 

@@ -1,0 +1,124 @@
+"""An authenticating front for the test registry: a token server plus a proxy that demands
+``Authorization``, as Docker Hub, nvcr.io or GitLab do.
+
+* ``mode="bearer"``: requests without a valid token get ``401`` with
+  ``WWW-Authenticate: Bearer realm=".../token",service="hydria-test",scope="repository:R:pull"``;
+  ``GET /token`` hands out a token, to anonymous clients only when ``anonymous`` is set, and to
+  clients with the right Basic credentials always.
+* ``mode="basic"``: requests need the Basic credentials themselves.
+
+It counts token requests, so tests can check that one token serves every blob.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import secrets
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Literal, Self
+
+import httpx
+
+from testbed.registry import free_port
+
+
+class AuthProxy:
+    def __init__(self, upstream: str, *, mode: Literal["bearer", "basic"] = "bearer",
+                 user: str = "ada", password: str = "s3cret", anonymous: bool = False) -> None:
+        self.upstream = upstream
+        self.mode = mode
+        self.user, self.password, self.anonymous = user, password, anonymous
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.tokens: set[str] = set()
+        self.token_requests = 0
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                if self.path.startswith("/token"):
+                    self._token()
+                elif proxy._allowed(self.headers.get("Authorization", "")):
+                    self._forward("GET")
+                else:
+                    self._challenge()
+
+            def do_HEAD(self) -> None:
+                if proxy._allowed(self.headers.get("Authorization", "")):
+                    self._forward("HEAD")
+                else:
+                    self._challenge()
+
+            def _challenge(self) -> None:
+                match = re.match(r"/v2/(.+)/(manifests|blobs)/", self.path)
+                repository = match.group(1) if match else ""
+                if proxy.mode == "basic":
+                    header = 'Basic realm="hydria-test"'
+                else:
+                    header = (f'Bearer realm="http://{proxy.address}/token",service="hydria-test",'
+                              f'scope="repository:{repository}:pull"')
+                self._reply(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}', {"WWW-Authenticate": header})
+
+            def _token(self) -> None:
+                proxy.token_requests += 1
+                if not (proxy._basic_ok(self.headers.get("Authorization", "")) or
+                        proxy.anonymous and "Authorization" not in self.headers):
+                    self._reply(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}')
+                    return
+                token = secrets.token_hex(16)
+                proxy.tokens.add(token)
+                self._reply(200, f'{{"token":"{token}"}}'.encode(), {"Content-Type": "application/json"})
+
+            def _forward(self, method: str) -> None:
+                headers = {k: v for k, v in self.headers.items() if k.lower() in ("accept",)}
+                with httpx.stream(method, f"http://{proxy.upstream}{self.path}", headers=headers,
+                                  timeout=60) as response:
+                    self.send_response(response.status_code)
+                    for key in ("Content-Type", "Docker-Content-Digest", "Content-Length"):
+                        if key in response.headers:
+                            self.send_header(key, response.headers[key])
+                    self.end_headers()
+                    if method == "GET":
+                        for chunk in response.iter_raw(1 << 20):
+                            self.wfile.write(chunk)
+
+            def _reply(self, code: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+                self.send_response(code)
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        return Handler
+
+    def _basic_ok(self, header: str) -> bool:
+        expected = base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
+        return header == f"Basic {expected}"
+
+    def _allowed(self, header: str) -> bool:
+        if self.mode == "basic":
+            return self._basic_ok(header)
+        return header.startswith("Bearer ") and header[len("Bearer "):] in self.tokens
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._server.shutdown()
+        self._server.server_close()

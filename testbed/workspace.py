@@ -1,0 +1,42 @@
+"""A place where a test user runs hydria, with settings that point inside it."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from testbed.users import User, run_as
+
+
+@dataclass
+class Workspace:
+    """A directory owned by ``user`` with ``cache/``, ``config/`` and ``out/``; hydria's settings
+    point there, so tests never touch the user's real home configuration."""
+
+    user: User
+    root: Path
+    hydria: str
+
+    @property
+    def out(self) -> Path:
+        return self.root / "out"
+
+    @property
+    def cache(self) -> Path:
+        return self.root / "cache"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {"HYDRIA_CACHE_PATH": str(self.cache), "HYDRIA_CONFIG_PATH": str(self.root / "config"),
+                "HYDRIA_DATA_PATH": str(self.root / "data"), "HYDRIA_SYSCONF_PATH": str(self.root / "etc"),
+                "HYDRIA_ALLOW_HTTP": "y", **extra}
+
+    def run(self, *args: str, cwd: Path | None = None, timeout: float = 300,
+            **env: str) -> subprocess.CompletedProcess[str]:
+        return run_as(self.user, [self.hydria, *args], env=self.env(**env), cwd=cwd or self.out,
+                      timeout=timeout)
+
+    def popen(self, *args: str, **env: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([self.hydria, *args], user=self.user.uid, group=self.user.gid,
+                                extra_groups=[], env=self.user.environment(self.env(**env)), cwd=self.out,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
