@@ -24,7 +24,7 @@ def decompressed(raw: IO[bytes]) -> IO[bytes]:
     if head.startswith(GZIP_MAGIC):
         return _Gunzip(source)  # type: ignore[return-value]
     if head.startswith(ZSTD_MAGIC):
-        return zstandard.ZstdDecompressor().stream_reader(source, read_across_frames=True)  # type: ignore[return-value]
+        return zstandard.ZstdDecompressor().stream_reader(source, read_across_frames=True)  # type: ignore[arg-type]
     return source  # type: ignore[return-value]
 
 

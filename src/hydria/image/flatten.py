@@ -162,8 +162,8 @@ def flatten(layers: Sequence[LayerStream], extras: Sequence[ExtraFile], out: IO[
     """
     # Not tarfile's "w|" stream mode: its buffer is rebuilt on every write, which costs more than
     # the rest of the merge. Plain "w" writes straight through and only needs tell().
-    with tarfile.open(fileobj=_CountingWriter(out), mode="w", format=tarfile.PAX_FORMAT,
-                      copybufsize=STREAM_BUFFER) as tar:
+    with tarfile.TarFile(fileobj=_CountingWriter(out), mode="w", format=tarfile.PAX_FORMAT,  # type: ignore[arg-type]
+                         copybufsize=STREAM_BUFFER) as tar:
         merger = _Merger(tar)
         for extra in extras:
             _write_extra(merger, extra)

@@ -64,7 +64,7 @@ def password_of(entry: Credential) -> str | None:
     if entry.password is None or not entry.password.startswith("$"):
         return entry.password
     result = subprocess.run(["sh", "-c", f'printf "%s" {entry.password}'], capture_output=True,
-                            text=True, stdin=subprocess.DEVNULL)
+                            text=True, stdin=subprocess.DEVNULL, check=False)
     if result.returncode != 0 or not result.stdout:
         raise CredentialsError(f"the password of {entry.login}@{entry.machine} in the credentials file "
                                f"did not expand: {result.stderr.strip() or 'empty result'}")

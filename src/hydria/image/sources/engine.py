@@ -31,7 +31,7 @@ def open_engine(ref: EngineImage, settings: Settings, stack: ExitStack) -> Calla
                           hint=f"install {ref.engine}, or export the image and use docker-archive://")
     workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hydria.", dir=settings.temp_path)))
     archive = workdir / "image.tar"
-    if ref.engine == "podman" and subprocess.run(["podman", "image", "exists", ref.image]).returncode != 0:
+    if ref.engine == "podman" and subprocess.run(["podman", "image", "exists", ref.image], check=False).returncode != 0:
         _run(["podman", "pull", "--quiet", ref.image], ref)
     _run(save_command(ref, archive), ref)
     resolve = open_local(LocalImage("docker-archive", str(archive)), workdir, stack)
@@ -43,7 +43,7 @@ def open_engine(ref: EngineImage, settings: Settings, stack: ExitStack) -> Calla
 
 
 def _run(argv: list[str], ref: EngineImage) -> None:
-    result = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    result = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False)
     if result.returncode != 0:
         raise HydriaError(f"{argv[0]} {argv[1]} {ref.image} failed: "
                           f"{result.stderr.strip()[-2000:] or 'exit status ' + str(result.returncode)}")

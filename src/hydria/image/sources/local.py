@@ -33,7 +33,7 @@ class _Files:
         self.members: dict[str, tarfile.TarInfo] = {}
         if not root.is_dir():
             try:
-                self.tar = stack.enter_context(tarfile.open(root))
+                self.tar = stack.enter_context(tarfile.open(root))  # noqa: SIM115 closed by the stack
             except (tarfile.TarError, OSError) as e:
                 raise HydriaError(f"Invalid image format: {root}: not a readable tar archive ({e})") from None
             self.members = {m.name.removeprefix("./"): m for m in self.tar.getmembers() if m.isreg()}
@@ -59,9 +59,8 @@ class _Files:
     def json(self, name: str, digest: str | None = None) -> Any:
         with self.open(name) as handle:
             data = handle.read(_MAX_JSON)
-        if digest:
-            if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
-                raise HydriaError(f"Checksum mismatch: {digest} in {self.where}")
+        if digest and "sha256:" + hashlib.sha256(data).hexdigest() != digest:
+            raise HydriaError(f"Checksum mismatch: {digest} in {self.where}")
         return mf.load_json(data, f"{name} in {self.where}")
 
 

@@ -204,9 +204,8 @@ class RegistrySource:
         with self._request(f"manifests/{reference}", mf.ACCEPT) as response:
             data = response.read()
             header = response.headers.get("Content-Type")
-        if reference.startswith("sha256:"):
-            if "sha256:" + hashlib.sha256(data).hexdigest() != reference:
-                raise RegistryError(f"Checksum mismatch: manifest {reference} of {where}")
+        if reference.startswith("sha256:") and "sha256:" + hashlib.sha256(data).hexdigest() != reference:
+            raise RegistryError(f"Checksum mismatch: manifest {reference} of {where}")
         document = mf.load_json(data, f"the manifest of {where}")
         return document, mf.media_type_of(document, header)
 
@@ -240,7 +239,7 @@ class RegistrySource:
             e.message = f"{self.ref.registry}/{self.ref.repository}: {e.message}"
             raise
         elapsed = max(time.monotonic() - started, 1e-6)
-        size = descriptor.size if descriptor.size >= 0 else 0
+        size = max(descriptor.size, 0)
         log.info("%s: %.1f MB in %.1f s (%.0f MB/s)", descriptor.digest[:19], size / 1e6, elapsed,
                  size / 1e6 / elapsed)
 
