@@ -242,7 +242,8 @@ def push(images: Sequence[Image], registry: str, repository: str, tag: str, work
     client = client or httpx.Client(base_url=f"http://{registry}", timeout=120)
     try:
         seen = set()
-        for blob in blobs:
+        manifests_last = sorted(blobs, key=lambda b: b.media_type in (OCI_MANIFEST, DOCKER_MANIFEST))
+        for blob in manifests_last:
             if blob.digest in seen:
                 continue
             seen.add(blob.digest)

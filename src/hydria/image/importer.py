@@ -25,6 +25,7 @@ from hydria.image.reference import EngineImage, ImageReference, LocalImage, Regi
 from hydria.image.squashfs import Tar2Sqfs, tar2sqfs_options
 
 log = logging.getLogger(__name__)
+DRAIN_CHUNK = 1 << 20
 
 
 class OutputExists(HydriaError):
@@ -116,4 +117,8 @@ def _layer_opener(resolved: mf.ResolvedImage, descriptor: mf.Descriptor) -> Call
     def open_layer() -> Iterator[IO[bytes]]:
         with resolved.open_blob(descriptor) as raw:
             yield decompressed(raw)
+            # A tar ends before its blob does (padding, or a forged blob that reads as an empty
+            # archive): read to the end so that the digest check at EOF always runs.
+            while raw.read(DRAIN_CHUNK):
+                pass
     return open_layer

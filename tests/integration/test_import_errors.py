@@ -1,0 +1,137 @@
+"""Bad input and bad luck: each gives one clear error, a non-zero exit, and leaves nothing behind."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from testbed.publish import PublishedImage
+from testbed.registry import free_port
+from testbed.workspace import Workspace
+
+pytestmark = pytest.mark.integration
+
+
+def fails(workspace: Workspace, *args: str, **env: str) -> str:
+    result = workspace.run("import", *args, **env)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith("[ERROR] "), result.stderr
+    assert list(workspace.out.iterdir()) == [], "a failed import left files behind"
+    return result.stderr
+
+
+@pytest.mark.parametrize(("uri", "message"), [
+    ("ubuntu", "Invalid argument: ubuntu"),
+    ("shub://x/y", "Invalid argument: shub://x/y"),
+    ("docker://Ubuntu:22.04", "Invalid image reference: docker://Ubuntu:22.04"),
+    ("docker://reg.io#a/b@sha256:123", "Invalid image reference"),
+])
+def test_malformed_uris(uri: str, message: str, workspace: Workspace) -> None:
+    assert message in fails(workspace, uri)
+
+
+def test_usage_errors_exit_1(workspace: Workspace) -> None:
+    for args in ((), ("--output",), ("--bogus", "docker://x"), ("a", "b")):
+        result = workspace.run("import", *args)
+        assert result.returncode == 1, args
+
+
+def test_missing_tag_and_repository(busybox: PublishedImage, workspace: Workspace) -> None:
+    err = fails(workspace, f"docker://{busybox.registry}#{busybox.repository}:no-such-tag")
+    assert f"/v2/{busybox.repository}/manifests/no-such-tag returned error code: 404 Not Found" in err
+    assert "hydria/busybox:no-such-tag does not exist" in err
+    assert "404 Not Found" in fails(workspace, f"docker://{busybox.registry}#hydria/nothing-here")
+
+
+def test_digest_reference(busybox: PublishedImage, workspace: Workspace) -> None:
+    result = workspace.run("import", f"docker://{busybox.registry}#{busybox.repository}@{busybox.digest}")
+    assert result.returncode == 0, result.stderr
+    assert (workspace.out / f"hydria+busybox+{busybox.digest}.sqsh").exists()
+
+
+def test_unreachable_registry(workspace: Workspace) -> None:
+    port = free_port()
+    err = fails(workspace, f"docker://127.0.0.1:{port}#a/b")
+    assert f"Could not connect to registry 127.0.0.1:{port}" in err
+
+
+def test_plain_http_needs_the_setting(busybox: PublishedImage, workspace: Workspace) -> None:
+    err = fails(workspace, busybox.docker_uri, HYDRIA_ALLOW_HTTP="n")
+    assert "Could not connect to registry" in err and "HYDRIA_ALLOW_HTTP=y" in err
+
+
+def test_existing_output_is_never_overwritten(busybox: PublishedImage, workspace: Workspace) -> None:
+    target = workspace.out / "keep.sqsh"
+    target.write_text("precious")
+    os.chown(target, workspace.user.uid, workspace.user.gid)
+    result = workspace.run("import", "-o", "keep.sqsh", busybox.docker_uri)
+    assert result.returncode == 1
+    assert f"File already exists: {target}" in result.stderr
+    assert target.read_text() == "precious"
+
+
+def test_output_directory_must_exist(busybox: PublishedImage, workspace: Workspace) -> None:
+    err = fails(workspace, "-o", "no/such/dir/x.sqsh", busybox.docker_uri)
+    assert f"No such file or directory: {workspace.out}/no/such/dir" in err
+
+
+@pytest.mark.parametrize("scheme", ["oci-archive", "docker-archive"])
+def test_corrupt_archive(scheme: str, workspace: Workspace) -> None:
+    junk = workspace.root / "junk.tar"
+    junk.write_bytes(os.urandom(5000))
+    assert "Invalid image format" in fails(workspace, f"{scheme}://{junk}")
+
+
+def test_missing_local_path(workspace: Workspace) -> None:
+    assert "No such file or directory: /nonexistent/layout" in fails(workspace, "oci:///nonexistent/layout")
+
+
+def test_unsupported_squash_option(busybox: PublishedImage, workspace: Workspace) -> None:
+    err = fails(workspace, busybox.docker_uri, HYDRIA_SQUASH_OPTIONS="-comp zstd -sort file")
+    assert "HYDRIA_SQUASH_OPTIONS: -sort is not supported" in err
+
+
+@pytest.fixture
+def small_disk(workspace: Workspace) -> Iterator[Path]:
+    """A 2 MiB tmpfs the test user may write to."""
+    mount = workspace.root / "small"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size=2m,uid={workspace.user.uid}", "tmpfs", str(mount)],
+                   check=True)
+    yield mount
+    subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_full_disk(debian: PublishedImage, workspace: Workspace, small_disk: Path) -> None:
+    result = workspace.run("import", "-o", str(small_disk / "debian.sqsh"), debian.docker_uri)
+    assert result.returncode == 1
+    assert "tar2sqfs failed" in result.stderr and "room for the image" in result.stderr
+    assert list(small_disk.iterdir()) == []
+
+
+def cache_is_consistent(cache: Path) -> None:
+    for blob in (cache / "blobs" / "sha256").iterdir():
+        assert hashlib.sha256(blob.read_bytes()).hexdigest() == blob.name, f"corrupt cache entry {blob}"
+
+
+@pytest.mark.parametrize("delay", [0.15, 0.5, 1.5])
+def test_killed_import_leaves_nothing_and_reruns(delay: float, debian: PublishedImage,
+                                                 workspace: Workspace) -> None:
+    process = workspace.popen("import", "-o", "killed.sqsh", debian.docker_uri)
+    time.sleep(delay)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    time.sleep(0.5)  # tar2sqfs sees its input end and exits
+    assert list(workspace.out.iterdir()) == []
+    if workspace.cache.exists():
+        cache_is_consistent(workspace.cache)
+    rerun = workspace.run("import", "-o", "killed.sqsh", debian.docker_uri)
+    assert rerun.returncode == 0, rerun.stderr
+    cache_is_consistent(workspace.cache)

@@ -1,0 +1,233 @@
+"""Import from registries: multi-platform indexes, mixed compression, authentication, many
+concurrent imports, a cache shared by several users, and hostile layers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tarfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from testbed.authproxy import AuthProxy
+from testbed.oci import Image, make_layer, push
+from testbed.publish import PublishedImage
+from testbed.registry import Registry
+from testbed.tarbuild import LayerTar
+from testbed.users import run_as
+from testbed.workspace import Workspace
+
+pytestmark = pytest.mark.integration
+
+
+def layer_file(path: Path, *entries: tuple[str, str]) -> Path:
+    with LayerTar(path) as layer:
+        for name, content in entries:
+            layer.file(name, content)
+    return path
+
+
+@pytest.fixture(scope="session")
+def variants(busybox: PublishedImage, registry: Registry, image_workdir: Path) -> dict[str, str]:
+    """Extra images pushed next to the test images; name -> docker:// URI."""
+    work = image_workdir / "variants"
+    work.mkdir()
+    base = busybox.image.layers[0]
+    uris = {}
+
+    def publish(name: str, images: list[Image]) -> None:
+        push(images, registry.address, f"hydria/{name}", "latest", work)
+        uris[name] = f"docker://{registry.address}#hydria/{name}:latest"
+
+    config = busybox.image.config
+    publish("multi", [Image([base], config, "arm64", "v8"), Image([base], config, "amd64"),
+                      Image([base], config, "ppc64le")])
+    docker_layer = make_layer(base.tar_path, work, "gzip", "docker")
+    publish("dockerlist", [Image([docker_layer], config, "amd64", manifest_format="docker"),
+                           Image([docker_layer], config, "arm64", manifest_format="docker")])
+    publish("dockerv2", [Image([docker_layer], config, "amd64", manifest_format="docker")])
+    zstd = make_layer(layer_file(work / "z.tar", ("opt/zstd.txt", "zstd layer\n")), work, "zstd")
+    plain = make_layer(layer_file(work / "p.tar", ("opt/plain.txt", "plain layer\n")), work, "none")
+    publish("mixed", [Image([base, zstd, plain], config)])
+    evil_tar = work / "evil.tar"
+    with tarfile.open(evil_tar, "w") as tar:
+        info = tarfile.TarInfo("../../escape")
+        tar.addfile(info)
+    publish("evil", [Image([base, make_layer(evil_tar, work)], config)])
+    return uris
+
+
+def unsquashed_names(image: Path) -> str:
+    return subprocess.run(["unsquashfs", "-l", str(image)], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.parametrize(("arch", "expected"), [("amd64", "amd64"), ("x86_64", "amd64"), ("arm64", "arm64"),
+                                                ("arm64/v8", "arm64"), ("aarch64", "arm64"), ("ppc64le", "ppc64le")])
+def test_index_platform_choice(arch: str, expected: str, variants: dict[str, str], workspace: Workspace) -> None:
+    result = workspace.run("import", "--arch", arch, "-o", "x.sqsh", variants["multi"])
+    assert result.returncode == 0, result.stderr
+    assert "doesn't match" not in result.stderr
+
+
+def test_missing_platform_lists_what_exists(variants: dict[str, str], workspace: Workspace) -> None:
+    result = workspace.run("import", "-a", "s390x", variants["multi"])
+    assert result.returncode == 1
+    assert "has no image for linux/s390x (available: linux/arm64/v8, linux/amd64, linux/ppc64le)" in result.stderr
+    assert list(workspace.out.iterdir()) == []
+
+
+def test_unknown_architecture(variants: dict[str, str], workspace: Workspace) -> None:
+    result = workspace.run("import", "-a", "vax", variants["multi"])
+    assert result.returncode == 1 and "Unsupported architecture: vax" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["dockerlist", "dockerv2", "mixed"])
+def test_docker_schema2_lists_and_mixed_compression(name: str, variants: dict[str, str], workspace: Workspace) -> None:
+    result = workspace.run("import", "-o", "x.sqsh", variants[name])
+    assert result.returncode == 0, result.stderr
+    listing = unsquashed_names(workspace.out / "x.sqsh")
+    assert "squashfs-root/bin/busybox" in listing
+    if name == "mixed":
+        assert "squashfs-root/opt/zstd.txt" in listing and "squashfs-root/opt/plain.txt" in listing
+
+
+def test_single_arch_mismatch_warns(variants: dict[str, str], workspace: Workspace) -> None:
+    result = workspace.run("import", "-a", "arm64", "-o", "x.sqsh", variants["dockerv2"])
+    assert result.returncode == 0
+    assert "Image architecture doesn't match the requested one: amd64 != arm64" in result.stderr
+
+
+def test_escaping_layer_is_refused_and_nothing_is_written(variants: dict[str, str], workspace: Workspace) -> None:
+    result = workspace.run("import", variants["evil"])
+    assert result.returncode == 1
+    assert "'../../escape' would land outside the root filesystem" in result.stderr
+    assert list(workspace.out.iterdir()) == []
+
+
+# --- authentication --------------------------------------------------------------------------
+
+def write_credentials(workspace: Workspace, text: str) -> None:
+    path = workspace.root / "config" / ".credentials"
+    path.write_text(text)
+    os.chown(path, workspace.user.uid, workspace.user.gid)
+    path.chmod(0o600)
+
+
+def test_bearer_token_with_credentials_is_reused_for_every_blob(debian: PublishedImage, registry: Registry,
+                                                                workspace: Workspace) -> None:
+    with AuthProxy(registry.address) as proxy:
+        write_credentials(workspace, "machine 127.0.0.1 login ada password $HYDRIA_TEST_SECRET\n")
+        uri = f"docker://{proxy.address}#{debian.repository}:{debian.tag}"
+        result = workspace.run("import", "-o", "x.sqsh", uri, HYDRIA_TEST_SECRET="s3cret")
+        assert result.returncode == 0, result.stderr
+        assert proxy.token_requests == 1
+
+
+def test_bearer_anonymous_token(busybox: PublishedImage, registry: Registry, workspace: Workspace) -> None:
+    with AuthProxy(registry.address, anonymous=True) as proxy:
+        result = workspace.run("import", "-o", "x.sqsh", f"docker://{proxy.address}#{busybox.repository}")
+        assert result.returncode == 0, result.stderr
+
+
+def test_user_in_uri_selects_the_credentials_line(busybox: PublishedImage, registry: Registry,
+                                                  workspace: Workspace) -> None:
+    with AuthProxy(registry.address) as proxy:
+        write_credentials(workspace, "# comment\nmachine 127.0.0.1 login bob password wrong\n"
+                                     "machine 127.0.0.1 login ada password s3cret\n")
+        result = workspace.run("import", "-o", "x.sqsh", f"docker://ada@{proxy.address}#{busybox.repository}")
+        assert result.returncode == 0, result.stderr
+
+
+def test_basic_auth(busybox: PublishedImage, registry: Registry, workspace: Workspace) -> None:
+    with AuthProxy(registry.address, mode="basic") as proxy:
+        write_credentials(workspace, "machine 127.0.0.1 login ada password s3cret\n")
+        result = workspace.run("import", "-o", "x.sqsh", f"docker://{proxy.address}#{busybox.repository}")
+        assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(("credentials", "message"), [
+    ("", "authentication anonymously at http://127.0.0.1:"),
+    ("machine 127.0.0.1 login ada password nope\n", "authentication as ada at"),
+])
+def test_refused_credentials_fail_clearly(credentials: str, message: str, busybox: PublishedImage,
+                                          registry: Registry, workspace: Workspace) -> None:
+    with AuthProxy(registry.address) as proxy:
+        write_credentials(workspace, credentials)
+        result = workspace.run("import", f"docker://{proxy.address}#{busybox.repository}")
+        assert result.returncode == 1
+        assert message in result.stderr and "failed: 401" in result.stderr
+        assert list(workspace.out.iterdir()) == []
+
+
+def test_user_without_password_and_no_terminal(busybox: PublishedImage, registry: Registry,
+                                               workspace: Workspace) -> None:
+    with AuthProxy(registry.address) as proxy:
+        result = workspace.run("import", f"docker://carol@{proxy.address}#{busybox.repository}")
+        assert result.returncode == 1
+        assert "no password for carol at 127.0.0.1" in result.stderr
+
+
+# --- concurrency and sharing -----------------------------------------------------------------
+
+def test_eight_concurrent_imports_download_each_blob_once(debian: PublishedImage, registry: Registry,
+                                                         workspace: Workspace, image_workdir: Path) -> None:
+    push([debian.image], registry.address, "hydria/concurrent", "latest", image_workdir)
+    uri = f"docker://{registry.address}#hydria/concurrent:latest"
+    processes = [workspace.popen("import", "-o", f"c{i}.sqsh", uri) for i in range(8)]
+    results = [(p.wait(timeout=600), p.communicate()[1]) for p in processes]
+    assert all(code == 0 for code, _ in results), results
+    fetches = registry.blob_fetches("hydria/concurrent")
+    assert fetches and set(fetches.values()) == {1}, fetches
+    sizes = {(workspace.out / f"c{i}.sqsh").read_bytes() for i in range(8)}
+    assert len(sizes) == 1
+
+
+@pytest.fixture
+def shared_cache() -> Iterator[Path]:
+    path = Path("/tmp") / f"hydria-shared-cache-{os.getpid()}-{threading.get_ident()}"
+    path.mkdir(mode=0o1777)
+    path.chmod(0o1777)
+    yield path
+    subprocess.run(["rm", "-rf", str(path)], check=True)
+
+
+def test_shared_cache_serves_several_users_safely(busybox: PublishedImage, registry: Registry,
+                                                  workspace: Workspace, other_workspace: Workspace,
+                                                  shared_cache: Path) -> None:
+    push([busybox.image], registry.address, "hydria/shared", "latest", workspace.root)
+    uri = f"docker://{registry.address}#hydria/shared:latest"
+    first = workspace.run("import", "-o", "a.sqsh", uri, HYDRIA_CACHE_PATH=str(shared_cache))
+    assert first.returncode == 0, first.stderr
+    second = other_workspace.run("import", "-o", "b.sqsh", uri, HYDRIA_CACHE_PATH=str(shared_cache))
+    assert second.returncode == 0, second.stderr
+    assert set(registry.blob_fetches("hydria/shared").values()) == {1}
+    blobs = shared_cache / "blobs" / "sha256"
+    assert blobs.stat().st_mode & 0o7777 == 0o1777
+    blob = next(p for p in blobs.iterdir() if p.stat().st_size > 100_000)
+    assert blob.stat().st_uid == workspace.user.uid and blob.stat().st_mode & 0o777 == 0o644
+    other = other_workspace.user
+    assert run_as(other, ["rm", "-f", str(blob)]).returncode != 0
+    assert run_as(other, ["sh", "-c", f"echo x >> {blob}"]).returncode != 0
+    assert blob.exists()
+
+
+def test_blob_planted_by_another_user_is_detected(busybox: PublishedImage, registry: Registry,
+                                                  workspace: Workspace, other_workspace: Workspace,
+                                                  shared_cache: Path) -> None:
+    push([busybox.image], registry.address, "hydria/planted", "latest", workspace.root)
+    layer = busybox.image.layers[0].blob.digest.split(":")[1]
+    setup = other_workspace.run("import", "-o", "seed.sqsh", f"docker://{registry.address}#hydria/planted:latest",
+                                HYDRIA_CACHE_PATH=str(shared_cache))
+    assert setup.returncode == 0
+    planted = shared_cache / "blobs" / "sha256" / layer
+    # The other user replaces their own blob with different content of the same size.
+    assert run_as(other_workspace.user, ["sh", "-c", f"cp {planted} /tmp/p.$$ && rm {planted} && "
+                                         f"head -c $(stat -c %s /tmp/p.$$) /dev/zero > {planted}; rm -f /tmp/p.$$"]).returncode == 0
+    result = workspace.run("import", "-o", "victim.sqsh", f"docker://{registry.address}#hydria/planted:latest",
+                           HYDRIA_CACHE_PATH=str(shared_cache))
+    assert result.returncode == 1
+    assert f"Checksum mismatch: sha256:{layer}" in result.stderr
+    assert not (workspace.out / "victim.sqsh").exists()
