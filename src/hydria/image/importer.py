@@ -22,7 +22,7 @@ from hydria.image.compression import decompressed
 from hydria.image.config import runtime_files
 from hydria.image.flatten import ExtraFile, LayerStream, flatten
 from hydria.image.reference import EngineImage, ImageReference, LocalImage, RegistryImage, parse
-from hydria.image.squashfs import Tar2Sqfs, tar2sqfs_options
+from hydria.image.squashfs import SquashfsFailed, Tar2Sqfs, tar2sqfs_options
 
 log = logging.getLogger(__name__)
 DRAIN_CHUNK = 1 << 20
@@ -102,6 +102,9 @@ def write_image(resolved: mf.ResolvedImage, target: Path, options: list[str]) ->
         writer = Tar2Sqfs(image.path, options, (image.fd,))
         try:
             stats = flatten(layers, extras, writer.stdin, ensure_dirs=[files.workdir])
+        except BrokenPipeError:
+            writer.finish()  # tar2sqfs stopped reading: raises with its own message
+            raise SquashfsFailed("tar2sqfs stopped reading the image stream") from None
         except BaseException:
             writer.abort()
             raise
