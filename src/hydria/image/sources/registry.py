@@ -26,6 +26,7 @@ from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.image import manifest as mf
 from hydria.image.cache import BlobCache, VerifyingReader, Writer
+from hydria.image.progress import Progress
 from hydria.image.reference import RegistryImage
 from hydria.image.sources import credentials
 
@@ -61,6 +62,7 @@ class RegistrySource:
         self.authorization: str | None = None
         self._login: tuple[str, str] | None = None
         self._login_resolved = False
+        self.progress = Progress()
         limit = settings.max_connections or None
         self.client = httpx.Client(
             timeout=httpx.Timeout(None, connect=settings.connect_timeout or None),
@@ -213,6 +215,8 @@ class RegistrySource:
         """Download the blobs the cache lacks, in parallel."""
         missing = [d for d in dict.fromkeys(descriptors) if self.cache.lookup(d.digest) is None]
         if not missing:
+            if len(descriptors) > 1:
+                log.info("Found all layers in cache")
             return
         if len(descriptors) > 1:
             log.info("Downloading %d missing layers...", len(missing))
@@ -226,9 +230,11 @@ class RegistrySource:
 
         def download(out: Writer) -> None:
             deadline = started + self.settings.transfer_timeout if self.settings.transfer_timeout else None
+            self.progress.start(descriptor.digest, descriptor.size)
             with self._request(f"blobs/{descriptor.digest}") as response:
                 for chunk in response.iter_bytes(CHUNK):
                     out.write(chunk)
+                    self.progress.advance(descriptor.digest, len(chunk))
                     if deadline and time.monotonic() > deadline:
                         raise RegistryError(f"downloading {descriptor.digest} took longer than "
                                             f"HYDRIA_TRANSFER_TIMEOUT ({self.settings.transfer_timeout} s)")
@@ -238,10 +244,7 @@ class RegistrySource:
         except HydriaError as e:
             e.message = f"{self.ref.registry}/{self.ref.repository}: {e.message}"
             raise
-        elapsed = max(time.monotonic() - started, 1e-6)
-        size = max(descriptor.size, 0)
-        log.info("%s: %.1f MB in %.1f s (%.0f MB/s)", descriptor.digest[:19], size / 1e6, elapsed,
-                 size / 1e6 / elapsed)
+        self.progress.finish(descriptor.digest)
 
     @contextmanager
     def open_blob(self, descriptor: mf.Descriptor) -> Iterator[IO[bytes]]:

@@ -1,0 +1,162 @@
+"""Import benchmark: hydria against its peers on the same images, side by side in one run.
+
+Images: a ~2 GB image in 7 layers (compressible and incompressible data, one zstd layer), built
+once by this harness and cached, and the Debian test image. Each is served by a local registry.
+Tools, each with the same squash options:
+
+* hydria import, cold (empty cache) and warm (blobs cached);
+* the plain pipeline: skopeo copy + umoci unpack + mksquashfs;
+* podman pull, and Charliecloud ch-image pull, when installed (they do not make a squashfs).
+
+Prints wall time, CPU time and peak RSS per tool and the ratio of each to hydria cold.
+Run as root: python benchmarks/import_bench.py [--size-mb 2048] [--only debian]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from testbed.oci import Image, make_layer, push  # noqa: E402
+from testbed.recipes import DEFAULT_CACHE, get_image  # noqa: E402
+from testbed.registry import Registry  # noqa: E402
+from testbed.tarbuild import LayerTar  # noqa: E402
+
+SQUASH_OPTIONS = "-comp zstd -Xcompression-level 3"
+HYDRIA = str(Path(sys.executable).parent / "hydria")
+
+
+@dataclass
+class Measure:
+    tool: str
+    wall: float
+    cpu: float
+    rss_mb: float
+    ok: bool
+
+
+def timed(tool: str, commands: list[list[str]], env: dict[str, str] | None = None) -> Measure:
+    """Run commands one after another under GNU time; sum wall and CPU, keep the peak RSS."""
+    wall = cpu = rss = 0.0
+    for argv in commands:
+        with tempfile.NamedTemporaryFile("r") as report:
+            result = subprocess.run(["/usr/bin/time", "-o", report.name, "-f", "%e %U %S %M", *argv],
+                                    env={**os.environ, **(env or {})}, capture_output=True, text=True)
+            fields = report.read().split()[-4:]
+        if result.returncode != 0:
+            print(f"  {tool}: {' '.join(argv[:3])} failed: {result.stderr.strip()[-300:]}", file=sys.stderr)
+            return Measure(tool, 0, 0, 0, False)
+        wall += float(fields[0])
+        cpu += float(fields[1]) + float(fields[2])
+        rss = max(rss, int(fields[3]) / 1024)
+    return Measure(tool, wall, cpu, rss, True)
+
+
+def big_image(size_mb: int, workdir: Path) -> Image:
+    """7 layers: text-like and random data in turn, layer 6 zstd-compressed."""
+    cache = DEFAULT_CACHE / f"bench-{size_mb}"
+    layers = []
+    per_layer = size_mb * (1 << 20) // 7
+    rng = random.Random(42)
+    words = [bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz ") for _ in range(rng.randint(2, 12)))
+             for _ in range(5000)]
+    cache.mkdir(parents=True, exist_ok=True)
+    for index in range(7):
+        tar_path = cache / f"layer{index}.tar"
+        if not tar_path.exists():
+            partial = tar_path.with_suffix(".partial")
+            with LayerTar(partial) as layer:
+                layer.directory(f"data{index}")
+                written, number = 0, 0
+                while written < per_layer:
+                    size = min(rng.choice([4 << 10, 64 << 10, 1 << 20, 16 << 20]), per_layer - written)
+                    if index % 2 == 0:
+                        data = rng.randbytes(size)
+                    else:
+                        data = b" ".join(rng.choices(words, k=size // 6 + 1))[:size]
+                    layer.file(f"data{index}/f{number:05d}", data)
+                    written += size
+                    number += 1
+            partial.rename(tar_path)
+        layers.append(make_layer(tar_path, workdir, "zstd" if index == 5 else "gzip"))
+    return Image(layers, {"Env": ["PATH=/usr/bin:/bin"], "Cmd": ["/bin/sh"]})
+
+
+def bench_image(name: str, image: Image, registry: Registry, workdir: Path, peers: bool) -> list[Measure]:
+    push([image], registry.address, f"bench/{name}", "latest", workdir)
+    uri = f"docker://{registry.address}#bench/{name}:latest"
+    out = workdir / "out"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir()
+    cache = out / "cache"
+    env = {"HYDRIA_ALLOW_HTTP": "y", "HYDRIA_CACHE_PATH": str(cache), "HYDRIA_SQUASH_OPTIONS": SQUASH_OPTIONS}
+    results = [timed("hydria cold", [[HYDRIA, "import", "-q", "-o", str(out / "cold.sqsh"), uri]], env),
+               timed("hydria warm", [[HYDRIA, "import", "-q", "-o", str(out / "warm.sqsh"), uri]], env)]
+    if not peers:
+        return results
+    layout, bundle = out / "layout", out / "bundle"
+    results.append(timed("skopeo+umoci+mksquashfs", [
+        ["skopeo", "copy", "-q", "--src-tls-verify=false", f"docker://{registry.address}/bench/{name}:latest",
+         f"oci:{layout}:latest"],
+        ["umoci", "unpack", "--image", f"{layout}:latest", str(bundle)],
+        ["mksquashfs", str(bundle / "rootfs"), str(out / "plain.sqsh"), "-no-progress", "-quiet",
+         "-processors", str(os.cpu_count()), *SQUASH_OPTIONS.split()],
+    ]))
+    shutil.rmtree(bundle, ignore_errors=True)
+    if shutil.which("podman"):
+        storage = out / "podman"
+        results.append(timed("podman pull", [[
+            "podman", "--root", str(storage / "root"), "--runroot", str(storage / "run"), "pull", "-q",
+            "--tls-verify=false", f"{registry.address}/bench/{name}:latest"]]))
+        subprocess.run(["rm", "-rf", str(storage)], check=False)
+    if shutil.which("ch-image"):
+        storage = out / "ch"
+        results.append(timed("ch-image pull", [[
+            "/usr/bin/python3", shutil.which("ch-image") or "ch-image", "--storage", str(storage), "--tls-no-verify", "pull",
+            f"{registry.address}/bench/{name}:latest"]], {"CH_IMAGE_AUTH": "0"}))
+        subprocess.run(["rm", "-rf", str(storage)], check=False)
+    return results
+
+
+def report(name: str, results: list[Measure]) -> None:
+    base = next((r for r in results if r.tool == "hydria cold" and r.ok), None)
+    print(f"\n{name}")
+    print(f"{'tool':<26}{'wall s':>9}{'cpu s':>9}{'peak RSS MiB':>14}{'wall / hydria cold':>20}")
+    for r in results:
+        if not r.ok:
+            print(f"{r.tool:<26}{'failed':>9}")
+            continue
+        ratio = f"{r.wall / base.wall:.2f}x" if base else "-"
+        print(f"{r.tool:<26}{r.wall:>9.1f}{r.cpu:>9.1f}{r.rss_mb:>14.0f}{ratio:>20}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size-mb", type=int, default=2048)
+    parser.add_argument("--only", choices=["big", "debian"])
+    parser.add_argument("--no-peers", action="store_true")
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="hydria-bench-") as tmp:
+        workdir = Path(tmp)
+        with Registry(workdir / "registry") as registry:
+            if options.only != "big":
+                report("Debian test image (3 layers, 216 MB)",
+                       bench_image("debian", get_image("debian", workdir), registry, workdir, not options.no_peers))
+            if options.only != "debian":
+                image = big_image(options.size_mb, workdir)
+                report(f"{options.size_mb} MB image (7 layers, one zstd)",
+                       bench_image("big", image, registry, workdir, not options.no_peers))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

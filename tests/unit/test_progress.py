@@ -1,0 +1,37 @@
+"""Download progress: live lines on a terminal, one log line per layer otherwise."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from hydria.image.progress import Progress
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+def test_without_terminal_logs_one_line_per_finished_layer(caplog: pytest.LogCaptureFixture) -> None:
+    progress = Progress(live=False)
+    with caplog.at_level(logging.INFO, logger="hydria.image.progress"):
+        progress.start(DIGEST, 3_000_000)
+        progress.advance(DIGEST, 3_000_000)
+        progress.finish(DIGEST)
+    assert len(caplog.records) == 1
+    assert "abababababab" in caplog.records[0].message and "3.0 /      3.0 MB" in caplog.records[0].message
+
+
+def test_live_redraws_in_place(capsys: pytest.CaptureFixture[str]) -> None:
+    progress = Progress(live=True)
+    progress.start(DIGEST, 1_000_000)
+    progress.start("sha256:" + "cd" * 32, -1)
+    progress.finish(DIGEST)
+    err = capsys.readouterr().err
+    assert err.count("\x1b[2K") == 1 + 2 + 2  # each draw rewrites every line
+    assert "\x1b[1F" in err and "\x1b[2F" in err
+    first, second = err.split("\x1b[2F")[-1].splitlines()
+    assert first.endswith("done") and second.endswith("downloading") and "?" in second
+
+
+def test_finish_of_a_layer_someone_else_downloaded_is_ignored() -> None:
+    Progress(live=False).finish(DIGEST)
