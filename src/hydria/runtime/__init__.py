@@ -1,0 +1,1 @@
+"""The container runtime: namespaces, mounts, environment, hooks, and starting the program."""

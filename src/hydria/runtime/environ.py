@@ -1,0 +1,56 @@
+"""The container's environment, built as enroot builds it. Pure.
+
+Order (later wins): the image's ``/etc/environment``, ``environ.d/*.env`` (system, then user),
+``TERM`` from the host, what hooks append, then ``--env``. The host environment is never
+inherited otherwise. Lines are normalised as enroot's ``envfmt`` does: blank lines, comments,
+lines that are not ``NAME=...`` and every ``HYDRIA_*``/``ENROOT_*`` line are dropped, and one pair
+of surrounding quotes is removed from the value.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from hydria.errors import HydriaError
+from hydria.runtime.fstab import substitute
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ENV_OPTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(=|$)")
+
+
+def parse_env_lines(text: str) -> list[tuple[str, str]]:
+    """``NAME=value`` pairs of an environment file, normalised."""
+    pairs = []
+    for raw in text.splitlines():
+        line = raw.lstrip()
+        if not line or line.startswith("#"):
+            continue
+        name, equals, value = line.partition("=")
+        if not equals or not _NAME.fullmatch(name) or name.startswith(("HYDRIA_", "ENROOT_")):
+            continue
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        pairs.append((name, value))
+    return pairs
+
+
+def env_option(value: str, host: Mapping[str, str]) -> tuple[str, str]:
+    """``--env NAME=VALUE`` verbatim, ``--env NAME`` copies the host's value. Raises HydriaError."""
+    if not _ENV_OPTION.match(value):
+        raise HydriaError(f"Invalid argument: {value}")
+    name, equals, rest = value.partition("=")
+    return name, rest if equals else host.get(name, "")
+
+
+def build(image_environment: str, env_files: Iterable[str], hook_output: str,
+          options: Iterable[tuple[str, str]], host: Mapping[str, str]) -> dict[str, str]:
+    """The container environment from its sources, lowest precedence first."""
+    result: dict[str, str] = {}
+    for text in (image_environment, *env_files):
+        result.update(parse_env_lines(substitute(text, host)))
+    if "TERM" in host:
+        result["TERM"] = host["TERM"]
+    result.update(parse_env_lines(hook_output))
+    result.update(options)
+    return result

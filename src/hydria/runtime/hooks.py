@@ -1,0 +1,100 @@
+"""Hooks: the built-in ones, in-process, and ``hooks.d/*.sh`` scripts with enroot's contract.
+
+A hook script runs before the container switches root, inside its namespaces, with the caller's
+environment, every setting as ``HYDRIA_*`` and ``ENROOT_*``, and ``HYDRIA_PID``,
+``HYDRIA_ROOTFS``, ``HYDRIA_ENVIRON``, ``HYDRIA_MOUNTS`` (and their ``ENROOT_*`` twins). It may
+append ``NAME=value`` lines to the environment file and fstab lines to the mounts file; its
+stdout is discarded, its stderr shown, and a non-zero exit aborts the start.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from hydria import __version__
+from hydria.config import Settings
+from hydria.errors import HydriaError
+
+
+class HookFailed(HydriaError):
+    pass
+
+
+@dataclass(frozen=True)
+class HookOutput:
+    environ: str
+    mounts: str
+
+
+def run_hooks(settings: Settings, root: str, area: str, extra_env: dict[str, str]) -> HookOutput:
+    """Run the executable ``*.sh`` of the system, then the user's ``hooks.d``. Raises HookFailed."""
+    environ_file, mounts_file = f"{area}/environment", f"{area}/fstab"
+    for path in (environ_file, mounts_file):
+        Path(path).touch()
+    scripts = [p for folder in (settings.sysconf_path / "hooks.d", settings.config_path / "hooks.d")
+               for p in sorted(folder.glob("*.sh")) if p.is_file() and os.access(p, os.X_OK)]
+    if scripts:
+        contract = {"PID": str(os.getpid()), "ROOTFS": root, "ENVIRON": environ_file,
+                    "MOUNTS": mounts_file, "VERSION": __version__}
+        env = dict(os.environ)
+        env.update(settings.environment)
+        for name, value in settings.as_variables().items():
+            env[name] = value
+            env["ENROOT_" + name.removeprefix("HYDRIA_")] = value
+        for key, value in contract.items():
+            env["HYDRIA_" + key] = env["ENROOT_" + key] = value
+        env.update(extra_env)
+        for script in scripts:
+            result = subprocess.run([str(script)], env=env, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, check=False)
+            if result.returncode != 0:
+                raise HookFailed(f"{script} exited with return code {result.returncode}")
+    return HookOutput(Path(environ_file).read_text(), Path(mounts_file).read_text())
+
+
+def write_identity(root: str, user: pwd.struct_passwd, remap_root: bool) -> None:
+    """Put root and the caller in the container's passwd and group files, first, so that ``id``,
+    ``whoami`` and ``~`` work (the built-in equivalent of enroot's 10-shadow hook)."""
+    etc = Path(root, "etc")
+    if not etc.is_dir():
+        return
+    shell = "/bin/bash" if Path(root, "bin/bash").exists() else "/bin/sh"
+    entries = [f"root:x:0:0:root:/root:{shell}"]
+    groups = ["root:x:0:"]
+    if not remap_root:
+        entries.append(f"{user.pw_name}:x:{user.pw_uid}:{user.pw_gid}:{user.pw_gecos}:{user.pw_dir}:{shell}")
+        groups.append(f"{_group_name(user.pw_gid)}:x:{user.pw_gid}:")
+    for name, new in (("passwd", entries), ("group", groups)):
+        path = etc / name
+        try:
+            old = path.read_text().splitlines() if path.exists() else []
+            taken = {line.split(":")[0] for line in new} | {line.split(":")[2] for line in new}
+            kept = [line for line in old if line.count(":") >= 2 and
+                    line.split(":")[0] not in taken and line.split(":")[2] not in taken]
+            path.write_text("\n".join([*new, *kept]) + "\n")
+        except OSError:
+            continue  # a read-only unpacked root: leave it as it is
+
+
+def _group_name(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
+def login_environment(environment: dict[str, str], root: str, uid: int, user: pwd.struct_passwd) -> None:
+    """Login variables that the image and the options left unset (enroot's login emulation)."""
+    home = "/root" if uid == 0 else user.pw_dir
+    environment.setdefault("HOME", home)
+    environment.setdefault("USER", "root" if uid == 0 else user.pw_name)
+    environment.setdefault("LOGNAME", user.pw_name)
+    environment.setdefault("SHELL", "/bin/bash" if Path(root, "bin/bash").exists() else "/bin/sh")
+    environment.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" if uid == 0
+                           else "/usr/local/bin:/usr/bin:/bin")
+    environment.setdefault("TERM", "dumb")

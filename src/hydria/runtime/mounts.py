@@ -1,0 +1,115 @@
+"""Performing fstab entries inside a container's root, in its mount namespace.
+
+Targets are resolved inside the root: ``..`` and symlinks (absolute ones relative to the root)
+can never lead out of it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+
+from hydria.errors import HydriaError
+from hydria.runtime import syscalls as sc
+from hydria.runtime.fstab import MountEntry
+
+log = logging.getLogger(__name__)
+_LOCKED = sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC | sc.MS_NOATIME | sc.MS_NODIRATIME | sc.MS_RELATIME
+
+
+class MountFailed(HydriaError):
+    pass
+
+
+def resolve_in_root(root: str, path: str) -> str:
+    """The host path of ``path`` inside ``root``, following symlinks without leaving ``root``.
+
+    Raises:
+        MountFailed: too many levels of symbolic links.
+    """
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    resolved: list[str] = []
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            if resolved:
+                resolved.pop()
+            continue
+        candidate = os.path.join(root, *resolved, part)
+        if os.path.islink(candidate):
+            hops += 1
+            if hops > 40:
+                raise MountFailed(f"failed to resolve path: {path}: too many levels of symbolic links")
+            link = os.readlink(candidate)
+            if link.startswith("/"):
+                resolved = []
+            parts = [p for p in link.split("/") if p not in ("", ".")] + parts
+            continue
+        resolved.append(part)
+    return os.path.join(root, *resolved)
+
+
+def mount_entries(entries: Sequence[MountEntry], root: str, passno: int, cwd: str) -> None:
+    """Mount the entries of pass ``passno``, in order. Raises MountFailed unless ``nofail``."""
+    for entry in entries:
+        if entry.passno != passno:
+            continue
+        try:
+            mount_entry(entry, root, cwd)
+        except (OSError, MountFailed) as e:
+            message = e.message if isinstance(e, MountFailed) else f"failed to mount: {entry.source} at {entry.target}: {e.strerror}"
+            if "nofail" not in entry.options:
+                raise MountFailed(message, hint=f"from {entry.origin}" if entry.origin else None) from None
+            if "silent" not in entry.options or "loud" in entry.options:
+                log.warning("%s", message)
+
+
+def mount_entry(entry: MountEntry, root: str, cwd: str) -> None:
+    target = resolve_in_root(root, entry.target)
+    if entry.option_value("x-detach") is not None:
+        if os.path.ismount(target):
+            sc.umount2(target, sc.MNT_DETACH)
+        return
+    source = entry.source
+    if entry.is_bind or entry.option_value("x-move") is not None:
+        source = os.path.normpath(os.path.join(cwd, source))
+        if not os.path.exists(source):
+            raise MountFailed(f"failed to mount: {entry.source} at {entry.target}: No such file or directory")
+    create = entry.option_value("x-create")
+    if create is not None:
+        _create(target, create, source if entry.is_bind else None)
+    if entry.option_value("x-move") is not None:
+        sc.mount(source, target, None, sc.MS_MOVE)
+        return
+    flags, propagation, data, recursive = entry.split_options()
+    if entry.is_bind:
+        sc.mount(source, target, None, sc.MS_BIND | (sc.MS_REC if recursive else 0))
+        extra = flags & ~(sc.MS_BIND | sc.MS_REC | sc.MS_REMOUNT | sc.MS_SILENT)
+        if extra or "rw" in entry.options:
+            locked = os.statvfs(target).f_flag & _LOCKED
+            if "rw" in entry.options:
+                locked &= ~sc.MS_RDONLY
+            sc.mount(None, target, None, sc.MS_REMOUNT | sc.MS_BIND | locked | extra)
+    else:
+        sc.mount(source, target, entry.fstype, flags & ~sc.MS_REC, data or None)
+    if propagation:
+        sc.mount(None, target, None, propagation)
+
+
+def _create(target: str, kind: str, source: str | None) -> None:
+    if kind == "auto":
+        kind = "file" if source and not os.path.isdir(source) else "dir"
+    try:
+        if kind == "dir":
+            os.makedirs(target, exist_ok=True)
+        elif not os.path.lexists(target):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            Path(target).touch()
+        elif stat.S_ISDIR(os.stat(target).st_mode):
+            raise MountFailed(f"failed to create file: {target}: is a directory")
+    except OSError as e:
+        raise MountFailed(f"failed to create {'directory' if kind == 'dir' else 'file'}: {target}: {e.strerror}") from None

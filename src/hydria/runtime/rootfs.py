@@ -1,0 +1,67 @@
+"""Mounting a container's root filesystem inside its user and mount namespaces.
+
+An image file is mounted with squashfuse: hydria opens ``/dev/fuse`` and mounts it itself (it
+holds CAP_SYS_ADMIN in its user namespace, which squashfuse would lose on exec), then hands the
+descriptor to ``squashfuse -f ... /dev/fd/N``. The daemon dies with the container: its parent-death
+signal fires when the container program (which hydria's process becomes) exits. Writes go to an
+overlay upper directory: on the runtime tmpfs for an image start, in the container's directory
+for a named container.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+from hydria.errors import HydriaError
+from hydria.runtime import syscalls as sc
+
+SQUASHFS_MAGIC = b"hsqs"
+
+
+def is_squashfs(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(4) == SQUASHFS_MAGIC
+    except OSError:
+        return False
+
+
+def mount_squashfs(image: Path, target: str, uid: int, gid: int) -> None:
+    """Mount ``image`` read-only at ``target`` with a squashfuse daemon. Raises HydriaError."""
+    binary = shutil.which("squashfuse")
+    if binary is None:
+        raise HydriaError("Command not found: squashfuse", hint="install the Debian package squashfuse")
+    try:
+        fuse = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
+    except OSError as e:
+        raise HydriaError(f"cannot open /dev/fuse: {e.strerror}",
+                          hint="an administrator must make /dev/fuse usable by users (mode 0666)") from None
+    try:
+        sc.mount(str(image), target, "fuse.squashfuse", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_RDONLY,
+                 f"fd={fuse},rootmode=40000,user_id={uid},group_id={gid}")
+        subprocess.Popen([binary, "-f", "-o", f"uid={uid},gid={gid}", str(image), f"/dev/fd/{fuse}"],
+                         pass_fds=(fuse,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         preexec_fn=_die_with_parent, start_new_session=True)
+    except OSError as e:
+        raise HydriaError(f"Failed to mount: {image}: {e.strerror}") from None
+    finally:
+        os.close(fuse)
+
+
+def _die_with_parent() -> None:
+    sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGHUP)
+
+
+def mount_overlay(lower: str, upper: str, work: str, target: str) -> None:
+    """A kernel overlay (user namespaces allow it since Linux 5.11). Raises HydriaError."""
+    try:
+        sc.mount("overlay", target, "overlay", sc.MS_NOSUID | sc.MS_NODEV,
+                 f"lowerdir={lower},upperdir={upper},workdir={work},userxattr,xino=off")
+    except OSError as e:
+        hint = "another start of this container is running" if e.errno == 16 else \
+            "the kernel must allow overlayfs in user namespaces (Linux 5.11 or newer)"
+        raise HydriaError(f"Failed to mount the container's overlay: {e.strerror}", hint=hint) from None

@@ -1,0 +1,245 @@
+"""Starting a container: the one place that orders the steps.
+
+1. user namespace (one uid and gid mapped: the caller's own, or 0 with ``--root``) and mount
+   namespace, plus the ones asked for (``--net``, ``--ipc``, ``--uts``);
+2. a private tmpfs on the runtime directory;
+3. the root filesystem: image file (squashfuse + overlay on the tmpfs) or named container;
+4. passwd/group entries, mounts of pass -1, hooks, mounts of pass 0 (image fstab, mounts.d,
+   ``--mount``), the environment;
+5. read-only remount unless writable, pivot_root;
+6. ``exec`` of ``/bin/sh /etc/rc CMD...``: the program replaces hydria, so its exit status and
+   signals are the container's, and nothing lingers (with ``--pid``, hydria stays as the parent
+   of PID 1 and passes its status on).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pwd
+import signal
+import socket
+import struct
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hydria.config import Settings
+from hydria.errors import HydriaError
+from hydria.paths import ensure_dir
+from hydria.runtime import environ, fstab, hooks, rootfs
+from hydria.runtime import syscalls as sc
+from hydria.runtime.mounts import mount_entries
+
+SYSTEM_FSTAB = """\
+/proc /proc none x-create=dir,rbind,rw,rslave 0 -1
+/sys /sys none x-create=dir,rbind,ro,rslave 0 -1
+/dev /dev none x-create=dir,rbind,rw,nosuid,noexec,rslave 0 -1
+tmpfs /tmp tmpfs x-create=dir,rw,nosuid,nodev,mode=1777 0 -1
+/etc/hosts /etc/hosts none x-create=file,bind,ro,nosuid,nodev,private 0 -1
+/etc/hostname /etc/hostname none x-create=file,bind,ro,nosuid,nodev,private,nofail,silent 0 -1
+/etc/resolv.conf /etc/resolv.conf none x-create=file,bind,ro,nosuid,nodev,private,nofail,silent 0 -1
+"""
+NET_FSTAB = """none /sys none x-detach,nofail,silent 0 -1
+sysfs /sys sysfs x-create=dir,ro,nosuid,nodev,noexec,private 0 -1
+"""
+
+
+@dataclass
+class StartOptions:
+    """``hydria start`` after parsing; settings already carry ``--root``, ``--rw`` and unshares."""
+
+    target: str
+    command: Sequence[str]
+    env: Sequence[str] = ()
+    mounts: Sequence[str] = ()
+    rc: str | None = None
+    extra_hooks_env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Container:
+    """Where the root filesystem comes from."""
+
+    name: str
+    image: Path | None  # squashfs to mount
+    upper: Path | None = None  # persistent writes of a named container
+    directory: Path | None = None  # an unpacked root filesystem
+
+
+def resolve_target(target: str, settings: Settings) -> Container:
+    """An image file, or the name of a container in the data path. Raises HydriaError."""
+    if not target:
+        raise HydriaError("Invalid argument")
+    path = Path(target)
+    if path.is_file() and rootfs.is_squashfs(path):
+        return Container(path.name, path.resolve())
+    if "/" in target:
+        if path.exists():
+            raise HydriaError(f"Invalid image format: {target}")
+        raise HydriaError(f"No such file or directory: {path.resolve()}")
+    from hydria.store import Store
+
+    return Store(settings).container(target)
+
+
+def start(options: StartOptions, settings: Settings) -> None:
+    """Start the container and exec its program; returns only by raising HydriaError."""
+    container = resolve_target(options.target, settings)
+    env_options = [environ.env_option(e, os.environ) for e in options.env]
+    extra_mounts = [fstab.from_mount_option(m) for m in options.mounts]
+    if options.rc is not None and not (Path(options.rc).is_file() or Path(options.rc).is_fifo()):
+        raise HydriaError(f"No such file or directory: {options.rc}")
+    rc_text = Path(options.rc).read_text() if options.rc else None
+    runtime = ensure_dir(settings.runtime_path, setting="HYDRIA_RUNTIME_PATH")
+    uid, gid = os.getuid(), os.getgid()
+    host_user = pwd.getpwuid(uid)
+    cwd = os.getcwd()
+
+    _enter_namespaces(settings, uid, gid)
+    inner_uid, inner_gid = (0, 0) if settings.remap_root else (uid, gid)
+    area = f"{runtime}/{os.getpid()}"
+    sc.mount("tmpfs", str(runtime), "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=700")
+    root = _mount_rootfs(container, area, inner_uid, inner_gid)
+    hooks.write_identity(root, host_user, settings.remap_root)
+
+    mounts = fstab.parse(SYSTEM_FSTAB + (NET_FSTAB if settings.unshare_net else ""), "system fstab")
+    mount_entries(mounts, root, -1, cwd)
+    hook_env = hooks.run_hooks(settings, root, area, options.extra_hooks_env)
+    hook_mounts = fstab.parse(hook_env.mounts, "hooks", dict(os.environ, HYDRIA_ROOTFS=root, ENROOT_ROOTFS=root))
+    mount_entries(hook_mounts, root, 0, cwd)
+    substitution = {**os.environ, "HYDRIA_ROOTFS": root, "ENROOT_ROOTFS": root}
+    final = [*fstab.parse(_read(root, "etc/fstab"), "image fstab", substitution),
+             *_config_files(settings, "mounts.d", "*.fstab", substitution), *extra_mounts]
+    mount_entries(final, root, 0, cwd)
+    if settings.mount_home and not settings.remap_root:
+        mount_entries([fstab.MountEntry(host_user.pw_dir, host_user.pw_dir, "none",
+                                        ("x-create=dir", "bind", "rw", "nosuid"))], root, 0, cwd)
+
+    env_files = [text for _, text in _config_texts(settings, "environ.d", "*.env")]
+    environment = environ.build(_read(root, "etc/environment"), env_files, hook_env.environ,
+                                env_options, os.environ)
+    hooks.login_environment(environment, root, inner_uid, host_user)
+    if rc_text is not None:
+        with open(f"{area}/rc", "w") as handle:
+            handle.write(rc_text)
+
+    if not settings.rootfs_writable:
+        sc.mount(None, root, None, sc.MS_REMOUNT | sc.MS_BIND | sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV)
+    rc_path = f"{area}/rc" if rc_text is not None else None
+    rc_fd = os.open(rc_path, os.O_RDONLY) if rc_path else None
+    os.chdir(root)
+    sc.pivot_root(".", ".")
+    sc.umount2(".", sc.MNT_DETACH)
+    os.chdir("/")
+    if settings.unshare_pid:
+        _become_pid_one()
+    sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
+    argv = _program(options.command, rc_fd)
+    sys.stdout.flush()
+    os.execve(argv[0], argv, environment)
+
+
+def _enter_namespaces(settings: Settings, uid: int, gid: int) -> None:
+    flags = sc.CLONE_NEWUSER | sc.CLONE_NEWNS
+    flags |= sc.CLONE_NEWNET if settings.unshare_net else 0
+    flags |= sc.CLONE_NEWIPC if settings.unshare_ipc else 0
+    flags |= sc.CLONE_NEWUTS if settings.unshare_uts else 0
+    try:
+        sc.unshare(flags)
+        with open("/proc/self/setgroups", "w") as handle:
+            handle.write("deny")
+        inner = 0 if settings.remap_root else uid
+        with open("/proc/self/uid_map", "w") as handle:
+            handle.write(f"{inner} {uid} 1")
+        with open("/proc/self/gid_map", "w") as handle:
+            handle.write(f"{0 if settings.remap_root else gid} {gid} 1")
+        sc.mount(None, "/", None, sc.MS_REC | sc.MS_SLAVE)
+    except OSError as e:
+        raise HydriaError(f"cannot create the container's namespaces: {e.strerror}",
+                          hint="unprivileged user namespaces must be enabled (sysctl user.max_user_namespaces)") from None
+    if settings.unshare_net:
+        _loopback_up()
+
+
+def _loopback_up() -> None:
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(s, siocgifflags, request))[1]
+        fcntl.ioctl(s, siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
+
+
+def _mount_rootfs(container: Container, area: str, uid: int, gid: int) -> str:
+    root = f"{area}/root"
+    for name in ("lower", "upper", "work", "root"):
+        os.makedirs(f"{area}/{name}")
+    if container.directory is not None:
+        sc.mount(str(container.directory), root, None, sc.MS_BIND | sc.MS_REC)
+        return root
+    assert container.image is not None
+    rootfs.mount_squashfs(container.image, f"{area}/lower", uid, gid)
+    upper, work = f"{area}/upper", f"{area}/work"
+    if container.upper is not None:
+        upper, work = str(container.upper / "upper"), str(container.upper / "work")
+    rootfs.mount_overlay(f"{area}/lower", upper, work, root)
+    return root
+
+
+def _read(root: str, relative: str) -> str:
+    try:
+        with open(os.path.join(root, relative)) as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _config_texts(settings: Settings, folder: str, pattern: str) -> list[tuple[Path, str]]:
+    files = [*sorted((settings.sysconf_path / folder).glob(pattern)),
+             *sorted((settings.config_path / folder).glob(pattern))]
+    return [(path, path.read_text()) for path in files if path.is_file()]
+
+
+def _config_files(settings: Settings, folder: str, pattern: str,
+                  substitution: dict[str, str]) -> list[fstab.MountEntry]:
+    entries = []
+    for path, text in _config_texts(settings, folder, pattern):
+        entries += fstab.parse(text, str(path), substitution)
+    return entries
+
+
+def _program(command: Sequence[str], rc_fd: int | None) -> list[str]:
+    """``/bin/sh RC CMD...``; the rc (``--rc`` or the image's ``/etc/rc``) runs the command."""
+    rc = f"/proc/self/fd/{rc_fd}" if rc_fd is not None else "/etc/rc"
+    if rc_fd is not None or os.path.isfile("/etc/rc"):
+        return ["/bin/sh", rc, *command]
+    if not command:
+        return ["/bin/sh"]
+    if " " in command[0]:
+        return ["/bin/sh", "-c", command[0], *command[1:]]
+    return ["/bin/sh", "-c", 'exec "$@"', "sh", *command]
+
+
+def _become_pid_one() -> None:
+    """``--pid``: the program is PID 1 of a new PID namespace; this process waits for it,
+    forwards SIGINT and SIGTERM, and exits with its status."""
+    sc.unshare(sc.CLONE_NEWPID)
+    child = os.fork()
+    if child == 0:
+        sc.mount("proc", "/proc", "proc", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC)
+        return
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, lambda number, frame: os.kill(child, number))
+    while True:
+        try:
+            _, status = os.waitpid(child, 0)
+            break
+        except ChildProcessError:
+            os._exit(1)
+        except InterruptedError:
+            continue
+    if os.WIFSIGNALED(status):
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))

@@ -1,0 +1,84 @@
+"""ctypes wrappers for the system calls the runtime needs, raising OSError with the real errno."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+
+MS_RDONLY = 0x1
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
+MS_NOEXEC = 0x8
+MS_SYNCHRONOUS = 0x10
+MS_REMOUNT = 0x20
+MS_MANDLOCK = 0x40
+MS_DIRSYNC = 0x80
+MS_NOSYMFOLLOW = 0x100
+MS_NOATIME = 0x400
+MS_NODIRATIME = 0x800
+MS_BIND = 0x1000
+MS_MOVE = 0x2000
+MS_REC = 0x4000
+MS_SILENT = 0x8000
+MS_UNBINDABLE = 0x20000
+MS_PRIVATE = 0x40000
+MS_SLAVE = 0x80000
+MS_SHARED = 0x100000
+MS_RELATIME = 0x200000
+MS_STRICTATIME = 0x1000000
+MS_LAZYTIME = 0x2000000
+
+MNT_DETACH = 0x2
+PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def unshare(flags: int) -> None:
+    _check(_libc.unshare(ctypes.c_int(flags)), "unshare")
+
+
+def setns(fd: int, nstype: int = 0) -> None:
+    _check(_libc.setns(ctypes.c_int(fd), ctypes.c_int(nstype)), "setns")
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int = 0, data: str | None = None) -> None:
+    _check(_libc.mount(_c(source), _c(target), _c(fstype), ctypes.c_ulong(flags), _c(data)),
+           f"mount {source or 'none'} on {target}")
+
+
+def umount2(target: str, flags: int = 0) -> None:
+    _check(_libc.umount2(_c(target), ctypes.c_int(flags)), f"umount {target}")
+
+
+# glibc has no pivot_root wrapper; its syscall number differs by architecture.
+_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
+
+
+def pivot_root(new_root: str, put_old: str) -> None:
+    number = _PIVOT_ROOT[os.uname().machine]
+    _check(_libc.syscall(ctypes.c_long(number), _c(new_root), _c(put_old)), "pivot_root")
+
+
+def prctl(option: int, arg: int = 0) -> None:
+    _check(_libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                       ctypes.c_ulong(0)), "prctl")
+
+
+def _c(text: str | None) -> bytes | None:
+    return None if text is None else os.fsencode(text)

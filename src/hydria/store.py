@@ -1,0 +1,122 @@
+"""Named containers in ``$HYDRIA_DATA_PATH``: create, look up, list, remove.
+
+A container is a directory ``DATA/NAME`` holding, by default, ``image.sqsh`` (a hardlink to the
+image file when it is on the same file system, else a copy) plus ``upper/`` and ``work/``, the
+overlay directories where its writes persist: ``create`` takes a fraction of a second and many
+containers share one image's blocks. ``--unpack`` (or ``HYDRIA_UNPACK``) makes enroot's plain
+directory tree instead, in ``rootfs/``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from hydria.config import Settings
+from hydria.errors import HydriaError
+from hydria.paths import ensure_dir
+from hydria.runtime.rootfs import is_squashfs
+from hydria.runtime.start import Container
+
+IMAGE = "image.sqsh"
+NAME_MAX = 255
+
+
+def validate_name(name: str) -> str:
+    """Raises HydriaError for names that cannot be a container (empty, ``/``, ``.``, overlong)."""
+    if not name or "/" in name or name in (".", "..") or len(name.encode()) > NAME_MAX or "\0" in name:
+        raise HydriaError(f"Invalid argument: {name}",
+                          hint="a container name is a single path component: no '/', not '.' or '..', "
+                               f"at most {NAME_MAX} bytes")
+    return name
+
+
+class Store:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.root = settings.data_path
+
+    def path(self, name: str) -> Path:
+        return self.root / validate_name(name)
+
+    def container(self, name: str) -> Container:
+        """Raises HydriaError when there is no such container."""
+        path = self.path(name)
+        if (path / IMAGE).is_file():
+            return Container(name, path / IMAGE, upper=path)
+        if (path / "rootfs").is_dir():
+            return Container(name, None, directory=path / "rootfs")
+        raise HydriaError(f"No such file or directory: {path}",
+                          hint=f"create it first: hydria create --name {name} IMAGE")
+
+    def create(self, image: Path, name: str | None, *, force: bool, unpack: bool) -> Path:
+        """Raises HydriaError for a bad image or name, or an existing container without force."""
+        if not str(image):
+            raise HydriaError("Invalid argument")
+        if not image.exists():
+            raise HydriaError(f"No such file or directory: {image}")
+        if not is_squashfs(image):
+            raise HydriaError(f"Invalid image format: {image}")
+        name = name if name is not None else image.name.removesuffix(".sqsh")
+        target = self.path(name)
+        ensure_dir(self.root, setting="HYDRIA_DATA_PATH")
+        if target.exists() or target.is_symlink():
+            if not (force or self.settings.force_override):
+                raise HydriaError(f"File already exists: {target}", hint="use --force to replace it")
+            self.remove(name)
+        staging = self.root / f".{name}.creating.{os.getpid()}"
+        try:
+            staging.mkdir(mode=0o700)
+            if unpack:
+                _unsquash(image, staging / "rootfs")
+            else:
+                _link_or_copy(image.resolve(), staging / IMAGE)
+                (staging / "upper").mkdir()
+                (staging / "work").mkdir()
+            try:
+                os.rename(staging, target)  # atomic; fails if another create won the name
+            except OSError:
+                raise HydriaError(f"File already exists: {target}") from None
+        finally:
+            if staging.exists():
+                _delete_tree(staging)
+        return target
+
+    def names(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if not p.name.startswith("."))
+
+    def remove(self, name: str) -> None:
+        path = self.path(name)
+        if not path.is_dir():
+            raise HydriaError(f"No such file or directory: {path}")
+        _delete_tree(path)
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)  # copy_file_range: a reflink where the file system can
+
+
+def _unsquash(image: Path, target: Path) -> None:
+    result = subprocess.run(["unsquashfs", "-no-progress", "-quiet", "-user-xattrs", "-d", str(target), str(image)],
+                            capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise HydriaError(f"unsquashfs {image} failed: {result.stderr.strip()[-2000:]}")
+
+
+def _delete_tree(path: Path) -> None:
+    """Delete a tree, first making its directories accessible: overlay work directories and
+    images can hold directories without owner permissions."""
+    os.chmod(path, 0o700)
+    for directory, subdirectories, _ in os.walk(path):
+        for name in subdirectories:
+            child = os.path.join(directory, name)
+            if not os.path.islink(child):
+                os.chmod(child, 0o700)
+    shutil.rmtree(path)
