@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from testbed.oci import Image, make_layer, push  # noqa: E402
-from testbed.recipes import DEFAULT_CACHE, get_image  # noqa: E402
-from testbed.registry import Registry  # noqa: E402
-from testbed.tarbuild import LayerTar  # noqa: E402
+from testbed.oci import Image, make_layer, push
+from testbed.recipes import DEFAULT_CACHE, get_image
+from testbed.registry import Registry
+from testbed.tarbuild import LayerTar
 
 SQUASH_OPTIONS = "-comp zstd -Xcompression-level 3"
 HYDRIA = str(Path(sys.executable).parent / "hydria")
@@ -50,7 +50,7 @@ def timed(tool: str, commands: list[list[str]], env: dict[str, str] | None = Non
     for argv in commands:
         with tempfile.NamedTemporaryFile("r") as report:
             result = subprocess.run(["/usr/bin/time", "-o", report.name, "-f", "%e %U %S %M", *argv],
-                                    env={**os.environ, **(env or {})}, capture_output=True, text=True)
+                                    env={**os.environ, **(env or {})}, capture_output=True, text=True, check=False)
             fields = report.read().split()[-4:]
         if result.returncode != 0:
             print(f"  {tool}: {' '.join(argv[:3])} failed: {result.stderr.strip()[-300:]}", file=sys.stderr)

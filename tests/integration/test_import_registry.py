@@ -224,8 +224,9 @@ def test_blob_planted_by_another_user_is_detected(busybox: PublishedImage, regis
     assert setup.returncode == 0
     planted = shared_cache / "blobs" / "sha256" / layer
     # The other user replaces their own blob with different content of the same size.
-    assert run_as(other_workspace.user, ["sh", "-c", f"cp {planted} /tmp/p.$$ && rm {planted} && "
-                                         f"head -c $(stat -c %s /tmp/p.$$) /dev/zero > {planted}; rm -f /tmp/p.$$"]).returncode == 0
+    replace = (f"cp {planted} /tmp/p.$$ && rm {planted} && "
+               f"head -c $(stat -c %s /tmp/p.$$) /dev/zero > {planted}; rm -f /tmp/p.$$")
+    assert run_as(other_workspace.user, ["sh", "-c", replace]).returncode == 0
     result = workspace.run("import", "-o", "victim.sqsh", f"docker://{registry.address}#hydria/planted:latest",
                            HYDRIA_CACHE_PATH=str(shared_cache))
     assert result.returncode == 1

@@ -45,7 +45,7 @@ def mount_squashfs(image: Path, target: str, uid: int, gid: int) -> None:
                  f"fd={fuse},rootmode=40000,user_id={uid},group_id={gid}")
         subprocess.Popen([binary, "-f", "-o", f"uid={uid},gid={gid}", str(image), f"/dev/fd/{fuse}"],
                          pass_fds=(fuse,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         preexec_fn=_die_with_parent, start_new_session=True)
+                         preexec_fn=_die_with_parent, start_new_session=True)  # noqa: PLW1509 single-threaded
     except OSError as e:
         raise HydriaError(f"Failed to mount: {image}: {e.strerror}") from None
     finally:
