@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 if [ $# -eq 0 ]; then
     echo "[test] ruff and mypy"
-    .venv/bin/ruff check --quiet src testbed tests
+    .venv/bin/ruff check --quiet src testbed tests benchmarks
     .venv/bin/mypy --no-error-summary
 fi
 exec .venv/bin/python -m pytest -ra "$@"

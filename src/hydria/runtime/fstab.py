@@ -114,8 +114,11 @@ def parse_line(line: str, origin: str = "") -> MountEntry | None:
         raise FstabError(f'invalid fstab entry: "{line.strip()}" at {origin or "command line"}')
     source, target, fstype = (_unescape(f) for f in fields[:3])
     options = tuple(o for o in (fields[3] if len(fields) > 3 else "").split(",") if o)
-    if fstype == "none" and source != "tmpfs" and not options:
-        options = ("rbind", "x-create=auto")
+    if fstype == "none" and source != "tmpfs" and not {"bind", "rbind"} & set(options) \
+            and not any(o.startswith(("x-detach", "x-move")) for o in options):
+        # A path source with type none is a bind: recursive, creating its target, unless told otherwise.
+        options = ("rbind", *(() if any(o.startswith("x-create") for o in options) else ("x-create=auto",)),
+                   *options)
     try:
         freq = int(fields[4]) if len(fields) > 4 else 0
         passno = int(fields[5]) if len(fields) > 5 else 0

@@ -25,10 +25,11 @@ class MountFailed(HydriaError):
 
 
 def resolve_in_root(root: str, path: str) -> str:
-    """The host path of ``path`` inside ``root``, following symlinks without leaving ``root``.
+    """The host path of ``path`` inside ``root``, following symlinks without leaving ``root``
+    (a symlink's ``..`` stops at the root, as in a chroot).
 
     Raises:
-        MountFailed: too many levels of symbolic links.
+        MountFailed: a literal ``..`` that climbs above the root, or a symlink loop.
     """
     parts = [p for p in path.split("/") if p not in ("", ".")]
     resolved: list[str] = []
@@ -38,6 +39,8 @@ def resolve_in_root(root: str, path: str) -> str:
         if part == "..":
             if resolved:
                 resolved.pop()
+            elif not hops:  # a literal ../ above the root, not one found in a symlink
+                raise MountFailed(f"failed to resolve path: {path}: it leads outside the container's root")
             continue
         candidate = os.path.join(root, *resolved, part)
         if os.path.islink(candidate):

@@ -1,0 +1,80 @@
+"""enroot's fstab dialect: shorthands, passes, options, substitution; target resolution."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from hydria.runtime import syscalls as sc
+from hydria.runtime.fstab import FstabError, MountEntry, from_mount_option, parse, parse_line, substitute
+from hydria.runtime.mounts import MountFailed, resolve_in_root
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("tmpfs /dst", ("tmpfs", "/dst", "tmpfs", ("defaults",))),
+    ("/src", ("/src", "/src", "none", ("rbind", "x-create=auto"))),
+    ("/src bind", ("/src", "/src", "none", ("bind",))),
+    ("/src /dst", ("/src", "/dst", "none", ("rbind", "x-create=auto"))),
+    ("/src /dst bind", ("/src", "/dst", "none", ("bind",))),
+    ("/src /dst ro", ("/src", "/dst", "none", ("rbind", "x-create=auto", "ro"))),
+    ("none /dst devpts", ("none", "/dst", "devpts", ())),
+    ("/a\\040b /c none bind,ro", ("/a b", "/c", "none", ("bind", "ro"))),
+])
+def test_shorthands(line: str, expected: tuple[str, str, str, tuple[str, ...]]) -> None:
+    entry = parse_line(line)
+    assert entry is not None
+    assert (entry.source, entry.target, entry.fstype, entry.options) == expected
+
+
+def test_passes_and_comments() -> None:
+    entries = parse("# comment\n\n/proc /proc none rbind 0 -1\ntmpfs /t tmpfs mode=755 0 0\n/x /y none bind 2 0\n", "f")
+    assert [e.passno for e in entries] == [-1, 0, 2]
+    assert entries[0].origin == "f:3"
+
+
+def test_options_split_into_flags_propagation_and_data() -> None:
+    entry = MountEntry("tmpfs", "/t", "tmpfs", ("ro", "nosuid", "rprivate", "mode=755", "size=1g", "nofail", "x-create=dir"))
+    flags, propagation, data, recursive = entry.split_options()
+    assert flags == sc.MS_RDONLY | sc.MS_NOSUID
+    assert propagation == sc.MS_PRIVATE | sc.MS_REC
+    assert data == "mode=755,size=1g" and not recursive
+    assert MountEntry("/a", "/b", "none", ("rbind",)).split_options()[3]
+    assert not MountEntry("/a", "/b", "none", ("bind",)).split_options()[3]
+
+
+def test_substitution_only_braced_and_unset_is_empty() -> None:
+    assert substitute("${HYDRIA_ROOTFS}/data $HOME ${NOPE}x", {"HYDRIA_ROOTFS": "/r", "HOME": "/h"}) == "/r/data $HOME x"
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("/host/dir:/mnt", ("/host/dir", "/mnt", "none")),
+    ("/host/dir:/mnt:none:bind,ro", ("/host/dir", "/mnt", "none")),
+    ("tmpfs:/scratch", ("tmpfs", "/scratch", "tmpfs")),
+])
+def test_mount_option(value: str, expected: tuple[str, str, str]) -> None:
+    entry = from_mount_option(value)
+    assert (entry.source, entry.target, entry.fstype) == expected
+
+
+@pytest.mark.parametrize("value", ["", "a b:/c", "/a::/b"])
+def test_bad_mount_option(value: str) -> None:
+    with pytest.raises(FstabError, match="Invalid argument"):
+        from_mount_option(value)
+
+
+def test_resolution_stays_inside_the_root(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    (root / "usr" / "lib").mkdir(parents=True)
+    os.symlink("/usr/lib", root / "lib")
+    os.symlink("../../../../../../etc", root / "usr" / "up")
+    os.symlink("loop", root / "loop")
+    assert resolve_in_root(str(root), "/lib/x") == f"{root}/usr/lib/x"
+    assert resolve_in_root(str(root), "usr/up/passwd") == f"{root}/etc/passwd"
+    assert resolve_in_root(str(root), "/etc/../usr") == f"{root}/usr"
+    with pytest.raises(MountFailed, match="outside the container's root"):
+        resolve_in_root(str(root), "../x")
+    with pytest.raises(MountFailed, match="too many levels"):
+        resolve_in_root(str(root), "/loop/x")
