@@ -105,7 +105,8 @@ def bench_image(name: str, image: Image, registry: Registry, workdir: Path, peer
         return results
     layout, bundle = out / "layout", out / "bundle"
     results.append(timed("skopeo+umoci+mksquashfs", [
-        ["skopeo", "copy", "-q", "--src-tls-verify=false", f"docker://{registry.address}/bench/{name}:latest",
+        ["skopeo", "copy", "-q", "--src-tls-verify=false", "--dest-decompress",  # umoci 0.4 cannot read zstd
+         f"docker://{registry.address}/bench/{name}:latest",
          f"oci:{layout}:latest"],
         ["umoci", "unpack", "--image", f"{layout}:latest", str(bundle)],
         ["mksquashfs", str(bundle / "rootfs"), str(out / "plain.sqsh"), "-no-progress", "-quiet",

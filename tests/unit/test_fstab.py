@@ -58,7 +58,7 @@ def test_mount_option(value: str, expected: tuple[str, str, str]) -> None:
     assert (entry.source, entry.target, entry.fstype) == expected
 
 
-@pytest.mark.parametrize("value", ["", "a b:/c", "/a::/b"])
+@pytest.mark.parametrize("value", ["", "a b:/c", "/a:/b c"])
 def test_bad_mount_option(value: str) -> None:
     with pytest.raises(FstabError, match="Invalid argument"):
         from_mount_option(value)
