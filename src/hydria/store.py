@@ -85,9 +85,13 @@ class Store:
         return target
 
     def names(self) -> list[str]:
-        if not self.root.is_dir():
+        """Raises HydriaError when the data path cannot be read."""
+        try:
+            return sorted(p.name for p in self.root.iterdir() if not p.name.startswith("."))
+        except FileNotFoundError:
             return []
-        return sorted(p.name for p in self.root.iterdir() if not p.name.startswith("."))
+        except OSError as e:
+            raise HydriaError(f"{self.root} (HYDRIA_DATA_PATH): {e.strerror}") from None
 
     def remove(self, name: str) -> None:
         path = self.path(name)

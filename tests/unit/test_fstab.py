@@ -13,7 +13,7 @@ from hydria.runtime.mounts import MountFailed, resolve_in_root
 
 
 @pytest.mark.parametrize(("line", "expected"), [
-    ("tmpfs /dst", ("tmpfs", "/dst", "tmpfs", ("defaults",))),
+    ("tmpfs /dst", ("tmpfs", "/dst", "tmpfs", ("x-create=dir",))),
     ("/src", ("/src", "/src", "none", ("rbind", "x-create=auto"))),
     ("/src bind", ("/src", "/src", "none", ("bind",))),
     ("/src /dst", ("/src", "/dst", "none", ("rbind", "x-create=auto"))),

@@ -84,6 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.exit_code
     except KeyboardInterrupt:
         return 130
+    except OSError as e:  # a file system error no module anticipated: one line, not a traceback
+        log.error("%s", e)
+        return 1
 
 
 def _run(command: Command, args: list[str]) -> int:

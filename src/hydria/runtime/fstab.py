@@ -1,6 +1,6 @@
 """enroot's fstab dialect: parsing, shorthands, ``${VAR}`` substitution, options. Pure.
 
-Shorthands: ``tmpfs /dst``; ``/src`` (bind at the same path); ``/src bind``; ``/src /dst``;
+Shorthands: ``tmpfs /dst`` (creating ``/dst``); ``/src`` (bind at the same path); ``/src bind``; ``/src /dst``;
 ``/src /dst bind``. A ``none`` type with a path source is a bind (``rbind,x-create=auto`` when no
 options are given). The sixth field is the pass: -1 mounts before hooks, 0 after.
 """
@@ -100,7 +100,7 @@ def parse_line(line: str, origin: str = "") -> MountEntry | None:
     if not fields or fields[0].startswith("#"):
         return None
     if fields[0] == "tmpfs" and len(fields) == 2:
-        fields = ["tmpfs", fields[1], "tmpfs", "defaults"]
+        fields = ["tmpfs", fields[1], "tmpfs", "x-create=dir"]
     elif len(fields) == 1:
         fields = [fields[0], fields[0], "none", "rbind,x-create=auto"]
     elif len(fields) == 2 and fields[1].split(",")[0] in _KNOWN_OPTIONS:

@@ -46,7 +46,7 @@ PR_SET_NO_NEW_PRIVS = 38
 def _check(result: int, what: str) -> None:
     if result != 0:
         errno = ctypes.get_errno()
-        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+        raise OSError(errno, os.strerror(errno), what)
 
 
 def unshare(flags: int) -> None:

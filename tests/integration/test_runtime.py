@@ -1,0 +1,225 @@
+"""``hydria start``, ``create``, ``list``, ``remove`` as the unprivileged test user."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from testbed.publish import PublishedImage
+from testbed.users import User, run_as
+from testbed.workspace import Workspace
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def images(busybox: PublishedImage, debian: PublishedImage, image_workdir: Path,
+           hydria_bin: str, test_user: User) -> dict[str, Path]:
+    """The test images imported once, readable by every user."""
+    directory = image_workdir / "sqsh"
+    directory.mkdir(exist_ok=True)
+    directory.chmod(0o777)
+    result = {}
+    for image in (busybox, debian):
+        target = directory / f"{image.name}.sqsh"
+        if not target.exists():
+            done = run_as(test_user, [hydria_bin, "import", "-q", "-o", str(target), image.docker_uri],
+                          env={"HYDRIA_ALLOW_HTTP": "y", "HYDRIA_CACHE_PATH": str(directory / "cache")})
+            assert done.returncode == 0, done.stderr
+        result[image.name] = target
+    return result
+
+
+def start(workspace: Workspace, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return workspace.run("start", *args, **env)
+
+
+def output(workspace: Workspace, *args: str, **env: str) -> str:
+    result = start(workspace, *args, **env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_os_release_is_the_images(images: dict[str, Path], workspace: Workspace) -> None:
+    assert 'PRETTY_NAME="hydria busybox test image"' in output(workspace, str(images["busybox"]), "cat", "/etc/os-release")
+
+
+def test_identity_and_root_remap(images: dict[str, Path], workspace: Workspace) -> None:
+    uid = workspace.user.uid
+    assert output(workspace, str(images["debian"]), "id", "-u").strip() == str(uid)
+    assert output(workspace, str(images["debian"]), "whoami").strip() == workspace.user.name
+    assert output(workspace, "--root", str(images["debian"]), "id", "-u").strip() == "0"
+    assert output(workspace, "--root", str(images["debian"]), "sh", "-c", "echo $HOME").strip() == "/root"
+    # The remapped root has no power on the host: a root-owned host file stays unwritable.
+    result = start(workspace, "--root", "-m", "/etc/hostname:/mnt/h:none:bind", str(images["debian"]),
+                   "sh", "-c", "echo x >> /mnt/h")
+    assert result.returncode != 0
+
+
+def test_root_filesystem_is_read_only_unless_rw(images: dict[str, Path], workspace: Workspace) -> None:
+    result = start(workspace, str(images["debian"]), "touch", "/new")
+    assert result.returncode != 0 and "Read-only file system" in result.stderr
+    assert output(workspace, "--rw", str(images["debian"]), "sh", "-c", "touch /new && echo ok") == "ok\n"
+    assert output(workspace, str(images["debian"]), "sh", "-c", "touch /tmp/scratch && echo tmp") == "tmp\n"
+
+
+def test_image_config_behaves_as_in_docker(images: dict[str, Path], workspace: Workspace) -> None:
+    image = str(images["debian"])
+    assert output(workspace, image) == "python 3.11.2\n"  # ENTRYPOINT + CMD
+    env = output(workspace, image, "env")
+    assert "HYDRIA_ENTRYPOINT=ran" in env  # the ENTRYPOINT ran before the command
+    assert "GREETING=hello world" in env and "LANG=C.UTF-8" in env
+    assert "HYDRIA_TEST_IMAGE" not in env  # HYDRIA_*/ENROOT_* never come from an image (as enroot)
+    assert output(workspace, image, "pwd") == "/opt/hydria-test\n"  # WORKDIR
+
+
+def test_host_environment_is_not_inherited(images: dict[str, Path], workspace: Workspace) -> None:
+    env = output(workspace, "-e", "ADDED=1", "-e", "COPIED", str(images["debian"]), "env",
+                 LEAKY="no", COPIED="yes")
+    assert "LEAKY" not in env and "ADDED=1" in env and "COPIED=yes" in env
+
+
+def test_exit_status_and_signals(images: dict[str, Path], workspace: Workspace) -> None:
+    assert start(workspace, str(images["busybox"]), "sh", "-c", "exit 42").returncode == 42
+    process = workspace.popen("start", str(images["busybox"]), "sleep", "30")
+    time.sleep(1)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=10) == -signal.SIGTERM
+
+
+def test_mounts(images: dict[str, Path], workspace: Workspace) -> None:
+    host = workspace.root / "shared"
+    host.mkdir()
+    (host / "data.txt").write_text("from the host\n")
+    for path in (host, host / "data.txt"):
+        os.chown(path, workspace.user.uid, workspace.user.gid)
+    image = str(images["busybox"])
+    assert output(workspace, "-m", f"{host}:/mnt", image, "cat", "/mnt/data.txt") == "from the host\n"
+    assert output(workspace, "-m", f"{host}:/mnt", image, "sh", "-c", "echo more >> /mnt/data.txt; echo ok") == "ok\n"
+    refused = start(workspace, "-m", f"{host}:/mnt:ro", image, "sh", "-c", "echo more >> /mnt/data.txt")
+    assert refused.returncode != 0 and "Read-only" in refused.stderr
+    assert output(workspace, "-m", "tmpfs:/scratch", image, "sh", "-c", "touch /scratch/x && echo ok") == "ok\n"
+
+
+def test_mount_errors_change_nothing(images: dict[str, Path], workspace: Workspace) -> None:
+    missing = start(workspace, "-m", "/no/such/dir:/mnt", str(images["busybox"]), "true")
+    assert missing.returncode == 1 and "failed to mount: /no/such/dir at /mnt: No such file or directory" in missing.stderr
+    escape = start(workspace, "-m", f"{workspace.root}:../escape", str(images["busybox"]), "true")
+    assert escape.returncode == 1 and "leads outside the container's root" in escape.stderr
+
+
+def test_pid_and_net_namespaces(images: dict[str, Path], workspace: Workspace) -> None:
+    image = str(images["busybox"])
+    assert output(workspace, "--pid", image, "sh", "-c", "echo $$") == "1\n"
+    assert output(workspace, "--net", image, "ls", "/sys/class/net") == "lo\n"
+    assert start(workspace, "--pid", image, "sh", "-c", "exit 3").returncode == 3
+
+
+@pytest.fixture
+def hooks(workspace: Workspace) -> Iterator[Path]:
+    directory = workspace.root / "config" / "hooks.d"
+    directory.mkdir(parents=True)
+    os.chown(directory, workspace.user.uid, workspace.user.gid)
+    yield directory
+
+
+def write_hook(directory: Path, name: str, body: str, owner: Workspace) -> None:
+    hook = directory / name
+    hook.write_text("#!/bin/sh\n" + body)
+    hook.chmod(0o755)
+    os.chown(hook, owner.user.uid, owner.user.gid)
+
+
+def test_enroot_style_hook_reaches_the_program(images: dict[str, Path], workspace: Workspace, hooks: Path) -> None:
+    marker = workspace.root / "marker"
+    marker.mkdir()
+    (marker / "file").write_text("mounted by a hook\n")
+    write_hook(hooks, "10-test.sh",
+               'echo "FROM_HOOK=$ENROOT_PID" >> "$ENROOT_ENVIRON"\n'
+               f'echo "{marker} /hooked none x-create=dir,bind,ro" >> "$ENROOT_MOUNTS"\n'
+               'test -d "$HYDRIA_ROOTFS/etc" || exit 9\n', workspace)
+    write_hook(hooks, "20-not-executable.sh", "exit 1\n", workspace)
+    (hooks / "20-not-executable.sh").chmod(0o644)
+    out = output(workspace, str(images["busybox"]), "sh", "-c", "echo $FROM_HOOK; cat /hooked/file")
+    pid, content = out.splitlines()
+    assert pid.isdigit() and content == "mounted by a hook"
+
+
+def test_failing_hook_aborts_the_start(images: dict[str, Path], workspace: Workspace, hooks: Path) -> None:
+    write_hook(hooks, "50-fail.sh", "echo oops >&2; exit 3\n", workspace)
+    result = start(workspace, str(images["busybox"]), "echo", "should not run")
+    assert result.returncode == 1
+    assert "oops" in result.stderr and "50-fail.sh exited with return code 3" in result.stderr
+    assert "should not run" not in result.stdout
+
+
+def test_named_container_persists_writes(images: dict[str, Path], workspace: Workspace) -> None:
+    started = time.monotonic()
+    assert workspace.run("create", "--name", "app", str(images["debian"])).returncode == 0
+    assert time.monotonic() - started < 5
+    assert workspace.run("list").stdout == "app\n"
+    assert output(workspace, "--rw", "app", "sh", "-c", "echo kept > /state.txt && echo ok") == "ok\n"
+    assert output(workspace, "app", "cat", "/state.txt") == "kept\n"
+    again = workspace.run("create", "--name", "app", str(images["debian"]))
+    assert again.returncode == 1 and "File already exists" in again.stderr
+    assert workspace.run("create", "--force", "--name", "app", str(images["debian"])).returncode == 0
+    assert start(workspace, "app", "cat", "/state.txt").returncode != 0  # a fresh container
+    assert workspace.run("remove", "-f", "app").returncode == 0
+    assert workspace.run("list").stdout == ""
+
+
+def test_unpacked_container(images: dict[str, Path], workspace: Workspace) -> None:
+    assert workspace.run("create", "--unpack", "-n", "flat", str(images["busybox"])).returncode == 0
+    assert (workspace.root / "data" / "flat" / "rootfs" / "bin" / "busybox").is_file()
+    assert output(workspace, "flat", "cat", "/etc/os-release").startswith('PRETTY_NAME="hydria busybox')
+    assert workspace.run("remove", "-f", "flat").returncode == 0
+
+
+def test_remove_asks_and_defaults_to_no(images: dict[str, Path], workspace: Workspace) -> None:
+    assert workspace.run("create", "-n", "keep", str(images["busybox"])).returncode == 0
+    answer = run_as(workspace.user, [workspace.hydria, "remove", "keep"], env=workspace.env(), input="n\n")
+    assert "Do you really want to delete" in answer.stderr
+    assert workspace.run("list").stdout == "keep\n"
+    answer = run_as(workspace.user, [workspace.hydria, "remove", "keep"], env=workspace.env(), input="y\n")
+    assert workspace.run("list").stdout == ""
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("create", "-n", "a/b", "IMAGE"), "Invalid argument: a/b"),
+    (("create", "-n", "..", "IMAGE"), "Invalid argument: .."),
+    (("create", "-n", "x" * 256, "IMAGE"), "Invalid argument"),
+    (("create", "/no/such.sqsh"), "No such file or directory: /no/such.sqsh"),
+    (("start", "missing"), "No such file or directory"),
+    (("start", "./missing.sqsh"), "No such file or directory"),
+    (("remove", "-f", "missing"), "No such file or directory"),
+    (("start", "-e", "1BAD=x", "IMAGE", "true"), "Invalid argument: 1BAD=x"),
+])
+def test_bad_input(args: tuple[str, ...], message: str, images: dict[str, Path], workspace: Workspace) -> None:
+    argv = [str(images["busybox"]) if a == "IMAGE" else a for a in args]
+    result = workspace.run(*argv)
+    assert result.returncode == 1 and message in result.stderr
+    data = workspace.root / "data"
+    assert not data.exists() or list(data.iterdir()) == []
+
+
+def test_not_an_image(workspace: Workspace) -> None:
+    bogus = workspace.out / "bogus.sqsh"
+    bogus.write_text("not squashfs")
+    assert "Invalid image format" in workspace.run("create", str(bogus)).stderr
+
+
+def test_users_cannot_see_or_remove_each_others_containers(images: dict[str, Path], workspace: Workspace,
+                                                           other_workspace: Workspace) -> None:
+    assert workspace.run("create", "-n", "mine", str(images["busybox"])).returncode == 0
+    data = workspace.root / "data"
+    peek = other_workspace.run("list", HYDRIA_DATA_PATH=str(data))
+    assert "mine" not in peek.stdout
+    steal = other_workspace.run("remove", "-f", "mine", HYDRIA_DATA_PATH=str(data))
+    assert steal.returncode == 1
+    assert workspace.run("list").stdout == "mine\n"
