@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from hydria.runtime import syscalls as sc
-from hydria.runtime.fstab import FstabError, MountEntry, from_mount_option, parse, parse_line, substitute
+from hydria.runtime.fstab import (
+    FstabError,
+    MountEntry,
+    from_mount_option,
+    parse,
+    parse_line,
+    substitute,
+)
 from hydria.runtime.mounts import MountFailed, resolve_in_root
 
 
