@@ -3,6 +3,8 @@ rather than their media type, which registries and tools do not always get right
 
 from __future__ import annotations
 
+import queue
+import threading
 from typing import IO, Any
 
 import zstandard
@@ -82,3 +84,73 @@ class _Gunzip:
 
     def close(self) -> None:
         pass
+
+
+class Prefetcher:
+    """Reads ``source`` (a decompressing reader) in a thread, ahead of the consumer.
+
+    Inflating (zlib, ISA-L, zstd) releases the GIL, so it overlaps with the tar processing of the
+    consumer. After the content, ``raw`` (the blob under the decompressor) is read to its end,
+    which runs the digest check of a verifying reader even when the tar ends early.
+    :meth:`finish` waits for all of it and raises what the thread raised.
+    """
+
+    _END = b""
+
+    def __init__(self, source: IO[bytes], raw: IO[bytes], depth: int = 8) -> None:
+        self._queue: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=depth)
+        self._buffer = b""
+        self._offset = 0  # consumed part of _buffer: slicing it off would copy the rest every read
+        self._done = False
+        self._cancelled = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(source, raw), daemon=True)
+        self._thread.start()
+
+    def _run(self, source: IO[bytes], raw: IO[bytes]) -> None:
+        try:
+            while not self._cancelled.is_set() and (chunk := source.read(CHUNK)):
+                self._queue.put(chunk)
+            while not self._cancelled.is_set() and raw.read(CHUNK):
+                pass
+            self._queue.put(self._END)
+        except BaseException as error:  # noqa: BLE001 handed to the consumer thread, which raises it
+            self._queue.put(error)
+
+    def _next(self) -> bytes:
+        item = self._queue.get()
+        if isinstance(item, BaseException):
+            self._done = True
+            raise item
+        if item == self._END:
+            self._done = True
+        return item
+
+    def read(self, size: int = -1) -> bytes:
+        pieces = []
+        wanted = size if size >= 0 else float("inf")
+        while wanted > 0:
+            if self._offset >= len(self._buffer):
+                if self._done:
+                    break
+                self._buffer, self._offset = self._next(), 0
+                continue
+            end = len(self._buffer) if wanted == float("inf") else self._offset + int(wanted)
+            piece = self._buffer[self._offset:end]
+            self._offset += len(piece)
+            wanted -= len(piece)
+            pieces.append(piece)
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    def finish(self) -> None:
+        """Consume what is left (the content after the tar's end, the rest of the blob)."""
+        while not self._done:
+            self._next()
+        self._thread.join()
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+        while self._thread.is_alive():
+            try:
+                self._queue.get(timeout=0.1)
+            except queue.Empty:
+                continue

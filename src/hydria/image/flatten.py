@@ -25,6 +25,7 @@ from hydria.errors import HydriaError
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
 STREAM_BUFFER = 1 << 20
+READ_BUFFER = tarfile.RECORDSIZE
 
 
 class UnsafeLayer(HydriaError):
@@ -199,7 +200,7 @@ def _merge_layer(merger: _Merger, layer: LayerStream) -> None:
     written: set[str] = set()  # paths this layer wrote
     passed: set[str] = set()  # regular files of this layer that upper layers covered
     pending: dict[str, list[str]] = {}  # covered target -> hardlinks of this layer that need it
-    with layer.open() as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
+    with layer.open() as stream, tarfile.open(fileobj=stream, mode="r|", bufsize=READ_BUFFER) as tar:
         for member in tar:
             path = clean_path(member.name, layer.digest)
             if not path:
@@ -247,7 +248,7 @@ def _merge_layer(merger: _Merger, layer: LayerStream) -> None:
 def _write_covered_link_targets(merger: _Merger, layer: LayerStream, pending: dict[str, list[str]]) -> None:
     """Hardlinks of a layer whose target an upper layer replaced keep the layer's own content:
     read the layer again, write the first link as a file with that content, link the others to it."""
-    with layer.open() as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
+    with layer.open() as stream, tarfile.open(fileobj=stream, mode="r|", bufsize=READ_BUFFER) as tar:
         for member in tar:
             path = clean_path(member.name, layer.digest)
             links = pending.pop(path, None) if member.isreg() else None

@@ -18,14 +18,13 @@ from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.image import manifest as mf
 from hydria.image.cache import BlobCache
-from hydria.image.compression import decompressed
+from hydria.image.compression import Prefetcher, decompressed
 from hydria.image.config import runtime_files
 from hydria.image.flatten import ExtraFile, LayerStream, flatten
 from hydria.image.reference import EngineImage, ImageReference, LocalImage, RegistryImage, parse
 from hydria.image.squashfs import SquashfsFailed, Tar2Sqfs, tar2sqfs_options
 
 log = logging.getLogger(__name__)
-DRAIN_CHUNK = 1 << 20
 
 
 class OutputExists(HydriaError):
@@ -119,9 +118,14 @@ def _layer_opener(resolved: mf.ResolvedImage, descriptor: mf.Descriptor) -> Call
     @contextmanager
     def open_layer() -> Iterator[IO[bytes]]:
         with resolved.open_blob(descriptor) as raw:
-            yield decompressed(raw)
-            # A tar ends before its blob does (padding, or a forged blob that reads as an empty
-            # archive): read to the end so that the digest check at EOF always runs.
-            while raw.read(DRAIN_CHUNK):
-                pass
+            # The prefetcher also reads the blob to its end after the content (a tar ends before
+            # its blob, and a forged blob may read as an empty archive): the digest check at EOF
+            # always runs.
+            reader = Prefetcher(decompressed(raw), raw)
+            try:
+                yield reader  # type: ignore[misc]
+            except BaseException:
+                reader.cancel()
+                raise
+            reader.finish()
     return open_layer

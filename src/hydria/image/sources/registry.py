@@ -16,7 +16,7 @@ import re
 import sys
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import IO
 
@@ -63,6 +63,8 @@ class RegistrySource:
         self._login: tuple[str, str] | None = None
         self._login_resolved = False
         self.progress = Progress()
+        self._pending: dict[str, Future[None]] = {}
+        self._pool = ThreadPoolExecutor(max_workers=settings.max_connections or 32)
         limit = settings.max_connections or None
         self.client = httpx.Client(
             timeout=httpx.Timeout(None, connect=settings.connect_timeout or None),
@@ -72,6 +74,7 @@ class RegistrySource:
         )
 
     def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
         self.client.close()
 
     # --- HTTP with authentication -------------------------------------------------------------
@@ -189,7 +192,8 @@ class RegistrySource:
     # --- resolution and blobs -----------------------------------------------------------------
 
     def resolve(self, want: mf.Platform) -> mf.ResolvedImage:
-        """Find the manifest for ``want``, fetch the config and every layer into the cache."""
+        """Find the manifest for ``want``, fetch its config, and start fetching the layers the
+        cache lacks, top layer first, so the merge (which starts at the top) overlaps them."""
         where = f"{self.ref.registry}/{self.ref.repository}:{self.ref.reference}"
         document, media_type = self._manifest(self.ref.reference, where)
         if media_type in mf.INDEX_TYPES:
@@ -199,7 +203,7 @@ class RegistrySource:
         self.fetch([manifest.config])
         with self.open_blob(manifest.config) as blob:
             config = mf.load_json(blob.read(), f"the image config of {where}")
-        self.fetch(list(manifest.layers))
+        self.fetch(list(reversed(manifest.layers)), wait=False)
         return mf.ResolvedImage(self.ref.uri, config, manifest.layers, self.open_blob)
 
     def _manifest(self, reference: str, where: str) -> tuple[object, str]:
@@ -211,8 +215,9 @@ class RegistrySource:
         document = mf.load_json(data, f"the manifest of {where}")
         return document, mf.media_type_of(document, header)
 
-    def fetch(self, descriptors: list[mf.Descriptor]) -> None:
-        """Download the blobs the cache lacks, in parallel."""
+    def fetch(self, descriptors: list[mf.Descriptor], *, wait: bool = True) -> None:
+        """Download the blobs the cache lacks, in parallel, in the given order; without ``wait``
+        :meth:`open_blob` waits for each one (and raises its error)."""
         missing = [d for d in dict.fromkeys(descriptors) if self.cache.lookup(d.digest) is None]
         if not missing:
             if len(descriptors) > 1:
@@ -220,10 +225,11 @@ class RegistrySource:
             return
         if len(descriptors) > 1:
             log.info("Downloading %d missing layers...", len(missing))
-        workers = min(len(missing), self.settings.max_connections or len(missing))
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            for future in [pool.submit(self._download, d) for d in missing]:
-                future.result()
+        for descriptor in missing:
+            self._pending[descriptor.digest] = self._pool.submit(self._download, descriptor)
+        if wait:
+            for descriptor in missing:
+                self._pending.pop(descriptor.digest).result()
 
     def _download(self, descriptor: mf.Descriptor) -> None:
         started = time.monotonic()
@@ -249,6 +255,9 @@ class RegistrySource:
     @contextmanager
     def open_blob(self, descriptor: mf.Descriptor) -> Iterator[IO[bytes]]:
         """A cached blob; one another user wrote is verified as it is read."""
+        pending = self._pending.pop(descriptor.digest, None)
+        if pending is not None:
+            pending.result()
         found = self.cache.lookup(descriptor.digest)
         if found is None:
             raise RegistryError(f"blob {descriptor.digest} vanished from the cache during the import")
