@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import pwd
 import re
-import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -305,7 +304,7 @@ def current_context(env: Mapping[str, str]) -> Context:
         uid=uid,
         user=env.get("USER") or user,
         home=home,
-        hostname=socket.gethostname(),
+        hostname=os.uname().nodename,
         nproc=len(os.sched_getaffinity(0)),
         package_dir=str(Path(__file__).parent),
         runtime_default=_runtime_default(uid, env),
