@@ -17,8 +17,7 @@ from pathlib import Path
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.paths import ensure_dir
-from hydria.runtime.rootfs import is_squashfs
-from hydria.runtime.start import Container
+from hydria.runtime.rootfs import Container, is_squashfs
 
 IMAGE = "image.sqsh"
 NAME_MAX = 255

@@ -31,7 +31,7 @@ class HookOutput:
     mounts: str
 
 
-def run_hooks(settings: Settings, root: str, area: str, extra_env: dict[str, str]) -> HookOutput:
+def run_hooks(settings: Settings, root: str, area: str) -> HookOutput:
     """Run the executable ``*.sh`` of the system, then the user's ``hooks.d``. Raises HookFailed."""
     environ_file, mounts_file = f"{area}/environment", f"{area}/fstab"
     for path in (environ_file, mounts_file):
@@ -48,7 +48,6 @@ def run_hooks(settings: Settings, root: str, area: str, extra_env: dict[str, str
             env["ENROOT_" + name.removeprefix("HYDRIA_")] = value
         for key, value in contract.items():
             env["HYDRIA_" + key] = env["ENROOT_" + key] = value
-        env.update(extra_env)
         for script in scripts:
             result = subprocess.run([str(script)], env=env, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.DEVNULL, check=False)

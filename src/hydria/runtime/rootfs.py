@@ -14,12 +14,23 @@ import os
 import shutil
 import signal
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from hydria.errors import HydriaError
 from hydria.runtime import syscalls as sc
 
 SQUASHFS_MAGIC = b"hsqs"
+
+
+@dataclass
+class Container:
+    """Where the root filesystem comes from."""
+
+    name: str
+    image: Path | None  # squashfs to mount
+    upper: Path | None = None  # persistent writes of a named container
+    directory: Path | None = None  # an unpacked root filesystem
 
 
 def is_squashfs(path: Path) -> bool:

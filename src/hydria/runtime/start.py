@@ -22,7 +22,7 @@ import socket
 import struct
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from hydria.config import Settings
@@ -55,26 +55,15 @@ class StartOptions:
     env: Sequence[str] = ()
     mounts: Sequence[str] = ()
     rc: str | None = None
-    extra_hooks_env: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
-class Container:
-    """Where the root filesystem comes from."""
-
-    name: str
-    image: Path | None  # squashfs to mount
-    upper: Path | None = None  # persistent writes of a named container
-    directory: Path | None = None  # an unpacked root filesystem
-
-
-def resolve_target(target: str, settings: Settings) -> Container:
+def resolve_target(target: str, settings: Settings) -> rootfs.Container:
     """An image file, or the name of a container in the data path. Raises HydriaError."""
     if not target:
         raise HydriaError("Invalid argument")
     path = Path(target)
     if path.is_file() and rootfs.is_squashfs(path):
-        return Container(path.name, path.resolve())
+        return rootfs.Container(path.name, path.resolve())
     if "/" in target:
         if path.exists():
             raise HydriaError(f"Invalid image format: {target}")
@@ -106,7 +95,7 @@ def start(options: StartOptions, settings: Settings) -> None:
 
     mounts = fstab.parse(SYSTEM_FSTAB + (NET_FSTAB if settings.unshare_net else ""), "system fstab")
     mount_entries(mounts, root, -1, cwd)
-    hook_env = hooks.run_hooks(settings, root, area, options.extra_hooks_env)
+    hook_env = hooks.run_hooks(settings, root, area)
     hook_mounts = fstab.parse(hook_env.mounts, "hooks", dict(os.environ, HYDRIA_ROOTFS=root, ENROOT_ROOTFS=root))
     mount_entries(hook_mounts, root, 0, cwd)
     substitution = {**os.environ, "HYDRIA_ROOTFS": root, "ENROOT_ROOTFS": root}
@@ -171,7 +160,7 @@ def _loopback_up() -> None:
         fcntl.ioctl(s, siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
 
 
-def _mount_rootfs(container: Container, area: str, uid: int, gid: int) -> str:
+def _mount_rootfs(container: rootfs.Container, area: str, uid: int, gid: int) -> str:
     root = f"{area}/root"
     for name in ("lower", "upper", "work", "root"):
         os.makedirs(f"{area}/{name}")
