@@ -223,3 +223,25 @@ def test_users_cannot_see_or_remove_each_others_containers(images: dict[str, Pat
     steal = other_workspace.run("remove", "-f", "mine", HYDRIA_DATA_PATH=str(data))
     assert steal.returncode == 1
     assert workspace.run("list").stdout == "mine\n"
+
+
+def test_exec_joins_a_running_container(images: dict[str, Path], workspace: Workspace,
+                                        other_workspace: Workspace) -> None:
+    process = workspace.popen("start", "-e", "MARK=inside", str(images["busybox"]), "sleep", "30")
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with open(f"/proc/{process.pid}/cmdline", "rb") as handle:
+                if handle.read().startswith(b"sleep"):
+                    break
+            time.sleep(0.05)
+        pid = str(process.pid)
+        assert 'PRETTY_NAME="hydria busybox' in workspace.run("exec", pid, "cat", "/etc/os-release").stdout
+        env = workspace.run("exec", "-e", "EXTRA=1", pid, "env").stdout
+        assert "MARK=inside" in env and "EXTRA=1" in env
+        assert workspace.run("exec", pid, "sh", "-c", "exit 5").returncode == 5
+        assert "Process not found" in other_workspace.run("exec", pid, "true").stderr
+    finally:
+        process.kill()
+        process.wait()
+    assert "Process not found: 999999" in workspace.run("exec", "999999", "true").stderr

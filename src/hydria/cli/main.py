@@ -32,7 +32,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("load", "Import and create a container in one step", None),
     Command("create", "Create a container from an image file", "hydria.cli.create"),
     Command("start", "Start a container and run a command in it", "hydria.cli.start"),
-    Command("exec", "Run a command in a running container", None),
+    Command("exec", "Run a command in a running container", "hydria.cli.exec_"),
     Command("list", "List containers", "hydria.cli.list_"),
     Command("remove", "Remove containers", "hydria.cli.remove"),
     Command("export", "Write a container back to an image file", None),
