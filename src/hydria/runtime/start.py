@@ -127,7 +127,11 @@ def start(options: StartOptions, settings: Settings) -> None:
     sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
     argv = _program(options.command, rc_fd)
     sys.stdout.flush()
-    os.execve(argv[0], argv, environment)
+    try:
+        os.execve(argv[0], argv, environment)
+    except OSError as e:
+        raise HydriaError(f"cannot run {argv[0]} in the container: {e.strerror}",
+                          hint="hydria runs the image's /etc/rc with /bin/sh; the image needs one") from None
 
 
 def _enter_namespaces(settings: Settings, uid: int, gid: int) -> None:
