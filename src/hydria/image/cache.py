@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import logging
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -29,9 +28,6 @@ from hydria.anonfile import anonymous_file
 from hydria.errors import HydriaError
 from hydria.paths import ensure_dir
 
-log = logging.getLogger(__name__)
-
-CHUNK = 1 << 20
 SHARED_MODE = 0o1777
 
 
