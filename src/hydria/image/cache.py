@@ -43,6 +43,10 @@ def hex_of(digest: str) -> str:
     return value
 
 
+def digest_of(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
 class Writer(Protocol):
     def write(self, data: bytes, /) -> int: ...
 

@@ -63,17 +63,12 @@ def execute(pid: int, command: Sequence[str], extra_env: Mapping[str, str]) -> N
     os.fchdir(cwd)
     os.close(cwd)
     if any(name == "pid" for name, _, _ in handles):
-        _fork_into_pid_namespace()
+        child = os.fork()  # setns(pid) applies to children only
+        if child != 0:
+            sc.exit_like(child)
     sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
     try:
         os.execvpe(command[0], list(command), environment)
     except OSError as e:
         raise HydriaError(f"{command[0]}: {e.strerror}") from None
 
-
-def _fork_into_pid_namespace() -> None:
-    child = os.fork()
-    if child == 0:
-        return
-    _, status = os.waitpid(child, 0)
-    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))

@@ -62,7 +62,7 @@ def write_identity(root: str, user: pwd.struct_passwd, remap_root: bool) -> None
     etc = Path(root, "etc")
     if not etc.is_dir():
         return
-    shell = "/bin/bash" if Path(root, "bin/bash").exists() else "/bin/sh"
+    shell = _shell(root)
     entries = [f"root:x:0:0:root:/root:{shell}"]
     groups = ["root:x:0:"]
     if not remap_root:
@@ -80,6 +80,10 @@ def write_identity(root: str, user: pwd.struct_passwd, remap_root: bool) -> None
             continue  # a read-only unpacked root: leave it as it is
 
 
+def _shell(root: str) -> str:
+    return "/bin/bash" if Path(root, "bin/bash").exists() else "/bin/sh"
+
+
 def _group_name(gid: int) -> str:
     try:
         return grp.getgrgid(gid).gr_name
@@ -93,7 +97,7 @@ def login_environment(environment: dict[str, str], root: str, uid: int, user: pw
     environment.setdefault("HOME", home)
     environment.setdefault("USER", "root" if uid == 0 else user.pw_name)
     environment.setdefault("LOGNAME", user.pw_name)
-    environment.setdefault("SHELL", "/bin/bash" if Path(root, "bin/bash").exists() else "/bin/sh")
+    environment.setdefault("SHELL", _shell(root))
     environment.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" if uid == 0
                            else "/usr/local/bin:/usr/bin:/bin")
     environment.setdefault("TERM", "dumb")

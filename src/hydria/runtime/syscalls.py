@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -78,6 +79,17 @@ def pivot_root(new_root: str, put_old: str) -> None:
 def prctl(option: int, arg: int = 0) -> None:
     _check(_libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0),
                        ctypes.c_ulong(0)), "prctl")
+
+
+def exit_like(child: int) -> None:
+    """Wait for ``child`` and end this process the way it ended: the same exit status, or the
+    same signal (falling back to 128 + signal when that signal does not kill this process)."""
+    _, status = os.waitpid(child, 0)
+    if os.WIFSIGNALED(status):
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+        os._exit(128 + os.WTERMSIG(status))
+    os._exit(os.waitstatus_to_exitcode(status))
 
 
 def _c(text: str | None) -> bytes | None:

@@ -7,7 +7,6 @@ against its digest as it is read, because an archive is as untrusted as a regist
 
 from __future__ import annotations
 
-import hashlib
 import tarfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -16,7 +15,7 @@ from typing import IO, Any
 
 from hydria.errors import HydriaError
 from hydria.image import manifest as mf
-from hydria.image.cache import VerifyingReader, hex_of
+from hydria.image.cache import VerifyingReader, digest_of, hex_of
 from hydria.image.reference import LocalImage
 
 REF_ANNOTATION = "org.opencontainers.image.ref.name"
@@ -59,7 +58,7 @@ class _Files:
     def json(self, name: str, digest: str | None = None) -> Any:
         with self.open(name) as handle:
             data = handle.read(_MAX_JSON)
-        if digest and "sha256:" + hashlib.sha256(data).hexdigest() != digest:
+        if digest and digest_of(data) != digest:
             raise HydriaError(f"Checksum mismatch: {digest} in {self.where}")
         return mf.load_json(data, f"{name} in {self.where}")
 

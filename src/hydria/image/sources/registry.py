@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import getpass
-import hashlib
 import logging
 import re
 import sys
@@ -25,7 +24,7 @@ import httpx
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.image import manifest as mf
-from hydria.image.cache import BlobCache, VerifyingReader, Writer
+from hydria.image.cache import BlobCache, VerifyingReader, Writer, digest_of
 from hydria.image.progress import Progress
 from hydria.image.reference import RegistryImage
 from hydria.image.sources import credentials
@@ -210,7 +209,7 @@ class RegistrySource:
         with self._request(f"manifests/{reference}", mf.ACCEPT) as response:
             data = response.read()
             header = response.headers.get("Content-Type")
-        if reference.startswith("sha256:") and "sha256:" + hashlib.sha256(data).hexdigest() != reference:
+        if reference.startswith("sha256:") and digest_of(data) != reference:
             raise RegistryError(f"Checksum mismatch: manifest {reference} of {where}")
         document = mf.load_json(data, f"the manifest of {where}")
         return document, mf.media_type_of(document, header)
