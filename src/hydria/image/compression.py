@@ -49,9 +49,6 @@ class _Prefixed:
             return data
         return self.raw.read(size)
 
-    def close(self) -> None:
-        pass
-
 
 class _Gunzip:
     """gzip decoding of a stream, including files of several gzip members. Output is produced
@@ -81,9 +78,6 @@ class _Gunzip:
             pieces.append(piece)
             produced += len(piece)
         return b"".join(pieces)
-
-    def close(self) -> None:
-        pass
 
 
 class Prefetcher:
