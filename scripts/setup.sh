@@ -15,6 +15,7 @@ PACKAGES=(
     busybox-static mmdebstrap                                          # test images from Debian packages
     skopeo umoci                                                       # the independent peer pipeline
     zstd pigz uidmap acl python3-venv
+    gcc libc6-dev                                                      # fake GPU driver libraries in tests
 )
 missing=()
 for package in "${PACKAGES[@]}"; do

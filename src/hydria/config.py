@@ -79,6 +79,7 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("MOUNT_HOME", "bool", "false", "Mount the user's home directory in containers"),
     SettingSpec("RESTRICT_DEV", "bool", "false", "Give containers a minimal /dev instead of the host's"),
     SettingSpec("UNPACK", "bool", "false", "create unpacks images into a directory tree instead of mounting them"),
+    SettingSpec("NVIDIA_DRIVER_ROOT", "path", "/", "Tree in which the NVIDIA hook finds the driver (proc, dev, ld.so.cache, utilities)"),
 )
 SPEC_BY_NAME: Mapping[str, SettingSpec] = MappingProxyType({s.name: s for s in SPECS})
 
@@ -119,6 +120,7 @@ class Settings:
     mount_home: bool
     restrict_dev: bool
     unpack: bool
+    nvidia_driver_root: Path
     environment: Mapping[str, str] = field(default_factory=dict)
     origins: Mapping[str, str] = field(default_factory=dict)
 

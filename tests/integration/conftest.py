@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from testbed.users import User
+from testbed.publish import PublishedImage
+from testbed.users import User, run_as
 from testbed.workspace import Workspace
 
 
@@ -33,3 +34,21 @@ def workspace(test_user: User, hydria_bin: str) -> Iterator[Workspace]:
 @pytest.fixture
 def other_workspace(other_user: User, hydria_bin: str) -> Iterator[Workspace]:
     yield from make_workspace(other_user, hydria_bin)
+
+
+@pytest.fixture(scope="session")
+def images(busybox: PublishedImage, debian: PublishedImage, image_workdir: Path,
+           hydria_bin: str, test_user: User) -> dict[str, Path]:
+    """The test images imported once, readable by every user."""
+    directory = image_workdir / "sqsh"
+    directory.mkdir(exist_ok=True)
+    directory.chmod(0o777)
+    result = {}
+    for image in (busybox, debian):
+        target = directory / f"{image.name}.sqsh"
+        if not target.exists():
+            done = run_as(test_user, [hydria_bin, "import", "-q", "-o", str(target), image.docker_uri],
+                          env={"HYDRIA_ALLOW_HTTP": "y", "HYDRIA_CACHE_PATH": str(directory / "cache")})
+            assert done.returncode == 0, done.stderr
+        result[image.name] = target
+    return result

@@ -18,24 +18,6 @@ from testbed.workspace import Workspace
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def images(busybox: PublishedImage, debian: PublishedImage, image_workdir: Path,
-           hydria_bin: str, test_user: User) -> dict[str, Path]:
-    """The test images imported once, readable by every user."""
-    directory = image_workdir / "sqsh"
-    directory.mkdir(exist_ok=True)
-    directory.chmod(0o777)
-    result = {}
-    for image in (busybox, debian):
-        target = directory / f"{image.name}.sqsh"
-        if not target.exists():
-            done = run_as(test_user, [hydria_bin, "import", "-q", "-o", str(target), image.docker_uri],
-                          env={"HYDRIA_ALLOW_HTTP": "y", "HYDRIA_CACHE_PATH": str(directory / "cache")})
-            assert done.returncode == 0, done.stderr
-        result[image.name] = target
-    return result
-
-
 def start(workspace: Workspace, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return workspace.run("start", *args, **env)
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
+from hydria.hooks import nvidia
 from hydria.paths import ensure_dir
 from hydria.runtime import environ, fstab, hooks, rootfs
 from hydria.runtime import syscalls as sc
@@ -98,6 +99,11 @@ def start(options: StartOptions, settings: Settings) -> None:
     hook_env = hooks.run_hooks(settings, root, area)
     hook_mounts = fstab.parse(hook_env.mounts, "hooks", dict(os.environ, HYDRIA_ROOTFS=root, ENROOT_ROOTFS=root))
     mount_entries(hook_mounts, root, 0, cwd)
+    env_files = [text for _, text in _config_texts(settings, "environ.d", "*.env")]
+    environment = environ.build(_read(root, "etc/environment"), env_files, hook_env.environ,
+                                env_options, os.environ)
+    environment.update(nvidia.run(root, environment, {**settings.environment, **os.environ}, cwd,
+                                   str(settings.nvidia_driver_root)))
     substitution = {**os.environ, "HYDRIA_ROOTFS": root, "ENROOT_ROOTFS": root}
     final = [*fstab.parse(_read(root, "etc/fstab"), "image fstab", substitution),
              *_config_files(settings, "mounts.d", "*.fstab", substitution), *extra_mounts]
@@ -106,9 +112,6 @@ def start(options: StartOptions, settings: Settings) -> None:
         mount_entries([fstab.MountEntry(host_user.pw_dir, host_user.pw_dir, "none",
                                         ("x-create=dir", "bind", "rw", "nosuid"))], root, 0, cwd)
 
-    env_files = [text for _, text in _config_texts(settings, "environ.d", "*.env")]
-    environment = environ.build(_read(root, "etc/environment"), env_files, hook_env.environ,
-                                env_options, os.environ)
     hooks.login_environment(environment, root, inner_uid, host_user)
     if rc_text is not None:
         with open(f"{area}/rc", "w") as handle:

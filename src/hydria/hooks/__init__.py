@@ -1,0 +1,1 @@
+"""Built-in hooks that run in-process while a container starts (GPU access, ...)."""

@@ -1,0 +1,262 @@
+"""The built-in NVIDIA hook: the node's GPUs, driver libraries and utilities inside the container,
+in Python, with no dependency on libnvidia-container.
+
+Requested as with enroot and the NVIDIA container toolkit: ``NVIDIA_VISIBLE_DEVICES`` (``all``,
+``none``, ``void``, GPU indexes in PCI bus order, ``GPU-`` UUIDs) and ``NVIDIA_DRIVER_CAPABILITIES``
+(default ``utility``; ``all``). The host's value wins; the container's (usually from the image,
+as CUDA images set ``NVIDIA_VISIBLE_DEVICES=all``) fills in what the host leaves unset.
+
+What it does, before the container switches root:
+
+* finds the driver's libraries for the capabilities in the driver root's ``ld.so.cache`` and
+  bind-mounts each, read-only, into the container's library directory, with its soname links
+  (``libcuda.so.1 -> libcuda.so.580.95.05``), then refreshes the container's loader cache with the
+  image's own ``ldconfig``;
+* bind-mounts the utilities (``nvidia-smi``, ...) into ``/usr/bin``;
+* narrows a subset of GPUs with ``CUDA_VISIBLE_DEVICES`` (UUIDs), because the container shares
+  the host's ``/dev``: GPUs that a job must not use are fenced off by Slurm's device cgroup, as
+  with enroot.
+
+An image that merely asks for GPUs on a node without an NVIDIA driver starts without them; a GPU
+asked for on the host side (``NVIDIA_VISIBLE_DEVICES`` in the caller's environment) is an error there.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hydria.errors import HydriaError
+from hydria.hooks import ldcache
+from hydria.runtime.fstab import MountEntry
+from hydria.runtime.mounts import mount_entries, resolve_in_root
+
+log = logging.getLogger(__name__)
+
+CAPABILITIES = ("compute", "compat32", "display", "graphics", "utility", "video", "ngx")
+DEFAULT_CAPABILITIES = ("utility",)
+LIBRARIES: Mapping[str, tuple[str, ...]] = {
+    "utility": ("libnvidia-ml.so", "libnvidia-cfg.so"),
+    "compute": ("libcuda.so", "libcudadebugger.so", "libnvidia-opencl.so", "libnvidia-ptxjitcompiler.so",
+                "libnvidia-fatbinaryloader.so", "libnvidia-allocator.so", "libnvidia-compiler.so",
+                "libnvidia-nvvm.so", "libnvidia-gpucomp.so"),
+    "video": ("libvdpau_nvidia.so", "libnvidia-encode.so", "libnvidia-opticalflow.so", "libnvcuvid.so"),
+    "graphics": ("libnvidia-eglcore.so", "libnvidia-glcore.so", "libnvidia-tls.so", "libnvidia-glsi.so",
+                 "libnvidia-fbc.so", "libnvidia-ifr.so", "libnvidia-rtcore.so", "libnvoptix.so",
+                 "libGLX_nvidia.so", "libEGL_nvidia.so", "libGLESv2_nvidia.so", "libGLESv1_CM_nvidia.so",
+                 "libnvidia-glvkspirv.so", "libnvidia-cbl.so"),
+    "ngx": ("libnvidia-ngx.so",),
+}
+BINARIES: Mapping[str, tuple[str, ...]] = {
+    "utility": ("nvidia-smi", "nvidia-debugdump", "nvidia-persistenced"),
+    "compute": ("nvidia-cuda-mps-control", "nvidia-cuda-mps-server"),
+}
+BINARY_DIRS = ("usr/bin", "usr/sbin", "bin", "sbin", "usr/local/bin", "usr/local/nvidia/bin")
+_READ_ONLY_BIND = ("x-create=file", "bind", "ro", "nosuid", "nodev", "private")
+
+
+class NvidiaError(HydriaError):
+    pass
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    minor: int
+    uuid: str
+    bus: str
+    model: str
+
+
+@dataclass(frozen=True)
+class Request:
+    devices: str
+    capabilities: tuple[str, ...]
+    from_host: bool
+
+
+@dataclass
+class Plan:
+    """What the hook will do to one container."""
+
+    gpus: list[Gpu]
+    mounts: list[MountEntry] = field(default_factory=list)
+    links: list[tuple[str, str]] = field(default_factory=list)  # (path in the container, link target)
+    environment: dict[str, str] = field(default_factory=dict)
+
+
+def request_from(host: Mapping[str, str], container: Mapping[str, str]) -> Request | None:
+    """The GPUs and capabilities asked for, or None when the hook has nothing to do.
+    Raises NvidiaError for an unknown capability."""
+    def value(name: str) -> str | None:
+        return host.get(name, container.get(name))
+
+    devices = value("NVIDIA_VISIBLE_DEVICES")
+    if devices is None or devices.strip() in ("", "void"):
+        return None
+    wanted = [c.strip() for c in (value("NVIDIA_DRIVER_CAPABILITIES") or "").split(",") if c.strip()]
+    if "all" in wanted:
+        capabilities: tuple[str, ...] = CAPABILITIES
+    else:
+        for capability in wanted:
+            if capability not in CAPABILITIES:
+                raise NvidiaError(f"Unknown NVIDIA driver capability: {capability}",
+                                  hint=f"NVIDIA_DRIVER_CAPABILITIES takes all or any of {', '.join(CAPABILITIES)}")
+        capabilities = tuple(wanted) or DEFAULT_CAPABILITIES
+    return Request(devices.strip(), capabilities, "NVIDIA_VISIBLE_DEVICES" in host)
+
+
+def discover_gpus(driver_root: str) -> list[Gpu]:
+    """The node's GPUs from ``/proc/driver/nvidia/gpus``, indexed in PCI bus order (as nvidia-smi and
+    CUDA's PCI_BUS_ID order number them)."""
+    found = []
+    for info in Path(driver_root, "proc/driver/nvidia/gpus").glob("*/information"):
+        fields = {}
+        for line in info.read_text(errors="replace").splitlines():
+            key, _, rest = line.partition(":")
+            fields[key.strip()] = rest.strip()
+        bus = fields.get("Bus Location", info.parent.name).lower()
+        found.append((bus, int(fields.get("Device Minor", "-1")), fields.get("GPU UUID", ""), fields.get("Model", "")))
+    return [Gpu(index, minor, uuid, bus, model) for index, (bus, minor, uuid, model) in enumerate(sorted(found))]
+
+
+def select(gpus: list[Gpu], devices: str, slurm_gpus: str | None = None) -> list[Gpu]:
+    """The GPUs named by ``NVIDIA_VISIBLE_DEVICES``. ``all`` means the job's GPUs under Slurm
+    (``SLURM_STEP_GPUS``/``SLURM_JOB_GPUS``, device minor numbers). Raises NvidiaError."""
+    if devices == "none":
+        return []
+    if devices == "all":
+        if slurm_gpus:
+            allocated = {int(m) for m in slurm_gpus.split(",") if m.strip().isdigit()}
+            return [gpu for gpu in gpus if gpu.minor in allocated]
+        return list(gpus)
+    chosen: list[Gpu] = []
+    for token in (t.strip() for t in devices.split(",")):
+        if token.startswith("MIG-") or ":" in token:
+            raise NvidiaError(f"Unsupported NVIDIA device: {token}: MIG devices are not supported yet",
+                              hint="name whole GPUs by index or GPU- UUID in NVIDIA_VISIBLE_DEVICES")
+        match = [g for g in gpus if (token.isdigit() and g.index == int(token)) or (token and g.uuid == token)]
+        if not match:
+            known = ", ".join(f"{g.index} ({g.uuid})" for g in gpus) or "none"
+            raise NvidiaError(f"Unknown NVIDIA device: {token}",
+                              hint=f"this node's GPUs are: {known}; NVIDIA_VISIBLE_DEVICES takes indexes, "
+                                   "GPU- UUIDs, all, none or void")
+        chosen += [g for g in match if g not in chosen]
+    return chosen
+
+
+def plan(request: Request, driver_root: str, root: str, host: Mapping[str, str]) -> Plan | None:
+    """What to mount and link for ``request``, or None on a node without an NVIDIA driver.
+    Raises NvidiaError when the caller asked for GPUs that this node cannot give."""
+    if not os.path.isdir(os.path.join(driver_root, "proc/driver/nvidia")):
+        if request.from_host:
+            raise NvidiaError("NVIDIA_VISIBLE_DEVICES is set but this node has no NVIDIA driver loaded",
+                              hint="run on a GPU node, or unset NVIDIA_VISIBLE_DEVICES (or set it to void)")
+        log.debug("the image asks for NVIDIA GPUs; this node has no NVIDIA driver")
+        return None
+    all_gpus = discover_gpus(driver_root)
+    gpus = select(all_gpus, request.devices, host.get("SLURM_STEP_GPUS") or host.get("SLURM_JOB_GPUS"))
+    result = Plan(gpus)
+    if not Path(driver_root, "dev/nvidia-uvm").exists() and "compute" in request.capabilities:
+        log.warning("the nvidia_uvm kernel module is not loaded: CUDA programs will fail to start")
+    if gpus != all_gpus:
+        result.environment["CUDA_VISIBLE_DEVICES"] = ",".join(g.uuid for g in gpus)
+    _plan_libraries(result, request, driver_root, root)
+    for capability in request.capabilities:
+        for name in BINARIES.get(capability, ()):
+            source = _find_binary(driver_root, name, host)
+            if source:
+                result.mounts.append(MountEntry(source, f"/usr/bin/{name}", "none", _READ_ONLY_BIND, origin="nvidia hook"))
+    return result
+
+
+def apply(result: Plan, root: str, cwd: str) -> None:
+    """Mount and link what ``result`` lists, then refresh the container's loader cache."""
+    mount_entries(result.mounts, root, 0, cwd)
+    for path, target in result.links:
+        host_path = resolve_in_root(root, os.path.dirname(path))
+        link = os.path.join(host_path, os.path.basename(path))
+        try:
+            if os.path.lexists(link):
+                os.unlink(link)
+            os.symlink(target, link)
+        except OSError as e:
+            raise NvidiaError(f"cannot link {path} to {target} in the container: {e.strerror}") from None
+    if result.links:
+        _ldconfig(root)
+
+
+def _plan_libraries(result: Plan, request: Request, driver_root: str, root: str) -> None:
+    try:
+        cache = Path(driver_root, "etc/ld.so.cache").read_bytes()
+    except OSError:
+        raise NvidiaError(f"cannot read the loader cache {Path(driver_root, 'etc/ld.so.cache')}",
+                          hint="run ldconfig on this node so that the NVIDIA driver's libraries can be found") from None
+    prefixes = tuple(p for c in request.capabilities for p in LIBRARIES.get(c, ()))
+    library_dir = _library_dir(root)
+    mounted: dict[str, str] = {}  # real file name -> host path
+    for soname, path in ldcache.entries(cache):
+        if not any(soname == p or soname.startswith(p + ".") for p in prefixes):
+            continue
+        real = resolve_in_root(driver_root, path) if driver_root != "/" else os.path.realpath(path)
+        if not os.path.isfile(real):
+            continue
+        name = os.path.basename(real)
+        if name not in mounted:
+            mounted[name] = real
+            result.mounts.append(MountEntry(real, f"{library_dir}/{name}", "none", _READ_ONLY_BIND, origin="nvidia hook"))
+        if soname != name and all(link != f"{library_dir}/{soname}" for link, _ in result.links):
+            result.links.append((f"{library_dir}/{soname}", name))
+
+
+def _library_dir(root: str) -> str:
+    """Where the image's loader looks by default: the multiarch directory on Debian and Ubuntu,
+    lib64 on Red Hat-style images."""
+    for candidate in (f"/usr/lib/{os.uname().machine}-linux-gnu", "/usr/lib64", "/lib64"):
+        if os.path.isdir(resolve_in_root(root, candidate)):
+            return candidate
+    return "/usr/lib"
+
+
+def _find_binary(driver_root: str, name: str, host: Mapping[str, str]) -> str | None:
+    dirs = [os.path.join(driver_root, d) for d in BINARY_DIRS]
+    if driver_root == "/":
+        dirs = [d for d in host.get("PATH", "").split(":") if d.startswith("/")] + dirs
+    for directory in dirs:
+        candidate = os.path.join(directory, name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return os.path.realpath(candidate)
+    return None
+
+
+def _ldconfig(root: str) -> None:
+    """Run the image's own ldconfig chrooted into the rootfs (it knows the image's glibc and
+    ld.so.conf); images without one (static or musl) find the libraries in the default directory."""
+    for candidate in ("/sbin/ldconfig", "/usr/sbin/ldconfig"):
+        if os.path.isfile(resolve_in_root(root, candidate)):
+            break
+    else:
+        return
+    def enter() -> None:
+        os.chroot(root)
+        os.chdir("/")
+    result = subprocess.run([candidate], preexec_fn=enter, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, check=False)
+    if result.returncode != 0:
+        log.warning("ldconfig in the container failed (%s): the loader may not find the NVIDIA libraries",
+                    result.stderr.strip() or f"status {result.returncode}")
+
+
+def run(root: str, environment: Mapping[str, str], host: Mapping[str, str], cwd: str,
+        driver_root: str = "/") -> dict[str, str]:
+    """The hook, start to end: the variables it adds to the container's environment."""
+    request = request_from(host, environment)
+    result = plan(request, driver_root, root, host) if request else None
+    if result is None:
+        return {}
+    apply(result, root, cwd)
+    return result.environment

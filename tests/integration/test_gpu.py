@@ -1,0 +1,98 @@
+"""The built-in NVIDIA hook, as the unprivileged user, against a FAKE driver tree.
+
+No GPU or NVIDIA driver can exist on the test machines: ``testbed.fakegpu`` builds the files the
+hook reads (proc entries, libraries compiled under the driver's sonames, an nvidia-smi script) and
+``HYDRIA_NVIDIA_DRIVER_ROOT`` points the hook at them. What is real: the mounts, the loader cache
+that the image's own ldconfig rebuilds, and the image's loader finding ``libcuda.so.1``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from testbed import fakegpu
+from testbed.workspace import Workspace
+
+pytestmark = pytest.mark.integration
+
+LOAD_LIBCUDA = ("import ctypes; print(ctypes.CDLL('libcuda.so.1').hydria_fake_driver_version())")
+
+
+@pytest.fixture(scope="module")
+def driver() -> Iterator[Path]:
+    root = Path(tempfile.mkdtemp(prefix="hydria-fake-nvidia-"))
+    root.chmod(0o755)
+    yield fakegpu.build(root)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def gpu_start(workspace: Workspace, driver: Path, *args: str, **env: str) -> tuple[int, str, str]:
+    result = workspace.run("start", *args, HYDRIA_NVIDIA_DRIVER_ROOT=str(driver), **env)
+    return result.returncode, result.stdout, result.stderr
+
+
+def test_driver_libraries_and_utilities_reach_the_container(images: dict[str, Path], workspace: Workspace,
+                                                           driver: Path) -> None:
+    script = (f"nvidia-smi; python3 -c \"{LOAD_LIBCUDA}\"; readlink /usr/lib/x86_64-linux-gnu/libcuda.so.1;"
+              " ldconfig -p | grep -c 'libcuda.so.1 '; echo CVD=${CUDA_VISIBLE_DEVICES-unset}")
+    status, out, err = gpu_start(workspace, driver, str(images["debian"]), "sh", "-c", script,
+                                 NVIDIA_VISIBLE_DEVICES="all", NVIDIA_DRIVER_CAPABILITIES="compute,utility")
+    assert status == 0, err
+    assert out.splitlines() == [f"FAKE nvidia-smi, driver {fakegpu.VERSION}", "580",
+                                f"libcuda.so.{fakegpu.VERSION}", "1", "CVD=unset"]
+
+
+def test_capabilities_choose_the_libraries(images: dict[str, Path], workspace: Workspace, driver: Path) -> None:
+    status, out, err = gpu_start(workspace, driver, str(images["debian"]), "sh", "-c",
+                                 "ls /usr/lib/x86_64-linux-gnu | grep -E 'nvidia|cuda' | sort",
+                                 NVIDIA_VISIBLE_DEVICES="all")  # default capability: utility
+    assert status == 0, err
+    assert out.split() == ["libnvidia-ml.so.1", f"libnvidia-ml.so.{fakegpu.VERSION}"]
+
+
+def test_image_request_and_a_subset_of_gpus(images: dict[str, Path], workspace: Workspace, driver: Path) -> None:
+    # NVIDIA_VISIBLE_DEVICES from the container side (as CUDA images carry it), index 1 in PCI order.
+    status, out, err = gpu_start(workspace, driver, "-e", "NVIDIA_VISIBLE_DEVICES=1", str(images["debian"]),
+                                 "sh", "-c", "echo $CUDA_VISIBLE_DEVICES; command -v nvidia-smi")
+    assert status == 0, err
+    assert out.split() == [fakegpu.GPUS[0].uuid, "/usr/bin/nvidia-smi"]
+
+
+def test_named_container_starts_again_with_the_links(images: dict[str, Path], workspace: Workspace,
+                                                     driver: Path) -> None:
+    assert workspace.run("create", "--name", "gpu", str(images["debian"])).returncode == 0
+    for _ in range(2):
+        status, out, err = gpu_start(workspace, driver, "gpu", "python3", "-c", LOAD_LIBCUDA,
+                                     NVIDIA_VISIBLE_DEVICES="0", NVIDIA_DRIVER_CAPABILITIES="compute")
+        assert (status, out) == (0, "580\n"), err
+
+
+def test_bad_requests_fail_clearly(images: dict[str, Path], workspace: Workspace, driver: Path) -> None:
+    status, out, err = gpu_start(workspace, driver, str(images["busybox"]), "true", NVIDIA_VISIBLE_DEVICES="5")
+    assert status == 1 and "Unknown NVIDIA device: 5" in err and fakegpu.GPUS[1].uuid in err
+    status, out, err = gpu_start(workspace, driver, str(images["busybox"]), "true",
+                                 NVIDIA_VISIBLE_DEVICES="all", NVIDIA_DRIVER_CAPABILITIES="compute,vidoe")
+    assert status == 1 and "Unknown NVIDIA driver capability: vidoe" in err
+
+
+def test_no_driver_on_the_node(images: dict[str, Path], workspace: Workspace) -> None:
+    empty = workspace.root / "no-driver"
+    empty.mkdir()
+    # An image that asks for GPUs still starts on a CPU node ...
+    status, out, err = gpu_start(workspace, empty, "-e", "NVIDIA_VISIBLE_DEVICES=all", str(images["busybox"]),
+                                 "sh", "-c", "command -v nvidia-smi || echo none")
+    assert (status, out) == (0, "none\n"), err
+    # ... but a user who asks for them on the host side is told why there are none.
+    status, out, err = gpu_start(workspace, empty, str(images["busybox"]), "true", NVIDIA_VISIBLE_DEVICES="0")
+    assert status == 1 and "no NVIDIA driver" in err
+
+
+def test_void_does_nothing(images: dict[str, Path], workspace: Workspace, driver: Path) -> None:
+    status, out, err = gpu_start(workspace, driver, str(images["busybox"]), "sh", "-c",
+                                 "command -v nvidia-smi || echo none", NVIDIA_VISIBLE_DEVICES="void")
+    assert (status, out) == (0, "none\n"), err

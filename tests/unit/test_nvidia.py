@@ -1,0 +1,70 @@
+"""The NVIDIA hook's pure parts: what is requested and which GPUs that names; the ld.so.cache reader."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from hydria.hooks import ldcache
+from hydria.hooks.nvidia import CAPABILITIES, Gpu, NvidiaError, request_from, select
+
+GPUS = [Gpu(0, 2, "GPU-aaa", "0000:1a:00.0", "m"), Gpu(1, 0, "GPU-bbb", "0000:3b:00.0", "m"),
+        Gpu(2, 1, "GPU-ccc", "0000:b1:00.0", "m")]
+
+
+@pytest.mark.parametrize("value", [None, "", "void", " void "])
+def test_nothing_requested(value: str | None) -> None:
+    container = {} if value is None else {"NVIDIA_VISIBLE_DEVICES": value}
+    assert request_from({}, container) is None
+
+
+def test_host_wins_and_container_fills_in() -> None:
+    request = request_from({"NVIDIA_VISIBLE_DEVICES": "1"},
+                           {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"})
+    assert request is not None
+    assert (request.devices, request.capabilities, request.from_host) == ("1", ("compute", "utility"), True)
+    from_image = request_from({}, {"NVIDIA_VISIBLE_DEVICES": "all"})
+    assert from_image is not None and not from_image.from_host
+
+
+def test_capabilities_default_all_and_unknown() -> None:
+    assert request_from({"NVIDIA_VISIBLE_DEVICES": "all"}, {}).capabilities == ("utility",)  # type: ignore[union-attr]
+    every = request_from({}, {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "all"})
+    assert every is not None and every.capabilities == CAPABILITIES
+    with pytest.raises(NvidiaError, match="Unknown NVIDIA driver capability: cmpute"):
+        request_from({}, {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "cmpute"})
+
+
+def test_select_by_index_uuid_all_none() -> None:
+    assert select(GPUS, "all") == GPUS
+    assert select(GPUS, "none") == []
+    assert select(GPUS, "2,GPU-aaa") == [GPUS[2], GPUS[0]]
+    assert select(GPUS, "1,1") == [GPUS[1]]
+
+
+def test_all_means_the_slurm_allocation_by_device_minor() -> None:
+    assert select(GPUS, "all", slurm_gpus="0,1") == [GPUS[1], GPUS[2]]
+
+
+def test_unknown_and_mig_devices_are_errors() -> None:
+    with pytest.raises(NvidiaError, match="Unknown NVIDIA device: 7") as error:
+        select(GPUS, "0,7")
+    assert error.value.hint is not None and "GPU-bbb" in error.value.hint
+    with pytest.raises(NvidiaError, match="MIG devices are not supported"):
+        select(GPUS, "0:1")
+
+
+def test_ld_cache_reader_agrees_with_ldconfig() -> None:
+    """The host's real cache, read by hydria and listed by ldconfig -p."""
+    with open("/etc/ld.so.cache", "rb") as handle:
+        ours = {(name, path) for name, path in ldcache.entries(handle.read())}
+    listing = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=True).stdout
+    theirs = {(line.split()[0], line.split(" => ")[1]) for line in listing.splitlines()[1:]
+              if "x86-64" in line and " => " in line}
+    assert ours == theirs and len(ours) > 10
+
+
+def test_ld_cache_reader_ignores_garbage() -> None:
+    assert list(ldcache.entries(b"not a cache")) == []
+    assert list(ldcache.entries(ldcache.MAGIC + b"\xff" * 4)) == []
