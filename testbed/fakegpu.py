@@ -4,7 +4,8 @@ No NVIDIA driver or GPU can exist on the test machines, so this builds the files
 in a directory that ``HYDRIA_NVIDIA_DRIVER_ROOT`` points at: ``proc/driver/nvidia/gpus/*/information``,
 ``dev/nvidia*`` (plain files), driver libraries compiled with gcc under their real sonames (each
 exports ``hydria_fake_driver_version()``), ``etc/ld.so.cache`` written by the real ``ldconfig -r``,
-and an ``nvidia-smi`` shell script. Needs root (``ldconfig -r`` chroots) and gcc.
+an ``nvidia-smi`` program that prints a line, and a wrapper script in
+``usr/bin`` that the hook must not take for the real one (as on some GPU nodes). Needs root (``ldconfig -r`` chroots) and gcc.
 """
 
 from __future__ import annotations
@@ -50,10 +51,16 @@ def build(root: Path, gpus: tuple[FakeGpu, ...] = GPUS) -> Path:
     (root / "etc").mkdir(exist_ok=True)
     (root / "etc/ld.so.conf").write_text("/usr/lib/x86_64-linux-gnu\n")
     subprocess.run(["ldconfig", "-r", str(root)], check=True)
-    smi = root / "usr/bin/nvidia-smi"
+    smi = root / "usr/local/nvidia/bin/nvidia-smi"
     smi.parent.mkdir(parents=True, exist_ok=True)
-    smi.write_text(f"#!/bin/sh\necho 'FAKE nvidia-smi, driver {VERSION}'\n")
-    smi.chmod(0o755)
+    smi_source = root / "smi.c"
+    smi_source.write_text(f'#include <stdio.h>\nint main(void) {{ puts("FAKE nvidia-smi, driver {VERSION}"); return 0; }}\n')
+    subprocess.run(["gcc", "-o", str(smi), str(smi_source)], check=True)
+    smi_source.unlink()
+    wrapper = root / "usr/bin/nvidia-smi"  # a site's wrapper script, which the hook must skip
+    wrapper.parent.mkdir(parents=True, exist_ok=True)
+    wrapper.write_text("#!/bin/sh\nexec /opt/elsewhere/nvidia-smi \"$@\"\n")
+    wrapper.chmod(0o755)
     subprocess.run(["chmod", "-R", "a+rX", str(root)], check=True)
     return root
 

@@ -1,6 +1,7 @@
 """The test images, built from Debian packages by this project's own code (never from Docker Hub).
 
 * ``busybox``: one layer with Debian's static busybox; builds in a second.
+* ``gpu-probe``: glibc, busybox and a CUDA driver-API program, for the GPU proof on real hardware.
 * ``debian``: Debian bookworm with python3 (mmdebstrap), split into layers, plus an upper layer
   that deletes files, replaces a directory (whiteouts, an opaque directory), and adds a hardlink,
   symlinks, a file with spaces in its name and a file with a non-root owner; the config has Env,
@@ -125,13 +126,47 @@ def _split_rootfs(rootfs: Path, base: Path, python: Path) -> None:
             layer.copy_member(member, source.extractfile(member) if member.isreg() else None)
 
 
-RECIPES: dict[str, Callable[[Path], Image]] = {"busybox": build_busybox, "debian": build_debian}
+def build_gpu_probe(workdir: Path) -> Image:
+    """A small glibc image for proving GPU access on real hardware: the host's glibc (Debian's
+    libc6) and ldconfig, busybox, and ``cuda-probe`` (testbed/cuda_probe.c) compiled here. It asks
+    for GPUs the way CUDA images do (NVIDIA_VISIBLE_DEVICES, NVIDIA_DRIVER_CAPABILITIES)."""
+    probe = workdir / "cuda-probe"
+    subprocess.run(["gcc", "-O2", "-o", str(probe), str(Path(__file__).parent / "cuda_probe.c")], check=True)
+    libc = subprocess.run(["dpkg", "-L", "libc6"], capture_output=True, text=True, check=True).stdout.split()
+    tar_path = workdir / "gpu-probe-layer.tar"
+    with LayerTar(tar_path) as layer:
+        for directory in ("usr", "usr/bin", "usr/sbin", "usr/lib", "usr/lib/x86_64-linux-gnu", "usr/lib64",
+                          "etc", "etc/ld.so.conf.d", "tmp", "dev", "proc", "sys", "root"):
+            layer.directory(directory, 0o1777 if directory == "tmp" else 0o755)
+        for link in ("bin", "sbin", "lib", "lib64"):
+            layer.symlink(link, f"usr/{link}")
+        for path in libc:
+            if path.startswith("/lib/x86_64-linux-gnu/") and ".so" in path:
+                layer.file("usr" + path, Path(path).read_bytes(), 0o755)
+        layer.symlink("usr/lib64/ld-linux-x86-64.so.2", "../lib/x86_64-linux-gnu/ld-linux-x86-64.so.2")
+        layer.file("etc/ld.so.conf", "include /etc/ld.so.conf.d/*.conf\n")
+        layer.file("etc/ld.so.conf.d/x86_64-linux-gnu.conf", "/usr/local/lib/x86_64-linux-gnu\n/lib/x86_64-linux-gnu\n/usr/lib/x86_64-linux-gnu\n")
+        layer.file("usr/sbin/ldconfig", Path("/sbin/ldconfig").read_bytes(), 0o755)
+        layer.file("usr/bin/busybox", Path("/bin/busybox").read_bytes(), 0o755)
+        for applet in ("sh", "ls", "cat", "env", "readlink", "grep", "echo", "id", "true"):
+            layer.symlink(f"usr/bin/{applet}", "busybox")
+        layer.file("usr/bin/cuda-probe", probe.read_bytes(), 0o755)
+        layer.file("etc/os-release", 'PRETTY_NAME="hydria GPU probe image"\nID=hydria-gpu-probe\n')
+        layer.file("etc/passwd", "root:x:0:0:root:/root:/bin/sh\n")
+        layer.file("etc/group", "root:x:0:\n")
+    config = {"Env": ["PATH=/usr/bin:/usr/sbin", "NVIDIA_VISIBLE_DEVICES=all",
+                      "NVIDIA_DRIVER_CAPABILITIES=compute,utility"], "Cmd": ["cuda-probe"]}
+    return Image([make_layer(tar_path, workdir)], config)
+
+
+RECIPES: dict[str, Callable[[Path], Image]] = {"busybox": build_busybox, "debian": build_debian,
+                                               "gpu-probe": build_gpu_probe}
 
 
 def recipe_key(name: str) -> str:
     """Hash of what determines the image: the builder modules' source and mmdebstrap's arguments."""
     h = hashlib.sha256(name.encode())
-    for module in ("oci.py", "tarbuild.py", "recipes.py"):
+    for module in ("oci.py", "tarbuild.py", "recipes.py", "cuda_probe.c"):
         h.update((Path(__file__).parent / module).read_bytes())
     h.update(json.dumps(MMDEBSTRAP_ARGS).encode())
     return h.hexdigest()[:16]

@@ -227,10 +227,20 @@ def _find_binary(driver_root: str, name: str, host: Mapping[str, str]) -> str | 
     if driver_root == "/":
         dirs = [d for d in host.get("PATH", "").split(":") if d.startswith("/")] + dirs
     for directory in dirs:
-        candidate = os.path.join(directory, name)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return os.path.realpath(candidate)
+        candidate = os.path.realpath(os.path.join(directory, name))
+        if os.access(candidate, os.X_OK) and _is_elf(candidate):
+            return candidate
     return None
+
+
+def _is_elf(path: str) -> bool:
+    """Only the driver's own programs: a site's wrapper script around them (``exec
+    /usr/local/nvidia/bin/nvidia-smi``) would point at a path the container does not have."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(4) == b"\x7fELF"
+    except OSError:
+        return False
 
 
 def _ldconfig(root: str) -> None:
