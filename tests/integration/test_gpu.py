@@ -73,9 +73,9 @@ def test_named_container_starts_again_with_the_links(images: dict[str, Path], wo
 
 
 def test_bad_requests_fail_clearly(images: dict[str, Path], workspace: Workspace, driver: Path) -> None:
-    status, out, err = gpu_start(workspace, driver, str(images["busybox"]), "true", NVIDIA_VISIBLE_DEVICES="5")
+    status, _out, err = gpu_start(workspace, driver, str(images["busybox"]), "true", NVIDIA_VISIBLE_DEVICES="5")
     assert status == 1 and "Unknown NVIDIA device: 5" in err and fakegpu.GPUS[1].uuid in err
-    status, out, err = gpu_start(workspace, driver, str(images["busybox"]), "true",
+    status, _, err = gpu_start(workspace, driver, str(images["busybox"]), "true",
                                  NVIDIA_VISIBLE_DEVICES="all", NVIDIA_DRIVER_CAPABILITIES="compute,vidoe")
     assert status == 1 and "Unknown NVIDIA driver capability: vidoe" in err
 

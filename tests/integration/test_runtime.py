@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.publish import PublishedImage
-from testbed.users import User, run_as
+from testbed.users import run_as
 from testbed.workspace import Workspace
 
 pytestmark = pytest.mark.integration
