@@ -39,6 +39,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("bundle", "Make a self-extracting bundle from an image file", None),
     Command("batch", "Start a container from a configuration file", None),
     Command("doctor", "Check that this node can run hydria containers", None),
+    Command("slurm", "The Slurm plugin's steps and its installation", "hydria.cli.slurm"),
     Command("info", "Show the version and the settings in effect", "hydria.cli.info"),
     Command("version", "Show the version", "hydria.cli.version", needs_settings=False),
 )

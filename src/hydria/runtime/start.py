@@ -56,6 +56,7 @@ class StartOptions:
     env: Sequence[str] = ()
     mounts: Sequence[str] = ()
     rc: str | None = None
+    entries: Sequence[fstab.MountEntry] = ()  # mounts made by callers other than the CLI
 
 
 def resolve_target(target: str, settings: Settings) -> rootfs.Container:
@@ -78,7 +79,7 @@ def start(options: StartOptions, settings: Settings) -> None:
     """Start the container and exec its program; returns only by raising HydriaError."""
     container = resolve_target(options.target, settings)
     env_options = [environ.env_option(e, os.environ) for e in options.env]
-    extra_mounts = [fstab.from_mount_option(m) for m in options.mounts]
+    extra_mounts = [*(fstab.from_mount_option(m) for m in options.mounts), *options.entries]
     if options.rc is not None and not (Path(options.rc).is_file() or Path(options.rc).is_fifo()):
         raise HydriaError(f"No such file or directory: {options.rc}")
     rc_text = Path(options.rc).read_text() if options.rc else None

@@ -1,0 +1,90 @@
+"""``hydria slurm ACTION``: the Python side of the Slurm plugin.
+
+* ``validate OPTIONS...`` (srun, sbatch, salloc): check the ``--container-*`` options;
+* ``start --step=JOB.STEP OPTIONS...`` (slurmstepd, as the user): set up the step's container;
+* ``cleanup --step=JOB.STEP`` (slurmstepd, as the user): remove what the step left;
+* ``install-plugin [--plugin-dir D] [--plugstack-dir D] [--include D] [KEY=VALUE...]`` (admin).
+
+Errors print as ``hydria: MESSAGE`` and exit 1, as pyxis's do in the user's terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from hydria.config import Settings
+from hydria.errors import HydriaError
+
+ACTIONS = ("validate", "start", "cleanup", "install-plugin")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=ACTIONS)
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="options of the action")
+
+
+def run(options: argparse.Namespace, settings: Settings) -> int:
+    try:
+        return _dispatch(options.action, list(options.args), settings)
+    except HydriaError as e:
+        print(f"hydria: {e.message}", file=sys.stderr)
+        if e.hint:
+            print(f"hydria: hint: {e.hint}", file=sys.stderr)
+        return 1
+
+
+def _dispatch(action: str, args: list[str], settings: Settings) -> int:
+    from hydria.slurm import options as container_options
+    from hydria.slurm import step as step_lifecycle
+    from hydria.slurm.plugin_config import parse_plugin_config
+
+    if action == "install-plugin":
+        return _install(args)
+    config_args, step, rest = [], "", []
+    while args:
+        arg = args.pop(0)
+        if arg == "--config" and args:
+            config_args.append(args.pop(0))
+        elif arg.startswith("--step="):
+            step = arg.removeprefix("--step=")
+        else:
+            rest.append(arg)
+    config = parse_plugin_config(config_args)
+    if action == "cleanup":
+        step_lifecycle.cleanup(_step(step), settings)
+        return 0
+    parsed = container_options.parse(rest, os.environ)
+    if parsed.entrypoint is None:
+        parsed.entrypoint = config.execute_entrypoint
+    for warning in parsed.warnings:
+        print(f"hydria: {warning}", file=sys.stderr)
+    if action == "validate":
+        return 0
+    if not parsed.enabled:
+        return step_lifecycle.DISABLED_STATUS
+    step_lifecycle.start(parsed, _step(step), settings, os.environ, scope=config.container_scope)
+    return 1  # start() execs the container or raises
+
+
+def _step(step: str) -> str:
+    job, dot, number = step.partition(".")
+    if not (job.isdigit() and dot and number.isdigit()):
+        raise HydriaError(f"--step: expected JOBID.STEPID, got {step!r}")
+    return step
+
+
+def _install(args: list[str]) -> int:
+    from hydria.slurm.install import install_plugin
+
+    parser = argparse.ArgumentParser(prog="hydria slurm install-plugin")
+    parser.add_argument("--plugin-dir", type=Path, default=Path("/usr/local/lib/slurm"))
+    parser.add_argument("--plugstack-dir", type=Path, default=Path("/etc/slurm/plugstack.conf.d"))
+    parser.add_argument("--include", type=Path, default=Path("/usr/include"))
+    parser.add_argument("config", nargs="*", metavar="KEY=VALUE", help="plugin options, as pyxis's")
+    options = parser.parse_args(args)
+    snippet = install_plugin(options.plugin_dir, options.plugstack_dir, options.include, options.config)
+    print(f"hydria: wrote {snippet}; plugstack.conf must include it (include {options.plugstack_dir}/*.conf)")
+    return 0

@@ -1,0 +1,38 @@
+"""``hydria slurm install-plugin``: compile the shim against this cluster's ``slurm/spank.h`` and
+write the plugstack.conf.d snippet that loads it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from hydria.errors import HydriaError
+from hydria.slurm.plugin_config import parse_plugin_config
+
+SOURCE = Path(__file__).parent / "plugin" / "spank_hydria.c"
+
+
+def install_plugin(plugin_dir: Path, plugstack_dir: Path, include_dir: Path, arguments: Sequence[str],
+                   hydria: str | None = None) -> Path:
+    """Build ``spank_hydria.so`` into ``plugin_dir`` and write ``plugstack_dir/hydria.conf``.
+    Raises HydriaError for a missing header, a compiler error or a bad plugstack argument."""
+    parse_plugin_config(arguments)
+    if not (include_dir / "slurm" / "spank.h").is_file():
+        raise HydriaError(f"No such file or directory: {include_dir / 'slurm' / 'spank.h'}",
+                          hint="install Slurm's development headers (Debian: libslurm-dev) or pass --include")
+    plugin_dir.mkdir(parents=True, exist_ok=True)
+    plugin = plugin_dir / "spank_hydria.so"
+    staging = plugin_dir / ".spank_hydria.so.new"
+    result = subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", f"-I{include_dir}",
+                             "-o", str(staging), str(SOURCE)], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        staging.unlink(missing_ok=True)
+        raise HydriaError(f"cannot compile {SOURCE}: {result.stderr.strip()}")
+    staging.rename(plugin)  # atomic: a running slurmd keeps the old file
+    program = hydria or str(Path(sys.executable).parent / "hydria")
+    plugstack_dir.mkdir(parents=True, exist_ok=True)
+    snippet = plugstack_dir / "hydria.conf"
+    snippet.write_text(f"required {plugin} hydria={program} {' '.join(arguments)}".rstrip() + "\n")
+    return snippet

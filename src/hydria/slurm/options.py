@@ -1,0 +1,155 @@
+"""pyxis's ``--container-*`` options: parsing and validation with pyxis's messages. Pure.
+
+The shim passes every occurrence as ``--name[=value]``, in order, so the rules about repeats
+(the same value again is fine, a different one is an error) are applied here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from hydria.errors import HydriaError
+from hydria.runtime.fstab import MountEntry
+
+
+class OptionError(HydriaError):
+    pass
+
+
+VALUED = ("container-image", "container-mounts", "container-workdir", "container-name", "container-save",
+          "container-env", "container-unshare")
+PAIRS = {  # flag -> (setting, value)
+    "container-mount-home": ("mount_home", True), "no-container-mount-home": ("mount_home", False),
+    "container-remap-root": ("remap_root", True), "no-container-remap-root": ("remap_root", False),
+    "container-entrypoint": ("entrypoint", True), "no-container-entrypoint": ("entrypoint", False),
+    "container-writable": ("writable", True), "container-readonly": ("writable", False),
+}
+NAME_FLAGS = ("auto", "create", "exec", "no_exec")
+UNSHARE = ("net", "ipc", "uts")
+_ENV_DEFAULTS = {"container-image": "IMAGE", "container-mounts": "MOUNTS", "container-workdir": "WORKDIR",
+                 "container-name": "NAME", "container-save": "SAVE", "container-env": "ENV",
+                 "container-unshare": "UNSHARE"}
+_BOOL_DEFAULTS = {"mount_home": "MOUNT_HOME", "remap_root": "REMAP_ROOT", "entrypoint": "ENTRYPOINT",
+                  "entrypoint_log": "ENTRYPOINT_LOG"}
+_TRUE, _FALSE = ("1", "true", "yes", "y"), ("0", "false", "no", "n")
+
+
+@dataclass
+class ContainerOptions:
+    image: str | None = None
+    mounts: list[MountEntry] = field(default_factory=list)
+    workdir: str | None = None
+    name: str | None = None
+    name_flag: str = "auto"
+    save: str | None = None
+    mount_home: bool | None = None
+    remap_root: bool | None = None
+    entrypoint: bool | None = None
+    entrypoint_log: bool = False
+    writable: bool | None = None
+    env: list[str] = field(default_factory=list)
+    unshare: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def enabled(self) -> bool:
+        return self.image is not None or self.name is not None
+
+
+def parse(args: Sequence[str], environment: Mapping[str, str]) -> ContainerOptions:
+    """Options from the shim's arguments, then ``HYDRIA_CONTAINER_*`` defaults from the job's
+    environment for what the command line left unset. Raises OptionError."""
+    values: dict[str, str] = {}
+    flags: dict[str, str] = {}
+    for arg in args:
+        name, _, value = arg.removeprefix("--").partition("=")
+        if name in VALUED:
+            if not value:
+                raise OptionError(f"--{name}: argument required")
+            if values.get(name, value) != value:
+                raise OptionError(f"--{name} specified multiple times")
+            values[name] = value
+        elif name in PAIRS or name == "container-entrypoint-log":
+            setting = PAIRS[name][0] if name in PAIRS else "entrypoint_log"
+            if flags.get(setting, name) != name:
+                raise OptionError(f"both --{flags[setting]} and --{name} were specified")
+            flags[setting] = name
+        else:
+            raise OptionError(f"unknown option: {arg}")
+    for name, suffix in _ENV_DEFAULTS.items():
+        default = environment.get(f"HYDRIA_CONTAINER_{suffix}")
+        if name not in values and default:
+            values[name] = default
+    options = ContainerOptions()
+    for setting, flag in flags.items():
+        setattr(options, setting, PAIRS[flag][1] if flag in PAIRS else True)
+    for setting, suffix in _BOOL_DEFAULTS.items():
+        if setting not in flags:
+            default = environment.get(f"HYDRIA_CONTAINER_{suffix}", "")
+            if default in _TRUE or default in _FALSE:
+                setattr(options, setting, default in _TRUE)
+    if "writable" not in flags:
+        for suffix, meaning in (("WRITABLE", True), ("READONLY", False)):
+            default = environment.get(f"HYDRIA_CONTAINER_{suffix}", "")
+            if options.writable is None and default in _TRUE:
+                options.writable = meaning
+    _apply_values(options, values)
+    if not options.enabled:
+        given: list[str] = [f for f in ("container-mounts", "container-workdir", "container-save") if f in values]
+        given += [flags[s] for s in flags]
+        options.warnings = [f"ignoring --{f} because neither --container-image nor --container-name is set"
+                            for f in given]
+    return options
+
+
+def _apply_values(options: ContainerOptions, values: Mapping[str, str]) -> None:
+    options.image = values.get("container-image")
+    options.workdir = values.get("container-workdir")
+    if "container-mounts" in values:
+        for entry in values["container-mounts"].split(","):
+            mount = mount_entry(entry)
+            if mount not in options.mounts:
+                options.mounts.append(mount)
+    if "container-name" in values:
+        name, _, flag = values["container-name"].partition(":")
+        if not name:
+            raise OptionError("--container-name: empty name")
+        if flag and flag not in NAME_FLAGS:
+            raise OptionError('--container-name: flag must be "auto", "create", "exec" or "no_exec"')
+        options.name, options.name_flag = name, flag or "auto"
+    if "container-save" in values:
+        if values["container-save"].endswith("/"):
+            raise OptionError("--container-save: target is a directory")
+        options.save = values["container-save"]
+    if "container-env" in values:
+        names = values["container-env"].split(",")
+        if any(not n for n in names):
+            raise OptionError(f"--container-env: invalid format: {values['container-env']}")
+        options.env = list(dict.fromkeys(names))
+    if "container-unshare" in values:
+        for namespace in values["container-unshare"].split(","):
+            if not namespace:
+                raise OptionError("--container-unshare: empty namespace argument")
+            if namespace not in UNSHARE:
+                raise OptionError(f"--container-unshare: unknown namespace '{namespace}'")
+            if namespace not in options.unshare:
+                options.unshare.append(namespace)
+
+
+def mount_entry(entry: str) -> MountEntry:
+    """``SRC:DST[:FLAGS]`` (flags joined with ``+``) or ``SRC`` as an fstab entry, as pyxis builds it."""
+    fields = entry.split(":")
+    if len(fields) > 3 or (len(fields) > 1 and (not fields[0] or not fields[1])) or not fields[0]:
+        raise OptionError(f"--container-mounts: invalid format: {entry}")
+    source, target = fields[0], fields[1] if len(fields) > 1 else fields[0]
+    extra = tuple(f for f in (fields[2].split("+") if len(fields) == 3 else []) if f)
+    if not (source.startswith((".", "/")) or source in ("tmpfs", "umount")):
+        raise OptionError('--container-mounts: mount source must be a relative path, an absolute path, "tmpfs" or "umount"')
+    if not target.startswith((".", "/")):
+        raise OptionError("--container-mounts: mount target must be a relative path or an absolute path")
+    if source == "tmpfs":
+        return MountEntry("tmpfs", target, "tmpfs", ("x-create=dir", *extra), origin="--container-mounts")
+    if source == "umount":
+        return MountEntry("none", target, "none", ("x-detach", *extra), origin="--container-mounts")
+    return MountEntry(source, target, "none", ("x-create=auto", "rbind", *extra), origin="--container-mounts")

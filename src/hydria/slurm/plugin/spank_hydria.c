@@ -1,0 +1,382 @@
+/*
+ * spank_hydria: the thin C shim of hydria's Slurm plugin (see docs/slurm.md).
+ *
+ * It owns no policy. It registers pyxis's --container-* options, hands every value given to the
+ * Python side (`hydria slurm validate|start|cleanup`, run as the job's user), and in each task joins
+ * the namespaces of the step's container before Slurm execs the task's program.
+ *
+ * Step lifecycle in slurmstepd:
+ *   user_init  (once per step, before tasks fork): runs `hydria slurm start`, which imports and sets up
+ *              the container and stops itself inside it (SIGSTOP); its PID holds the namespaces.
+ *              Errors are kept and reported in task_init, because Slurm does not show user_init's.
+ *   task_init  (in each task, as the user): setns into the holder's namespaces, chdir, merge its
+ *              environment into the task's.
+ *   exit       (once): kill the holder, run `hydria slurm cleanup`.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <slurm/spank.h>
+
+SPANK_PLUGIN(hydria, 1);
+
+#define MAX_ARGS 256
+#define DISABLED_STATUS 64 /* `hydria slurm start`: no container for this step */
+
+static char *hydria_path = "hydria";       /* plugstack argument hydria=PATH */
+static char *config_args[32];              /* the other plugstack arguments, passed on */
+static int config_count;
+static char *option_args[MAX_ARGS];        /* every --container-* occurrence, "--name=value" */
+static int option_count;
+static pid_t holder = -1;                  /* the stopped container process of this step */
+static char *start_error;                  /* what `hydria slurm start` said when it failed */
+static char *container_env;                /* --container-env names, which keep the host value */
+
+static int option_cb(int val, const char *optarg, int remote);
+
+#define OPT(name, arg, help) {name, arg, "[hydria] " help, arg ? 1 : 0, 0, option_cb}
+static struct spank_option options[] = {
+    OPT("container-image", "[USER@][REGISTRY#]IMAGE[:TAG]|PATH", "the image to run the tasks in"),
+    OPT("container-mounts", "SRC:DST[:FLAGS][,SRC:DST...]", "bind mounts, FLAGS joined with +"),
+    OPT("container-workdir", "PATH", "working directory inside the container"),
+    OPT("container-name", "NAME[:create|exec|no_exec]", "name of the container, kept after the step"),
+    OPT("container-save", "PATH", "save the container to this squashfs file when the step ends"),
+    OPT("container-mount-home", NULL, "bind-mount the user's home directory"),
+    OPT("no-container-mount-home", NULL, "do not bind-mount the user's home directory"),
+    OPT("container-remap-root", NULL, "appear as root inside the container"),
+    OPT("no-container-remap-root", NULL, "do not appear as root inside the container"),
+    OPT("container-entrypoint", NULL, "run the image's entrypoint"),
+    OPT("no-container-entrypoint", NULL, "do not run the image's entrypoint"),
+    OPT("container-entrypoint-log", NULL, "print the output of the entrypoint"),
+    OPT("container-writable", NULL, "make the container filesystem writable"),
+    OPT("container-readonly", NULL, "make the container filesystem read-only"),
+    OPT("container-env", "NAME[,NAME...]", "variables whose host value wins over the container's"),
+    OPT("container-unshare", "NS[,NS...]", "unshare these namespaces: net, ipc, uts"),
+    SPANK_OPTIONS_TABLE_END
+};
+
+static int option_cb(int val, const char *optarg, int remote)
+{
+    char *arg;
+    (void)remote;
+    if (option_count >= MAX_ARGS)
+        return -1;
+    if (asprintf(&arg, "--%s%s%s", options[val].name, options[val].has_arg ? "=" : "",
+                 options[val].has_arg && optarg ? optarg : "") < 0)
+        return -1;
+    option_args[option_count++] = arg;
+    if (strcmp(options[val].name, "container-env") == 0 && optarg) {
+        free(container_env);
+        container_env = strdup(optarg);
+    }
+    return 0;
+}
+
+static int wanted(spank_t sp)
+{
+    char value[16];
+    if (option_count > 0)
+        return 1;
+    if (spank_remote(sp))
+        return spank_getenv(sp, "HYDRIA_CONTAINER_IMAGE", value, sizeof value) != ESPANK_ENV_NOEXIST ||
+               spank_getenv(sp, "HYDRIA_CONTAINER_NAME", value, sizeof value) != ESPANK_ENV_NOEXIST;
+    return getenv("HYDRIA_CONTAINER_IMAGE") != NULL || getenv("HYDRIA_CONTAINER_NAME") != NULL;
+}
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+    for (int i = 0; i < ac; i++) {
+        if (strncmp(av[i], "hydria=", 7) == 0)
+            hydria_path = av[i] + 7;
+        else if (config_count < 32)
+            config_args[config_count++] = av[i];
+    }
+    for (int i = 0; options[i].name; i++) {
+        options[i].val = i;
+        if (spank_context() == S_CTX_SLURMD || spank_context() == S_CTX_JOB_SCRIPT)
+            continue;
+        if (spank_option_register(sp, &options[i]) != ESPANK_SUCCESS)
+            return -1;
+    }
+    return 0;
+}
+
+/* argv of `hydria slurm SUBCOMMAND [--config KEY=VALUE]... [OPTIONS]... [extra]` */
+static char **command(const char *subcommand, const char *extra)
+{
+    static char *argv[MAX_ARGS + 80];
+    int n = 0;
+    argv[n++] = hydria_path;
+    argv[n++] = "slurm";
+    argv[n++] = (char *)subcommand;
+    for (int i = 0; i < config_count; i++) {
+        argv[n++] = "--config";
+        argv[n++] = config_args[i];
+    }
+    for (int i = 0; i < option_count; i++)
+        argv[n++] = option_args[i];
+    if (extra)
+        argv[n++] = (char *)extra;
+    argv[n] = NULL;
+    return argv;
+}
+
+/* In a forked child of slurmstepd: become the job's user for good, with the job's environment. */
+static void become_user(spank_t sp)
+{
+    uid_t uid;
+    gid_t gid, *gids = NULL;
+    int ngids = 0;
+    char **env = NULL;
+
+    if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS)
+        _exit(120);
+    spank_get_item(sp, S_JOB_SUPPLEMENTARY_GIDS, &gids, &ngids);
+    if (getuid() == 0) {
+        if ((geteuid() != 0 && seteuid(0) < 0) || setgroups(ngids, gids) < 0 || setresgid(gid, gid, gid) < 0 ||
+            setresuid(uid, uid, uid) < 0)
+            _exit(121);
+    }
+    if (spank_get_item(sp, S_JOB_ENV, &env) == ESPANK_SUCCESS && env) {
+        clearenv();
+        for (char **e = env; *e; e++)
+            if (strncmp(*e, "LD_PRELOAD=", 11) && strncmp(*e, "LD_LIBRARY_PATH=", 16))
+                putenv(*e);
+    }
+    if (!getenv("PATH"))
+        setenv("PATH", "/usr/local/bin:/usr/bin:/bin", 1);
+}
+
+/* The submit side (srun, sbatch, salloc): validate the options before anything is sent. */
+static int validate(void)
+{
+    pid_t child;
+    int status;
+
+    if ((child = fork()) < 0)
+        return -1;
+    if (child == 0) {
+        execvp(hydria_path, command("validate", NULL));
+        fprintf(stderr, "hydria: cannot run %s: %s\n", hydria_path, strerror(errno));
+        _exit(127);
+    }
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (!spank_remote(sp) && wanted(sp))
+        return validate();
+    return 0;
+}
+
+static char *read_all(int fd)
+{
+    size_t size = 0, cap = 4096;
+    ssize_t got;
+    char *text = malloc(cap);
+    lseek(fd, 0, SEEK_SET);
+    while (text && (got = read(fd, text + size, cap - size - 1)) > 0) {
+        size += got;
+        if (cap - size < 2)
+            text = realloc(text, cap *= 2);
+    }
+    if (text)
+        text[size] = '\0';
+    return text;
+}
+
+int slurm_spank_user_init(spank_t sp, int ac, char **av)
+{
+    uint32_t job, step;
+    char ids[64];
+    int status, log;
+    pid_t child;
+
+    (void)ac;
+    (void)av;
+    if (!wanted(sp))
+        return 0;
+    spank_get_item(sp, S_JOB_ID, &job);
+    spank_get_item(sp, S_JOB_STEPID, &step);
+    snprintf(ids, sizeof ids, "--step=%u.%u", job, step);
+    if ((log = memfd_create("hydria-start", MFD_CLOEXEC)) < 0 || (child = fork()) < 0) {
+        start_error = strdup("cannot start the container: out of resources");
+        return 0;
+    }
+    if (child == 0) {
+        become_user(sp);
+        dup2(log, STDOUT_FILENO);
+        dup2(log, STDERR_FILENO);
+        int null = open("/dev/null", O_RDONLY);
+        dup2(null, STDIN_FILENO);
+        execvp(hydria_path, command("start", ids));
+        fprintf(stderr, "hydria: cannot run %s: %s\n", hydria_path, strerror(errno));
+        _exit(127);
+    }
+    while (waitpid(child, &status, WUNTRACED) < 0 && errno == EINTR)
+        ;
+    if (WIFSTOPPED(status)) {
+        holder = child;
+    } else if (!(WIFEXITED(status) && WEXITSTATUS(status) == DISABLED_STATUS)) {
+        start_error = read_all(log);
+        if (!start_error || !*start_error)
+            start_error = strdup("hydria: the container did not start");
+    }
+    close(log);
+    return 0;
+}
+
+static int join(spank_t sp, const char *ns, int nstype)
+{
+    char path[64], self[64];
+    struct stat theirs, ours;
+    int fd;
+    snprintf(path, sizeof path, "/proc/%d/ns/%s", holder, ns);
+    snprintf(self, sizeof self, "/proc/self/ns/%s", ns);
+    if (stat(path, &theirs) < 0)
+        return nstype == CLONE_NEWCGROUP ? 0 : -1;
+    if (stat(self, &ours) == 0 && theirs.st_ino == ours.st_ino && theirs.st_dev == ours.st_dev)
+        return 0;
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return -1;
+    int rc = setns(fd, nstype);
+    close(fd);
+    if (rc < 0)
+        slurm_error("hydria: cannot join the container's %s namespace: %s", ns, strerror(errno));
+    (void)sp;
+    return rc;
+}
+
+static int keeps_host_value(const char *name, size_t length)
+{
+    const char *p = container_env;
+    while (p && *p) {
+        const char *end = strchrnul(p, ',');
+        if ((size_t)(end - p) == length && strncmp(p, name, length) == 0)
+            return 1;
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+/* The task's environment: the job's, without the host locale, then the container's on top
+ * (except the --container-env names, which keep the host value when it has one). */
+static int merge_environment(spank_t sp)
+{
+    char path[64], *text, *entry;
+    int fd;
+    static const char *locale[] = {"LANG", "LANGUAGE", "LC_ALL"};
+
+    for (size_t i = 0; i < sizeof locale / sizeof *locale; i++)
+        if (!keeps_host_value(locale[i], strlen(locale[i])))
+            spank_unsetenv(sp, locale[i]);
+    snprintf(path, sizeof path, "/proc/%d/environ", holder);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return -1;
+    text = read_all(fd);
+    close(fd);
+    if (!text)
+        return -1;
+    for (entry = text; *entry; entry += strlen(entry) + 1) {
+        char *equals = strchr(entry, '=');
+        if (!equals)
+            continue;
+        *equals = '\0';
+        spank_setenv(sp, entry, equals + 1, !keeps_host_value(entry, strlen(entry)));
+        *equals = '=';
+    }
+    free(text);
+    return 0;
+}
+
+static const char *workdir(void)
+{
+    for (int i = option_count - 1; i >= 0; i--)
+        if (strncmp(option_args[i], "--container-workdir=", 20) == 0)
+            return option_args[i] + 20;
+    return NULL;
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+    char cwd_link[64], cwd[PATH_MAX];
+    const char *dir = workdir();
+    ssize_t length;
+
+    (void)ac;
+    (void)av;
+    if (start_error) {
+        for (char *line = strtok(start_error, "\n"); line; line = strtok(NULL, "\n"))
+            slurm_error("%s", line);
+        return -1;
+    }
+    if (holder < 0)
+        return 0;
+    snprintf(cwd_link, sizeof cwd_link, "/proc/%d/cwd", holder);
+    length = readlink(cwd_link, cwd, sizeof cwd - 1);
+    cwd[length > 0 ? length : 0] = '\0';
+    if (merge_environment(sp) < 0) {
+        slurm_error("hydria: cannot read the container's environment");
+        return -1;
+    }
+    if (join(sp, "user", CLONE_NEWUSER) < 0 || join(sp, "cgroup", CLONE_NEWCGROUP) < 0 ||
+        join(sp, "mnt", CLONE_NEWNS) < 0 || join(sp, "ipc", CLONE_NEWIPC) < 0 ||
+        join(sp, "uts", CLONE_NEWUTS) < 0 || join(sp, "net", CLONE_NEWNET) < 0)
+        return -1;
+    if (!dir)
+        dir = length > 0 ? cwd : "/";
+    if (chdir(dir) < 0) {
+        slurm_error("hydria: couldn't chdir to %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int slurm_spank_exit(spank_t sp, int ac, char **av)
+{
+    pid_t child;
+    int status;
+
+    (void)ac;
+    (void)av;
+    if (!spank_remote(sp) || (holder < 0 && !start_error))
+        return 0;
+    if (holder > 0) {
+        kill(holder, SIGKILL);
+        while (waitpid(holder, &status, 0) < 0 && errno == EINTR)
+            ;
+    }
+    if ((child = fork()) == 0) {
+        uint32_t job, step;
+        char ids[64];
+        spank_get_item(sp, S_JOB_ID, &job);
+        spank_get_item(sp, S_JOB_STEPID, &step);
+        snprintf(ids, sizeof ids, "--step=%u.%u", job, step);
+        become_user(sp);
+        execvp(hydria_path, command("cleanup", ids));
+        _exit(127);
+    }
+    if (child > 0)
+        while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+            ;
+    return 0;
+}

@@ -1,0 +1,40 @@
+"""The plugin's admin options (plugstack.conf arguments), with pyxis's keys and messages. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hydria.errors import HydriaError
+
+_TRUE, _FALSE = ("1", "true", "yes", "y"), ("0", "false", "no", "n")
+
+
+@dataclass(frozen=True)
+class PluginConfig:
+    execute_entrypoint: bool = False
+    container_scope: str = "global"  # or "job"
+    sbatch_support: bool = True
+    runtime_path: str = "/run/hydria"
+    use_enroot_load: bool = False
+    importer: str = ""
+    use_squashfuse: bool = True
+
+
+def parse_plugin_config(arguments: Sequence[str]) -> PluginConfig:
+    """Raises HydriaError for an unknown key or a bad value."""
+    values: dict[str, object] = {}
+    for argument in arguments:
+        key, _, value = argument.partition("=")
+        if key not in PluginConfig.__dataclass_fields__:
+            raise HydriaError(f"unknown configuration option: {argument}")
+        default = PluginConfig.__dataclass_fields__[key].default
+        if isinstance(default, bool):
+            if value not in _TRUE + _FALSE:
+                raise HydriaError(f"{key}: invalid value: {value}")
+            values[key] = value in _TRUE
+        elif key == "container_scope" and value not in ("global", "job"):
+            raise HydriaError(f"{key}: invalid value: {value}")
+        else:
+            values[key] = value
+    return PluginConfig(**values)  # type: ignore[arg-type]

@@ -1,0 +1,118 @@
+"""One job step's container, from the options to a stopped process inside it, and the cleanup.
+
+``start`` runs as the job's user in a child of slurmstepd. It imports the image (or takes a
+squashfs path), creates or reuses the named container, and starts it like ``hydria start`` with
+``sh -c 'kill -STOP $$'`` as the command: the rc (and the entrypoint when asked for) runs, then the
+process stops itself, holding the container's namespaces, cwd and environment for the shim, which
+joins them in every task. Unnamed containers start straight from the image file (nothing to
+unpack or remove); named ones persist as ``hydria_NAME`` in the data path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+from hydria.config import Settings
+from hydria.errors import HydriaError
+from hydria.paths import ensure_dir
+from hydria.runtime.fstab import MountEntry
+from hydria.slurm.options import ContainerOptions
+
+log = logging.getLogger(__name__)
+
+DISABLED_STATUS = 64  # no container for this step (the shim's DISABLED_STATUS)
+STOP_COMMAND = ("sh", "-c", "kill -STOP $$; exit 0")
+PREFIX = "hydria_"
+
+
+def step_dir(settings: Settings, step: str) -> Path:
+    """Per-step scratch space of the user on this node: imported image, rc.local override."""
+    base = ensure_dir(settings.temp_path / f"hydria-slurm-{os.getuid()}", setting="HYDRIA_TEMP_PATH")
+    return base / step
+
+
+def start(options: ContainerOptions, step: str, settings: Settings, environment: Mapping[str, str],
+          scope: str = "global") -> None:
+    """Set up the step's container and stop inside it; returns only by raising HydriaError."""
+    from hydria.runtime.start import StartOptions
+    from hydria.runtime.start import start as start_container
+
+    cwd = environment.get("PWD") or os.getcwd()
+    os.chdir(cwd)
+    settings = _step_settings(options, settings)
+    scratch = step_dir(settings, step)
+    scratch.mkdir(mode=0o700, exist_ok=True)
+    prefix = f"{PREFIX}{step.partition('.')[0]}_" if scope == "job" else PREFIX
+    target = _container(options, prefix, settings, scratch, cwd)
+    entries = list(options.mounts)
+    if not options.entrypoint:
+        rc_local = scratch / "rc.local"
+        rc_local.write_text('exec "$@"\n')
+        entries.append(MountEntry(str(rc_local), "/etc/rc.local", "none",
+                                  ("x-create=file", "bind", "ro", "nosuid", "nodev", "private"), origin="hydria"))
+    env = [f"{name}={environment[name]}" for name in options.env if environment.get(name)]
+    start_container(StartOptions(target, STOP_COMMAND, env=env, entries=entries), settings)
+
+
+def cleanup(step: str, settings: Settings) -> None:
+    """Remove the step's scratch space (the imported image of an unnamed container)."""
+    scratch = step_dir(settings, step)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _step_settings(options: ContainerOptions, settings: Settings) -> Settings:
+    changes: dict[str, bool] = {f"unshare_{ns}": True for ns in options.unshare}
+    for setting, value in (("mount_home", options.mount_home), ("remap_root", options.remap_root),
+                           ("rootfs_writable", options.writable)):
+        if value is not None:
+            changes[setting] = value
+    return dataclasses.replace(settings, **changes)  # type: ignore[arg-type]
+
+
+def _container(options: ContainerOptions, prefix: str, settings: Settings, scratch: Path, cwd: str) -> str:
+    """What to start: a container name, or an image file for an unnamed container."""
+    from hydria.store import Store
+
+    if options.name is None:
+        assert options.image is not None
+        return str(_image_file(options.image, scratch, settings, cwd))
+    store = Store(settings)
+    name = prefix + options.name
+    exists = store.path(name).is_dir()
+    if options.name_flag == "create" and exists:
+        raise HydriaError('"create" flag was passed to --container-name but the container already exists')
+    if options.name_flag == "exec":
+        raise HydriaError('"exec" flag was passed to --container-name but the container is not running',
+                          hint="attaching to a running container is not supported yet")
+    if exists:
+        log.info("reusing existing container filesystem")
+        return name
+    if options.image is None:
+        raise HydriaError(f'a container with name "{name}" does not exist, and --container-image is not set')
+    image = _image_file(options.image, scratch, settings, cwd)
+    try:
+        store.create(image, name, force=False, unpack=settings.unpack)
+    except HydriaError:
+        if not store.path(name).is_dir():  # another step of the job may have just created it
+            raise
+    return name
+
+
+def _image_file(image: str, scratch: Path, settings: Settings, cwd: str) -> Path:
+    """A squashfs path as given, or the registry image imported into the step's scratch space."""
+    if image.startswith((".", "/")):
+        path = Path(cwd, image)
+        if not path.is_file():
+            raise HydriaError(f"--container-image: no such file: {path}")
+        return path
+    from hydria.image.importer import import_image
+
+    uri = image if image.startswith(("docker://", "dockerd://")) else f"docker://{image}"
+    target = scratch / "image.sqsh"
+    target.unlink(missing_ok=True)
+    return import_image(uri, settings, output=str(target))
