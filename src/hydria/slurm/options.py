@@ -145,9 +145,9 @@ def mount_entry(entry: str) -> MountEntry:
     source, target = fields[0], fields[1] if len(fields) > 1 else fields[0]
     extra = tuple(f for f in (fields[2].split("+") if len(fields) == 3 else []) if f)
     if not (source.startswith((".", "/")) or source in ("tmpfs", "umount")):
-        raise OptionError('--container-mounts: mount source must be a relative path, an absolute path, "tmpfs" or "umount"')
+        raise OptionError('mount source must be a relative path, an absolute path, "tmpfs" or "umount"')
     if not target.startswith((".", "/")):
-        raise OptionError("--container-mounts: mount target must be a relative path or an absolute path")
+        raise OptionError("mount target must be a relative path or an absolute path")
     if source == "tmpfs":
         return MountEntry("tmpfs", target, "tmpfs", ("x-create=dir", *extra), origin="--container-mounts")
     if source == "umount":

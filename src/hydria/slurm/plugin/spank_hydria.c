@@ -11,7 +11,8 @@
  *              Errors are kept and reported in task_init, because Slurm does not show user_init's.
  *   task_init  (in each task, as the user): setns into the holder's namespaces, chdir, merge its
  *              environment into the task's.
- *   exit       (once): kill the holder, run `hydria slurm cleanup`.
+ *   task_exit  (when the last local task has exited; else at exit): kill the holder, run
+ *              `hydria slurm cleanup`.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -351,15 +352,17 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     return 0;
 }
 
-int slurm_spank_exit(spank_t sp, int ac, char **av)
+/* Kill the holder and run `hydria slurm cleanup`, once: when the last local task has exited, or at
+ * the latest when the step ends. */
+static void teardown(spank_t sp)
 {
+    static int done;
     pid_t child;
     int status;
 
-    (void)ac;
-    (void)av;
-    if (!spank_remote(sp) || (holder < 0 && !start_error))
-        return 0;
+    if (done || (holder < 0 && !start_error))
+        return;
+    done = 1;
     if (holder > 0) {
         kill(holder, SIGKILL);
         while (waitpid(holder, &status, 0) < 0 && errno == EINTR)
@@ -378,5 +381,25 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
     if (child > 0)
         while (waitpid(child, &status, 0) < 0 && errno == EINTR)
             ;
+}
+
+int slurm_spank_task_exit(spank_t sp, int ac, char **av)
+{
+    static uint32_t exited;
+    uint32_t tasks = 0;
+
+    (void)ac;
+    (void)av;
+    if (spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &tasks) == ESPANK_SUCCESS && ++exited >= tasks)
+        teardown(sp);
+    return 0;
+}
+
+int slurm_spank_exit(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (spank_remote(sp))
+        teardown(sp);
     return 0;
 }

@@ -1,0 +1,136 @@
+"""The Slurm plugin on a real single-node Slurm cluster (testbed/slurm.py), driven with real
+``srun`` as the unprivileged test user, with pyxis's options."""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from testbed import slurm
+from testbed.publish import PublishedImage
+from testbed.users import User, run_as
+from testbed.workspace import Workspace
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def cluster(hydria_bin: str) -> Iterator[None]:
+    slurm.start(hydria_bin)
+    yield
+    slurm.stop()
+
+
+@pytest.fixture
+def srun(cluster: None, workspace: Workspace) -> Iterator[Srun]:
+    yield Srun(workspace)
+
+
+class Srun:
+    """``srun`` as the test user, from its workspace, with hydria's settings pointing there."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+
+    def __call__(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return run_as(self.workspace.user, ["srun", *args], cwd=self.workspace.out, timeout=120,
+                      env=self.workspace.env(SLURM_CONF=str(slurm.CONF), **env))
+
+    def ok(self, *args: str, **env: str) -> str:
+        result = self(*args, **env)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+
+def test_tasks_run_in_the_image(srun: Srun, images: dict[str, Path]) -> None:
+    out = srun.ok(f"--container-image={images['debian']}", "grep", "PRETTY", "/etc/os-release")
+    assert out.startswith('PRETTY_NAME="Debian GNU/Linux 12')
+    assert srun.ok(f"--container-image={images['busybox']}", "id", "-u") == f"{srun.workspace.user.uid}\n"
+
+
+def test_registry_image_and_cleanup(srun: Srun, busybox: PublishedImage, test_user: User) -> None:
+    image = busybox.docker_uri.removeprefix("docker://")
+    assert "hydria busybox test image" in srun.ok(f"--container-image={image}", "cat", "/etc/os-release")
+    scratch = Path(tempfile.gettempdir(), f"hydria-slurm-{test_user.uid}")
+    assert scratch.is_dir() and list(scratch.iterdir()) == []  # the imported image went with the step
+    assert subprocess.run(["pgrep", "-u", str(test_user.uid), "-f", "kill -STOP"],
+                          capture_output=True).returncode == 1  # no holder process left behind
+
+
+def test_every_task_of_the_step(srun: Srun, images: dict[str, Path]) -> None:
+    out = srun.ok("-n", "2", f"--container-image={images['busybox']}", "sh", "-c",
+                  "echo task $SLURM_PROCID $(cat /etc/os-release | head -1)")
+    assert sorted(out.splitlines()) == [f'task {i} PRETTY_NAME="hydria busybox test image"' for i in (0, 1)]
+
+
+def test_mounts_and_workdir(srun: Srun, images: dict[str, Path]) -> None:
+    data = srun.workspace.out / "with space"
+    data.mkdir()
+    (data / "hello").write_text("from the host\n")
+    subprocess.run(["chown", "-R", f"{srun.workspace.user.uid}", str(data)], check=True)
+    image = f"--container-image={images['busybox']}"
+    assert srun.ok(image, f"--container-mounts={data}:/data:ro", "cat", "/data/hello") == "from the host\n"
+    result = srun(image, f"--container-mounts={data}:/data:ro", "touch", "/data/x")
+    assert result.returncode != 0 and "Read-only file system" in result.stderr
+    assert srun.ok(image, "--container-mounts=./with space:/rel", "cat", "/rel/hello") == "from the host\n"
+    assert srun.ok(image, "--container-mounts=tmpfs:/scratch", "sh", "-c", "touch /scratch/a && echo ok") == "ok\n"
+    assert srun.ok(image, "--container-workdir=/etc", "pwd") == "/etc\n"
+    result = srun(image, "--container-workdir=/nonexistent", "true")
+    assert result.returncode != 0 and "couldn't chdir to /nonexistent" in result.stderr
+
+
+def test_environment_and_entrypoint(srun: Srun, images: dict[str, Path]) -> None:
+    image = f"--container-image={images['debian']}"
+    env = srun.ok(image, "env", FOO="bar", GREETING="from the host")
+    assert "FOO=bar" in env  # host-only variables pass through
+    assert "GREETING=hello world" in env  # the image's value wins ...
+    assert "HYDRIA_ENTRYPOINT" not in env  # ... and the entrypoint does not run by default
+    env = srun.ok(image, "--container-env=GREETING", "--container-entrypoint", "env", GREETING="from the host")
+    assert "GREETING=from the host" in env and "HYDRIA_ENTRYPOINT=ran" in env
+    assert srun.ok(image, "pwd") == "/opt/hydria-test\n"  # the image's WORKDIR
+
+
+def test_remap_root_and_writable(srun: Srun, images: dict[str, Path]) -> None:
+    image = f"--container-image={images['busybox']}"
+    assert srun.ok(image, "--container-remap-root", "id", "-u") == "0\n"
+    assert srun(image, "touch", "/x").returncode != 0
+    assert srun.ok(image, "--container-writable", "sh", "-c", "touch /x && echo ok") == "ok\n"
+
+
+def test_named_container_persists_across_steps(srun: Srun, images: dict[str, Path]) -> None:
+    image = f"--container-image={images['busybox']}"
+    srun.ok(image, "--container-name=keep", "--container-writable", "sh", "-c", "echo kept > /state")
+    assert srun.ok("--container-name=keep", "cat", "/state") == "kept\n"
+    result = srun(image, "--container-name=keep:create", "true")
+    assert result.returncode != 0 and '"create" flag was passed' in result.stderr
+    result = srun("--container-name=absent", "true")
+    assert result.returncode != 0 and 'with name "hydria_absent" does not exist' in result.stderr
+
+
+@pytest.mark.parametrize(("option", "message"), [
+    ("--container-mounts=mnt", "mount source must be a relative path"),
+    ("--container-mounts=/tmp:mnt", "mount target must be a relative path or an absolute path"),
+    ("--container-mounts=/tmp:", "--container-mounts: invalid format: /tmp:"),
+    ("--container-name=:exec", "--container-name: empty name"),
+    ("--container-name=x:attach", '--container-name: flag must be "auto", "create", "exec" or "no_exec"'),
+    ("--container-save=/tmp/", "--container-save: target is a directory"),
+    ("--container-env=A,,B", "--container-env: invalid format: A,,B"),
+    ("--container-unshare=pid", "--container-unshare: unknown namespace 'pid'"),
+])
+def test_invalid_options_fail_on_the_submit_side(srun: Srun, images: dict[str, Path], option: str,
+                                                 message: str) -> None:
+    result = srun(f"--container-image={images['busybox']}", option, "true")
+    assert result.returncode != 0 and f"hydria: {message}" in result.stderr
+
+
+def test_bad_image_fails_the_step(srun: Srun) -> None:
+    result = srun("--container-image=/nonexistent.sqsh", "true")
+    assert result.returncode != 0 and "hydria: --container-image: no such file: /nonexistent.sqsh" in result.stderr
+
+
+def test_jobs_without_container_options_are_untouched(srun: Srun) -> None:
+    assert srun.ok("cat", "/etc/debian_version").strip()[0].isdigit()
