@@ -15,7 +15,8 @@ PACKAGES=(
     busybox-static mmdebstrap                                          # test images from Debian packages
     skopeo umoci                                                       # the independent peer pipeline
     zstd pigz uidmap acl python3-venv
-    gcc libc6-dev                                                      # fake GPU driver libraries in tests
+    gcc libc6-dev                                                      # the SPANK shim, fake GPU driver libraries
+    slurm-wlm munge libslurm-dev                                       # the single-node Slurm test cluster
 )
 missing=()
 for package in "${PACKAGES[@]}"; do

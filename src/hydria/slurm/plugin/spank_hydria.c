@@ -368,9 +368,12 @@ static void teardown(spank_t sp)
         while (waitpid(holder, &status, 0) < 0 && errno == EINTR)
             ;
     }
-    if ((child = fork()) == 0) {
+    if ((child = fork()) == 0) {  /* the cleanup runs detached, so that the step ends at once */
         uint32_t job, step;
         char ids[64];
+        if (fork() != 0)
+            _exit(0);
+        setsid();
         spank_get_item(sp, S_JOB_ID, &job);
         spank_get_item(sp, S_JOB_STEPID, &step);
         snprintf(ids, sizeof ids, "--step=%u.%u", job, step);

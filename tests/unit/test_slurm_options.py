@@ -1,0 +1,71 @@
+"""pyxis's option rules, as hydria's Slurm face applies them."""
+
+from __future__ import annotations
+
+import pytest
+
+from hydria.runtime.fstab import MountEntry
+from hydria.slurm.options import OptionError, mount_entry, parse
+from hydria.slurm.plugin_config import parse_plugin_config
+
+
+def test_repeats_same_value_ok_different_value_error() -> None:
+    assert parse(["--container-image=a", "--container-image=a"], {}).image == "a"
+    with pytest.raises(OptionError, match="--container-image specified multiple times"):
+        parse(["--container-image=a", "--container-image=b"], {})
+
+
+def test_boolean_pairs() -> None:
+    assert parse(["--container-image=a", "--no-container-mount-home"], {}).mount_home is False
+    with pytest.raises(OptionError, match="both --container-writable and --container-readonly were specified"):
+        parse(["--container-writable", "--container-readonly"], {})
+
+
+def test_environment_defaults_lose_to_the_command_line() -> None:
+    env = {"HYDRIA_CONTAINER_IMAGE": "env-image", "HYDRIA_CONTAINER_WRITABLE": "1",
+           "HYDRIA_CONTAINER_REMAP_ROOT": "maybe", "HYDRIA_CONTAINER_NAME": "n:no_exec"}
+    options = parse([], env)
+    assert (options.image, options.writable, options.remap_root) == ("env-image", True, None)
+    assert (options.name, options.name_flag) == ("n", "no_exec")
+    assert parse(["--container-image=cli", "--container-readonly"], env).image == "cli"
+    assert parse(["--container-readonly"], env).writable is False
+
+
+def test_ignored_without_image_or_name() -> None:
+    options = parse(["--container-workdir=/x", "--container-remap-root"], {})
+    assert not options.enabled
+    assert options.warnings == [
+        "ignoring --container-workdir because neither --container-image nor --container-name is set",
+        "ignoring --container-remap-root because neither --container-image nor --container-name is set"]
+
+
+def test_mount_entries_as_pyxis_builds_them() -> None:
+    assert mount_entry("/a:/b:ro+rprivate") == MountEntry("/a", "/b", "none", ("x-create=auto", "rbind", "ro", "rprivate"),
+                                                         origin="--container-mounts")
+    assert mount_entry("/a").target == "/a"
+    assert mount_entry("/a:/b:").options == ("x-create=auto", "rbind")
+    assert mount_entry("tmpfs:/t").fstype == "tmpfs"
+    assert mount_entry("umount:/root").options == ("x-detach",)
+    options = parse(["--container-image=i", "--container-mounts=/a:/b,/a:/b"], {})
+    assert len(options.mounts) == 1  # an identical duplicate is dropped
+    for bad in (":", "/tmp:", ":/x", "/a:/b:c:d"):
+        with pytest.raises(OptionError, match="invalid format"):
+            mount_entry(bad)
+
+
+def test_env_and_unshare_lists() -> None:
+    assert parse(["--container-image=i", "--container-env=A,B,A"], {}).env == ["A", "B"]
+    assert parse(["--container-image=i", "--container-unshare=net,uts"], {}).unshare == ["net", "uts"]
+    with pytest.raises(OptionError, match="empty namespace argument"):
+        parse(["--container-unshare=net,"], {})
+    with pytest.raises(OptionError, match="--container-image: argument required"):
+        parse(["--container-image="], {})
+
+
+def test_plugin_config() -> None:
+    config = parse_plugin_config(["execute_entrypoint=yes", "container_scope=job"])
+    assert config.execute_entrypoint and config.container_scope == "job"
+    with pytest.raises(Exception, match="unknown configuration option: colour=blue"):
+        parse_plugin_config(["colour=blue"])
+    with pytest.raises(Exception, match="execute_entrypoint: invalid value: Yes"):
+        parse_plugin_config(["execute_entrypoint=Yes"])
