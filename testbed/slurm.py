@@ -69,7 +69,7 @@ def start(hydria: str, plugin_options: list[str] | None = None) -> None:
     subprocess.run(["slurmd", "-f", str(CONF), "-N", NODE], check=True, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        state = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True, env=env).stdout
+        state = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True, env=env, check=False).stdout
         if state.strip() in ("idle", "mix", "alloc"):
             return
         time.sleep(0.5)
@@ -88,7 +88,7 @@ def stop() -> None:
         subprocess.run(["pkill", "-x", name], check=False)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and subprocess.run(["pgrep", "-x", "-f", "slurmd .*|slurmctld .*"],
-                                                         stdout=subprocess.DEVNULL).returncode == 0:
+                                                         stdout=subprocess.DEVNULL, check=False).returncode == 0:
         time.sleep(0.2)
 
 
