@@ -95,6 +95,8 @@ def test_environment_and_entrypoint(srun: Srun, images: dict[str, Path]) -> None
     assert "HYDRIA_ENTRYPOINT" not in env  # ... and the entrypoint does not run by default
     env = srun.ok(image, "--container-env=GREETING", "--container-entrypoint", "env", GREETING="from the host")
     assert "GREETING=from the host" in env and "HYDRIA_ENTRYPOINT=ran" in env
+    env = srun.ok(image, "env", GREETING="from the host", HYDRIA_CONTAINER_ENV="GREETING")
+    assert "GREETING=from the host" in env  # the environment default of --container-env
     assert srun.ok(image, "pwd") == "/opt/hydria-test\n"  # the image's WORKDIR
 
 

@@ -287,6 +287,11 @@ static int merge_environment(spank_t sp)
     int fd;
     static const char *locale[] = {"LANG", "LANGUAGE", "LC_ALL"};
 
+    if (!container_env) {  /* the HYDRIA_CONTAINER_ENV default of --container-env */
+        char names[4096];
+        if (spank_getenv(sp, "HYDRIA_CONTAINER_ENV", names, sizeof names) == ESPANK_SUCCESS && *names)
+            container_env = strdup(names);
+    }
     for (size_t i = 0; i < sizeof locale / sizeof *locale; i++)
         if (!keeps_host_value(locale[i], strlen(locale[i])))
             spank_unsetenv(sp, locale[i]);
