@@ -83,7 +83,6 @@ class Request:
 class Plan:
     """What the hook will do to one container."""
 
-    gpus: list[Gpu]
     mounts: list[MountEntry] = field(default_factory=list)
     links: list[tuple[str, str]] = field(default_factory=list)  # (path in the container, link target)
     environment: dict[str, str] = field(default_factory=dict)
@@ -160,7 +159,7 @@ def plan(request: Request, driver_root: str, root: str, host: Mapping[str, str])
         return None
     all_gpus = discover_gpus(driver_root)
     gpus = select(all_gpus, request.devices, host.get("SLURM_STEP_GPUS") or host.get("SLURM_JOB_GPUS"))
-    result = Plan(gpus)
+    result = Plan()
     if not Path(driver_root, "dev/nvidia-uvm").exists() and "compute" in request.capabilities:
         log.warning("the nvidia_uvm kernel module is not loaded: CUDA programs will fail to start")
     if gpus != all_gpus:
