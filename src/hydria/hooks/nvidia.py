@@ -32,7 +32,7 @@ from pathlib import Path
 
 from hydria.errors import HydriaError
 from hydria.hooks import ldcache
-from hydria.runtime.fstab import MountEntry
+from hydria.runtime.fstab import READ_ONLY_FILE_BIND, MountEntry
 from hydria.runtime.mounts import mount_entries, resolve_in_root
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,6 @@ BINARIES: Mapping[str, tuple[str, ...]] = {
     "compute": ("nvidia-cuda-mps-control", "nvidia-cuda-mps-server"),
 }
 BINARY_DIRS = ("usr/bin", "usr/sbin", "bin", "sbin", "usr/local/bin", "usr/local/nvidia/bin")
-_READ_ONLY_BIND = ("x-create=file", "bind", "ro", "nosuid", "nodev", "private")
 
 
 class NvidiaError(HydriaError):
@@ -169,7 +168,7 @@ def plan(request: Request, driver_root: str, root: str, host: Mapping[str, str])
         for name in BINARIES.get(capability, ()):
             source = _find_binary(driver_root, name, host)
             if source:
-                result.mounts.append(MountEntry(source, f"/usr/bin/{name}", "none", _READ_ONLY_BIND, origin="nvidia hook"))
+                result.mounts.append(MountEntry(source, f"/usr/bin/{name}", "none", READ_ONLY_FILE_BIND, origin="nvidia hook"))
     return result
 
 
@@ -197,18 +196,20 @@ def _plan_libraries(result: Plan, request: Request, driver_root: str, root: str)
                           hint="run ldconfig on this node so that the NVIDIA driver's libraries can be found") from None
     prefixes = tuple(p for c in request.capabilities for p in LIBRARIES.get(c, ()))
     library_dir = _library_dir(root)
-    mounted: dict[str, str] = {}  # real file name -> host path
+    mounted: set[str] = set()  # real file names
+    linked: set[str] = set()  # sonames
     for soname, path in ldcache.entries(cache):
         if not any(soname == p or soname.startswith(p + ".") for p in prefixes):
             continue
-        real = resolve_in_root(driver_root, path) if driver_root != "/" else os.path.realpath(path)
+        real = resolve_in_root(driver_root, path)
         if not os.path.isfile(real):
             continue
         name = os.path.basename(real)
         if name not in mounted:
-            mounted[name] = real
-            result.mounts.append(MountEntry(real, f"{library_dir}/{name}", "none", _READ_ONLY_BIND, origin="nvidia hook"))
-        if soname != name and all(link != f"{library_dir}/{soname}" for link, _ in result.links):
+            mounted.add(name)
+            result.mounts.append(MountEntry(real, f"{library_dir}/{name}", "none", READ_ONLY_FILE_BIND, origin="nvidia hook"))
+        if soname != name and soname not in linked:
+            linked.add(soname)
             result.links.append((f"{library_dir}/{soname}", name))
 
 

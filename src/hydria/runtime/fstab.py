@@ -37,6 +37,8 @@ PROPAGATION: Mapping[str, int] = {
 IGNORED = frozenset({"auto", "noauto", "user", "nouser", "users", "nousers", "group", "nogroup", "owner",
                      "noowner", "nofail", "iversion", "noiversion"})
 _KNOWN_OPTIONS = frozenset(FLAGS) | frozenset(PROPAGATION) | IGNORED
+# A host file shown read-only at a path the container may lack (driver libraries, rc.local overrides).
+READ_ONLY_FILE_BIND = ("x-create=file", "bind", "ro", "nosuid", "nodev", "private")
 
 
 class FstabError(HydriaError):

@@ -32,7 +32,7 @@ _ENV_DEFAULTS = {"container-image": "IMAGE", "container-mounts": "MOUNTS", "cont
                  "container-unshare": "UNSHARE"}
 _BOOL_DEFAULTS = {"mount_home": "MOUNT_HOME", "remap_root": "REMAP_ROOT", "entrypoint": "ENTRYPOINT",
                   "entrypoint_log": "ENTRYPOINT_LOG"}
-_TRUE, _FALSE = ("1", "true", "yes", "y"), ("0", "false", "no", "n")
+TRUE, FALSE = ("1", "true", "yes", "y"), ("0", "false", "no", "n")  # pyxis's booleans, case-sensitive
 
 
 @dataclass
@@ -87,12 +87,12 @@ def parse(args: Sequence[str], environment: Mapping[str, str]) -> ContainerOptio
     for setting, suffix in _BOOL_DEFAULTS.items():
         if setting not in flags:
             default = environment.get(f"HYDRIA_CONTAINER_{suffix}", "")
-            if default in _TRUE or default in _FALSE:
-                setattr(options, setting, default in _TRUE)
+            if default in TRUE or default in FALSE:
+                setattr(options, setting, default in TRUE)
     if "writable" not in flags:
         for suffix, meaning in (("WRITABLE", True), ("READONLY", False)):
             default = environment.get(f"HYDRIA_CONTAINER_{suffix}", "")
-            if options.writable is None and default in _TRUE:
+            if options.writable is None and default in TRUE:
                 options.writable = meaning
     _apply_values(options, values)
     if not options.enabled:

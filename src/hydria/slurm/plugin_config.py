@@ -6,8 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hydria.errors import HydriaError
-
-_TRUE, _FALSE = ("1", "true", "yes", "y"), ("0", "false", "no", "n")
+from hydria.slurm.options import FALSE, TRUE
 
 
 @dataclass(frozen=True)
@@ -30,9 +29,9 @@ def parse_plugin_config(arguments: Sequence[str]) -> PluginConfig:
             raise HydriaError(f"unknown configuration option: {argument}")
         default = PluginConfig.__dataclass_fields__[key].default
         if isinstance(default, bool):
-            if value not in _TRUE + _FALSE:
+            if value not in TRUE + FALSE:
                 raise HydriaError(f"{key}: invalid value: {value}")
-            values[key] = value in _TRUE
+            values[key] = value in TRUE
         elif key == "container_scope" and value not in ("global", "job"):
             raise HydriaError(f"{key}: invalid value: {value}")
         else:

@@ -20,7 +20,7 @@ from pathlib import Path
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.paths import ensure_dir
-from hydria.runtime.fstab import MountEntry
+from hydria.runtime.fstab import READ_ONLY_FILE_BIND, MountEntry
 from hydria.slurm.options import ContainerOptions
 
 log = logging.getLogger(__name__)
@@ -53,8 +53,7 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
     if not options.entrypoint:
         rc_local = scratch / "rc.local"
         rc_local.write_text('exec "$@"\n')
-        entries.append(MountEntry(str(rc_local), "/etc/rc.local", "none",
-                                  ("x-create=file", "bind", "ro", "nosuid", "nodev", "private"), origin="hydria"))
+        entries.append(MountEntry(str(rc_local), "/etc/rc.local", "none", READ_ONLY_FILE_BIND, origin="hydria"))
     env = [f"{name}={environment[name]}" for name in options.env if environment.get(name)]
     start_container(StartOptions(target, STOP_COMMAND, env=env, entries=entries), settings)
 
