@@ -16,6 +16,9 @@ import sys
 import time
 from pathlib import Path
 
+from testbed.users import run_as
+from testbed.workspace import Workspace
+
 ROOT = Path("/run/hydria-slurm")
 CONF = ROOT / "slurm.conf"
 NODE = "hydria-node"
@@ -42,6 +45,7 @@ SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
+LaunchParameters=use_interactive_step
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 PlugStackConfig={root}/plugstack.conf
@@ -54,6 +58,8 @@ def start(hydria: str, plugin_options: list[str] | None = None) -> None:
     """Start munged, slurmctld and slurmd (stopping an earlier cluster first) and wait until the
     node takes jobs. Raises RuntimeError with the daemons' logs when it does not come up."""
     stop()
+    for sub in ("state", "spool"):  # a fresh cluster: no recovered jobs, no drained node
+        shutil.rmtree(ROOT / sub, ignore_errors=True)
     for sub in ("state", "spool", "plugstack.conf.d", "lib"):
         (ROOT / sub).mkdir(parents=True, exist_ok=True)
     CONF.write_text(slurm_conf())
@@ -90,6 +96,24 @@ def stop() -> None:
     while time.monotonic() < deadline and subprocess.run(["pgrep", "-x", "-f", "slurmd .*|slurmctld .*"],
                                                          stdout=subprocess.DEVNULL, check=False).returncode == 0:
         time.sleep(0.2)
+
+
+class Submitter:
+    """Slurm's client commands (srun, sbatch, salloc, ...) as a workspace's user, from its ``out``
+    folder, against the test cluster, with hydria's settings pointing into the workspace."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+
+    def run(self, program: str, *args: str, input: str | None = None,
+            **env: str) -> subprocess.CompletedProcess[str]:
+        return run_as(self.workspace.user, [program, *args], cwd=self.workspace.out, timeout=120, input=input,
+                      env=self.workspace.env(SLURM_CONF=str(CONF), **env))
+
+    def ok(self, program: str, *args: str, input: str | None = None, **env: str) -> str:
+        result = self.run(program, *args, input=input, **env)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
 
 
 if __name__ == "__main__":

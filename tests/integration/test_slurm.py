@@ -13,7 +13,7 @@ import pytest
 
 from testbed import slurm
 from testbed.publish import PublishedImage
-from testbed.users import User, run_as
+from testbed.users import User
 from testbed.workspace import Workspace
 
 pytestmark = pytest.mark.integration
@@ -32,19 +32,17 @@ def srun(cluster: None, workspace: Workspace) -> Iterator[Srun]:
 
 
 class Srun:
-    """``srun`` as the test user, from its workspace, with hydria's settings pointing there."""
+    """``srun`` as the test user."""
 
     def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
+        self.submitter = slurm.Submitter(workspace)
 
     def __call__(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-        return run_as(self.workspace.user, ["srun", *args], cwd=self.workspace.out, timeout=120,
-                      env=self.workspace.env(SLURM_CONF=str(slurm.CONF), **env))
+        return self.submitter.run("srun", *args, **env)
 
     def ok(self, *args: str, **env: str) -> str:
-        result = self(*args, **env)
-        assert result.returncode == 0, result.stderr
-        return result.stdout
+        return self.submitter.ok("srun", *args, **env)
 
 
 def test_tasks_run_in_the_image(srun: Srun, images: dict[str, Path]) -> None:

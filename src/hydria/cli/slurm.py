@@ -1,8 +1,11 @@
 """``hydria slurm ACTION``: the Python side of the Slurm plugin.
 
 * ``validate OPTIONS...`` (srun, sbatch, salloc): check the ``--container-*`` options;
-* ``start --step=JOB.STEP OPTIONS...`` (slurmstepd, as the user): set up the step's container;
+* ``start --step=JOB.STEP [--batch-script=PATH] OPTIONS...`` (slurmstepd, as the user): set up the
+  step's container; the batch step's script is bound into it at the same path;
 * ``cleanup --step=JOB.STEP`` (slurmstepd, as the user): remove what the step left;
+* ``epilog --job=JOB`` (slurmd's job epilog, as the user; container_scope=job): remove the job's
+  named containers;
 * ``install-plugin [--plugin-dir D] [--plugstack-dir D] [--include D] [KEY=VALUE...]`` (admin).
 
 Errors print as ``hydria: MESSAGE`` and exit 1, as pyxis's do in the user's terminal.
@@ -18,7 +21,7 @@ from pathlib import Path
 from hydria.config import Settings
 from hydria.errors import HydriaError
 
-ACTIONS = ("validate", "start", "cleanup", "install-plugin")
+ACTIONS = ("validate", "start", "cleanup", "epilog", "install-plugin")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,18 +46,27 @@ def _dispatch(action: str, args: list[str], settings: Settings) -> int:
 
     if action == "install-plugin":
         return _install(args)
-    config_args, step, rest = [], "", []
+    config_args, step, job, batch_script, rest = [], "", "", None, []
     while args:
         arg = args.pop(0)
         if arg == "--config" and args:
             config_args.append(args.pop(0))
         elif arg.startswith("--step="):
             step = arg.removeprefix("--step=")
+        elif arg.startswith("--job="):
+            job = arg.removeprefix("--job=")
+        elif arg.startswith("--batch-script="):
+            batch_script = arg.removeprefix("--batch-script=")
         else:
             rest.append(arg)
     config = parse_plugin_config(config_args)
     if action == "cleanup":
         step_lifecycle.cleanup(_step(step), settings)
+        return 0
+    if action == "epilog":
+        if not job.isdigit():
+            raise HydriaError(f"--job: expected a job id, got {job!r}")
+        step_lifecycle.remove_job_containers(job, settings)
         return 0
     parsed = container_options.parse(rest, os.environ)
     if parsed.entrypoint is None:
@@ -65,14 +77,15 @@ def _dispatch(action: str, args: list[str], settings: Settings) -> int:
         return 0
     if not parsed.enabled:
         return step_lifecycle.DISABLED_STATUS
-    step_lifecycle.start(parsed, _step(step), settings, os.environ, scope=config.container_scope)
+    step_lifecycle.start(parsed, _step(step), settings, os.environ, scope=config.container_scope,
+                         batch_script=batch_script)
     return 1  # start() execs the container or raises
 
 
 def _step(step: str) -> str:
     job, dot, number = step.partition(".")
-    if not (job.isdigit() and dot and number.isdigit()):
-        raise HydriaError(f"--step: expected JOBID.STEPID, got {step!r}")
+    if not (job.isdigit() and dot and (number.isdigit() or number in ("batch", "interactive"))):
+        raise HydriaError(f"--step: expected JOBID.STEPID (STEPID a number, batch or interactive), got {step!r}")
     return step
 
 

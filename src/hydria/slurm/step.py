@@ -37,7 +37,7 @@ def step_dir(settings: Settings, step: str) -> Path:
 
 
 def start(options: ContainerOptions, step: str, settings: Settings, environment: Mapping[str, str],
-          scope: str = "global") -> None:
+          scope: str = "global", batch_script: str | None = None) -> None:
     """Set up the step's container and stop inside it; returns only by raising HydriaError."""
     from hydria.runtime.start import StartOptions
     from hydria.runtime.start import start as start_container
@@ -50,6 +50,9 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
     prefix = f"{PREFIX}{step.partition('.')[0]}_" if scope == "job" else PREFIX
     target = _container(options, prefix, settings, scratch, cwd)
     entries = list(options.mounts)
+    if batch_script:  # sbatch: the script in slurmd's spool runs inside, at the same path
+        entries.append(MountEntry(batch_script, batch_script, "none", READ_ONLY_FILE_BIND,
+                                  origin="hydria"))
     if not options.entrypoint:
         rc_local = scratch / "rc.local"
         rc_local.write_text('exec "$@"\n')
@@ -62,6 +65,24 @@ def cleanup(step: str, settings: Settings) -> None:
     """Remove the step's scratch space (the imported image of an unnamed container)."""
     scratch = step_dir(settings, step)
     shutil.rmtree(scratch, ignore_errors=True)
+
+
+def remove_job_containers(job: str, settings: Settings) -> None:
+    """container_scope=job: remove every ``hydria_JOB_*`` container of the user when the job ends.
+    Raises HydriaError naming the containers that could not be removed."""
+    from hydria.store import Store
+
+    store = Store(settings)
+    prefix = f"{PREFIX}{job}_"
+    for name in store.names():
+        if name.startswith(prefix):
+            try:
+                store.remove(name)
+            except (HydriaError, OSError) as e:
+                log.warning("cannot remove %s: %s", name, e)
+    leftovers = [name for name in store.names() if name.startswith(prefix)]
+    if leftovers:
+        raise HydriaError("; ".join(f"container {name} was not removed" for name in leftovers))
 
 
 def _step_settings(options: ContainerOptions, settings: Settings) -> Settings:

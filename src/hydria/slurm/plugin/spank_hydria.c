@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <pwd.h>
 #include <limits.h>
 #include <sched.h>
 #include <signal.h>
@@ -37,6 +38,10 @@ SPANK_PLUGIN(hydria, 1);
 
 #define MAX_ARGS 256
 #define DISABLED_STATUS 64 /* `hydria slurm start`: no container for this step */
+/* Slurm's special step ids (slurm/slurm.h, which spank.h does not include) */
+#define EXTERN_STEP 0xfffffffcU
+#define BATCH_STEP 0xfffffffbU
+#define INTERACTIVE_STEP 0xfffffffaU
 
 static char *hydria_path = "hydria";       /* plugstack argument hydria=PATH */
 static char *config_args[32];              /* the other plugstack arguments, passed on */
@@ -98,17 +103,36 @@ static int wanted(spank_t sp)
     return getenv("HYDRIA_CONTAINER_IMAGE") != NULL || getenv("HYDRIA_CONTAINER_NAME") != NULL;
 }
 
-int slurm_spank_init(spank_t sp, int ac, char **av)
+/* pyxis's false values; anything else is checked (and refused) by `hydria slurm validate` */
+static int is_false(const char *value)
 {
+    return !strcmp(value, "0") || !strcmp(value, "false") || !strcmp(value, "no") || !strcmp(value, "n");
+}
+
+/* The plugstack arguments: hydria=PATH for us, the others passed on to Python. Returns whether the
+ * options are wanted in sbatch and salloc (sbatch_support). */
+static int parse_arguments(int ac, char **av)
+{
+    int allocator_options = 1;
+    config_count = 0;
     for (int i = 0; i < ac; i++) {
         if (strncmp(av[i], "hydria=", 7) == 0)
             hydria_path = av[i] + 7;
         else if (config_count < 32)
             config_args[config_count++] = av[i];
+        if (strncmp(av[i], "sbatch_support=", 15) == 0)
+            allocator_options = !is_false(av[i] + 15);
     }
+    return allocator_options;
+}
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+    int allocator_options = parse_arguments(ac, av);
     for (int i = 0; options[i].name; i++) {
         options[i].val = i;
-        if (spank_context() == S_CTX_SLURMD || spank_context() == S_CTX_JOB_SCRIPT)
+        if (spank_context() == S_CTX_SLURMD || spank_context() == S_CTX_JOB_SCRIPT ||
+            (spank_context() == S_CTX_ALLOCATOR && !allocator_options))
             continue;
         if (spank_option_register(sp, &options[i]) != ESPANK_SUCCESS)
             return -1;
@@ -116,8 +140,8 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
     return 0;
 }
 
-/* argv of `hydria slurm SUBCOMMAND [--config KEY=VALUE]... [OPTIONS]... [extra]` */
-static char **command(const char *subcommand, const char *extra)
+/* argv of `hydria slurm SUBCOMMAND [--config KEY=VALUE]... [OPTIONS]... [EXTRA...]` */
+static char **command(const char *subcommand, const char *extra, const char *more)
 {
     static char *argv[MAX_ARGS + 80];
     int n = 0;
@@ -132,6 +156,8 @@ static char **command(const char *subcommand, const char *extra)
         argv[n++] = option_args[i];
     if (extra)
         argv[n++] = (char *)extra;
+    if (more)
+        argv[n++] = (char *)more;
     argv[n] = NULL;
     return argv;
 }
@@ -171,7 +197,7 @@ static int validate(void)
     if ((child = fork()) < 0)
         return -1;
     if (child == 0) {
-        execvp(hydria_path, command("validate", NULL));
+        execvp(hydria_path, command("validate", NULL, NULL));
         fprintf(stderr, "hydria: cannot run %s: %s\n", hydria_path, strerror(errno));
         _exit(127);
     }
@@ -205,20 +231,37 @@ static char *read_all(int fd)
     return text;
 }
 
+/* "--step=JOB.STEP", STEP being a number, "batch" or "interactive"; 0 for the extern step, which
+ * runs no task of the user's and never gets a container. */
+static int step_argument(spank_t sp, char *buffer, size_t size)
+{
+    uint32_t job = 0, step = 0;
+    spank_get_item(sp, S_JOB_ID, &job);
+    spank_get_item(sp, S_JOB_STEPID, &step);
+    if (step == EXTERN_STEP)
+        return 0;
+    if (step == BATCH_STEP || step == INTERACTIVE_STEP)
+        snprintf(buffer, size, "--step=%u.%s", job, step == BATCH_STEP ? "batch" : "interactive");
+    else
+        snprintf(buffer, size, "--step=%u.%u", job, step);
+    return 1;
+}
+
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
-    uint32_t job, step;
-    char ids[64];
+    char ids[64], *script = NULL;
     int status, log;
     pid_t child;
 
     (void)ac;
     (void)av;
-    if (!wanted(sp))
+    if (!wanted(sp) || !step_argument(sp, ids, sizeof ids))
         return 0;
-    spank_get_item(sp, S_JOB_ID, &job);
-    spank_get_item(sp, S_JOB_STEPID, &step);
-    snprintf(ids, sizeof ids, "--step=%u.%u", job, step);
+    int argc = 0;
+    char **argv = NULL;
+    if (strstr(ids, ".batch") && spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS && argc > 0 &&
+        asprintf(&script, "--batch-script=%s", argv[0]) < 0)
+        script = NULL;
     if ((log = memfd_create("hydria-start", MFD_CLOEXEC)) < 0 || (child = fork()) < 0) {
         start_error = strdup("cannot start the container: out of resources");
         return 0;
@@ -229,7 +272,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
         dup2(log, STDERR_FILENO);
         int null = open("/dev/null", O_RDONLY);
         dup2(null, STDIN_FILENO);
-        execvp(hydria_path, command("start", ids));
+        execvp(hydria_path, command("start", ids, script));
         fprintf(stderr, "hydria: cannot run %s: %s\n", hydria_path, strerror(errno));
         _exit(127);
     }
@@ -243,6 +286,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
             start_error = strdup("hydria: the container did not start");
     }
     close(log);
+    free(script);
     return 0;
 }
 
@@ -374,16 +418,13 @@ static void teardown(spank_t sp)
             ;
     }
     if ((child = fork()) == 0) {  /* the cleanup runs detached, so that the step ends at once */
-        uint32_t job, step;
         char ids[64];
         if (fork() != 0)
             _exit(0);
         setsid();
-        spank_get_item(sp, S_JOB_ID, &job);
-        spank_get_item(sp, S_JOB_STEPID, &step);
-        snprintf(ids, sizeof ids, "--step=%u.%u", job, step);
+        step_argument(sp, ids, sizeof ids);
         become_user(sp);
-        execvp(hydria_path, command("cleanup", ids));
+        execvp(hydria_path, command("cleanup", ids, NULL));
         _exit(127);
     }
     if (child > 0)
@@ -401,6 +442,57 @@ int slurm_spank_task_exit(spank_t sp, int ac, char **av)
     if (spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &tasks) == ESPANK_SUCCESS && ++exited >= tasks)
         teardown(sp);
     return 0;
+}
+
+/* slurmd, as root, when a job ends: with container_scope=job, remove the job's named containers
+ * (`hydria slurm epilog` as the job's user). A failure means containers were left behind. */
+int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
+{
+    uid_t uid;
+    gid_t gid;
+    uint32_t job;
+    char ids[64];
+    int status, log, job_scope = 0;
+    pid_t child;
+
+    parse_arguments(ac, av);
+    for (int i = 0; i < ac; i++)
+        job_scope |= strcmp(av[i], "container_scope=job") == 0;
+    if (!job_scope || spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS)
+        return 0;
+    snprintf(ids, sizeof ids, "--job=%u", job);
+    if ((log = memfd_create("hydria-epilog", MFD_CLOEXEC)) < 0 || (child = fork()) < 0)
+        return -1;
+    if (child == 0) {
+        struct passwd *user = getpwuid(uid);
+        dup2(log, STDOUT_FILENO);
+        dup2(log, STDERR_FILENO);
+        if (!user || initgroups(user->pw_name, gid) < 0 || setresgid(gid, gid, gid) < 0 ||
+            setresuid(uid, uid, uid) < 0) {
+            fprintf(stderr, "hydria: job epilog: cannot become user %u: %s\n", uid, strerror(errno));
+            _exit(121);
+        }
+        clearenv();
+        setenv("PATH", "/usr/local/bin:/usr/bin:/bin", 1);
+        setenv("HOME", user->pw_dir, 1);
+        setenv("USER", user->pw_name, 1);
+        execvp(hydria_path, command("epilog", ids, NULL));
+        fprintf(stderr, "hydria: cannot run %s: %s\n", hydria_path, strerror(errno));
+        _exit(127);
+    }
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        close(log);
+        return 0;
+    }
+    char *output = read_all(log);
+    close(log);
+    for (char *line = output ? strtok(output, "\n") : NULL; line; line = strtok(NULL, "\n"))
+        slurm_error("%s", line);
+    free(output);
+    return -1;
 }
 
 int slurm_spank_exit(spank_t sp, int ac, char **av)
