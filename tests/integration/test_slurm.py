@@ -115,6 +115,21 @@ def test_named_container_persists_across_steps(srun: Srun, images: dict[str, Pat
     assert result.returncode != 0 and 'with name "hydria_absent" does not exist' in result.stderr
 
 
+def test_container_save(srun: Srun, images: dict[str, Path]) -> None:
+    data = Path(srun.workspace.env()["HYDRIA_DATA_PATH"])
+    srun.ok(f"--container-image={images['busybox']}", "--container-writable", "--container-save=saved.sqsh",
+            "sh", "-c", "echo from-step > /result")
+    saved = srun.workspace.out / "saved.sqsh"  # relative to the job's working directory
+    assert srun.ok(f"--container-image={saved}", "cat", "/result") == "from-step\n"
+    assert not data.exists() or list(data.iterdir()) == []  # the temporary container went with the step
+    # a named container, all tasks writing, saved over the image it started from
+    srun.ok("-n", "2", f"--container-image={saved}", "--container-name=tosave", "--container-writable",
+            f"--container-save={saved}", "sh", "-c", "touch /task$SLURM_PROCID")
+    assert {"result", "task0", "task1"} <= set(srun.ok(f"--container-image={saved}", "ls", "/").split())
+    result = srun(f"--container-image={images['busybox']}", "--container-save=/nonexistent/x.sqsh", "true")
+    assert "failed to export container hydria_" in result.stderr and "/nonexistent" in result.stderr
+
+
 @pytest.mark.parametrize(("option", "message"), [
     ("--container-mounts=mnt", "mount source must be a relative path"),
     ("--container-mounts=/tmp:mnt", "mount target must be a relative path or an absolute path"),

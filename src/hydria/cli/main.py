@@ -35,7 +35,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("exec", "Run a command in a running container", "hydria.cli.exec_"),
     Command("list", "List containers", "hydria.cli.list_"),
     Command("remove", "Remove containers", "hydria.cli.remove"),
-    Command("export", "Write a container back to an image file", None),
+    Command("export", "Write a container back to an image file", "hydria.cli.export"),
     Command("bundle", "Make a self-extracting bundle from an image file", None),
     Command("batch", "Start a container from a configuration file", None),
     Command("doctor", "Check that this node can run hydria containers", None),

@@ -3,7 +3,8 @@
 * ``validate OPTIONS...`` (srun, sbatch, salloc): check the ``--container-*`` options;
 * ``start --step=JOB.STEP [--batch-script=PATH] OPTIONS...`` (slurmstepd, as the user): set up the
   step's container; the batch step's script is bound into it at the same path;
-* ``cleanup --step=JOB.STEP`` (slurmstepd, as the user): remove what the step left;
+* ``cleanup --step=JOB.STEP [--export] OPTIONS...`` (slurmstepd, as the user): save the container
+  (--container-save, when every task started: ``--export``), remove what the step left;
 * ``epilog --job=JOB`` (slurmd's job epilog, as the user; container_scope=job): remove the job's
   named containers;
 * ``install-plugin [--plugin-dir D] [--plugstack-dir D] [--include D] [KEY=VALUE...]`` (admin).
@@ -60,15 +61,16 @@ def _dispatch(action: str, args: list[str], settings: Settings) -> int:
         else:
             rest.append(arg)
     config = parse_plugin_config(config_args)
-    if action == "cleanup":
-        step_lifecycle.cleanup(_step(step), settings)
-        return 0
     if action == "epilog":
         if not job.isdigit():
             raise HydriaError(f"--job: expected a job id, got {job!r}")
         step_lifecycle.remove_job_containers(job, settings)
         return 0
-    parsed = container_options.parse(rest, os.environ)
+    export = "--export" in rest
+    parsed = container_options.parse([arg for arg in rest if arg != "--export"], os.environ)
+    if action == "cleanup":
+        step_lifecycle.cleanup(parsed, _step(step), settings, os.environ, config.container_scope, export)
+        return 0
     if parsed.entrypoint is None:
         parsed.entrypoint = config.execute_entrypoint
     for warning in parsed.warnings:

@@ -10,7 +10,6 @@ import logging
 import os
 import stat
 from collections.abc import Sequence
-from pathlib import Path
 
 from hydria.errors import HydriaError
 from hydria.runtime import syscalls as sc
@@ -106,12 +105,14 @@ def mount_entry(entry: MountEntry, root: str, cwd: str) -> None:
 def _create(target: str, kind: str, source: str | None) -> None:
     if kind == "auto":
         kind = "file" if source and not os.path.isdir(source) else "dir"
-    try:
+    try:  # a new mount point gets mode 0000, as enroot's do: export leaves such placeholders out
         if kind == "dir":
-            os.makedirs(target, exist_ok=True)
+            if not os.path.isdir(target):
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                os.mkdir(target, 0)
         elif not os.path.lexists(target):
             os.makedirs(os.path.dirname(target), exist_ok=True)
-            Path(target).touch()
+            os.close(os.open(target, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0))
         elif stat.S_ISDIR(os.stat(target).st_mode):
             raise MountFailed(f"failed to create file: {target}: is a directory")
     except OSError as e:

@@ -76,3 +76,20 @@ def mount_overlay(lower: str, upper: str, work: str, target: str) -> None:
         hint = "another start of this container is running" if e.errno == 16 else \
             "the kernel must allow overlayfs in user namespaces (Linux 5.11 or newer)"
         raise HydriaError(f"Failed to mount the container's overlay: {e.strerror}", hint=hint) from None
+
+
+def mount_container(container: Container, area: str, uid: int, gid: int) -> str:
+    """Mount the container's root filesystem under ``area`` (a fresh directory); returns its path."""
+    root = f"{area}/root"
+    for name in ("lower", "upper", "work", "root"):
+        os.makedirs(f"{area}/{name}")
+    if container.directory is not None:
+        sc.mount(str(container.directory), root, None, sc.MS_BIND | sc.MS_REC)
+        return root
+    assert container.image is not None
+    mount_squashfs(container.image, f"{area}/lower", uid, gid)
+    upper, work = f"{area}/upper", f"{area}/work"
+    if container.upper is not None:
+        upper, work = str(container.upper / "upper"), str(container.upper / "work")
+    mount_overlay(f"{area}/lower", upper, work, root)
+    return root

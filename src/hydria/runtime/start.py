@@ -14,12 +14,9 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import pwd
 import signal
-import socket
-import struct
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,7 +26,7 @@ from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.hooks import nvidia
 from hydria.paths import ensure_dir
-from hydria.runtime import environ, fstab, hooks, rootfs
+from hydria.runtime import environ, fstab, hooks, namespaces, rootfs
 from hydria.runtime import syscalls as sc
 from hydria.runtime.mounts import mount_entries
 
@@ -88,11 +85,11 @@ def start(options: StartOptions, settings: Settings) -> None:
     host_user = pwd.getpwuid(uid)
     cwd = os.getcwd()
 
-    _enter_namespaces(settings, uid, gid)
+    namespaces.enter(settings, uid, gid)
     inner_uid, inner_gid = (0, 0) if settings.remap_root else (uid, gid)
     area = f"{runtime}/{os.getpid()}"
     sc.mount("tmpfs", str(runtime), "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=700")
-    root = _mount_rootfs(container, area, inner_uid, inner_gid)
+    root = rootfs.mount_container(container, area, inner_uid, inner_gid)
     hooks.write_identity(root, host_user, settings.remap_root)
 
     mounts = fstab.parse(SYSTEM_FSTAB + (NET_FSTAB if settings.unshare_net else ""), "system fstab")
@@ -136,52 +133,6 @@ def start(options: StartOptions, settings: Settings) -> None:
     except OSError as e:
         raise HydriaError(f"cannot run {argv[0]} in the container: {e.strerror}",
                           hint="hydria runs the image's /etc/rc with /bin/sh; the image needs one") from None
-
-
-def _enter_namespaces(settings: Settings, uid: int, gid: int) -> None:
-    flags = sc.CLONE_NEWUSER | sc.CLONE_NEWNS
-    flags |= sc.CLONE_NEWNET if settings.unshare_net else 0
-    flags |= sc.CLONE_NEWIPC if settings.unshare_ipc else 0
-    flags |= sc.CLONE_NEWUTS if settings.unshare_uts else 0
-    try:
-        sc.unshare(flags)
-        with open("/proc/self/setgroups", "w") as handle:
-            handle.write("deny")
-        inner = 0 if settings.remap_root else uid
-        with open("/proc/self/uid_map", "w") as handle:
-            handle.write(f"{inner} {uid} 1")
-        with open("/proc/self/gid_map", "w") as handle:
-            handle.write(f"{0 if settings.remap_root else gid} {gid} 1")
-        sc.mount(None, "/", None, sc.MS_REC | sc.MS_SLAVE)
-    except OSError as e:
-        raise HydriaError(f"cannot create the container's namespaces: {e.strerror}",
-                          hint="unprivileged user namespaces must be enabled (sysctl user.max_user_namespaces)") from None
-    if settings.unshare_net:
-        _loopback_up()
-
-
-def _loopback_up() -> None:
-    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        request = struct.pack("16sH14x", b"lo", 0)
-        flags = struct.unpack("16sH14x", fcntl.ioctl(s, siocgifflags, request))[1]
-        fcntl.ioctl(s, siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
-
-
-def _mount_rootfs(container: rootfs.Container, area: str, uid: int, gid: int) -> str:
-    root = f"{area}/root"
-    for name in ("lower", "upper", "work", "root"):
-        os.makedirs(f"{area}/{name}")
-    if container.directory is not None:
-        sc.mount(str(container.directory), root, None, sc.MS_BIND | sc.MS_REC)
-        return root
-    assert container.image is not None
-    rootfs.mount_squashfs(container.image, f"{area}/lower", uid, gid)
-    upper, work = f"{area}/upper", f"{area}/work"
-    if container.upper is not None:
-        upper, work = str(container.upper / "upper"), str(container.upper / "work")
-    rootfs.mount_overlay(f"{area}/lower", upper, work, root)
-    return root
 
 
 def _read(root: str, relative: str) -> str:

@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import os
 import shutil
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -42,13 +43,12 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
     from hydria.runtime.start import StartOptions
     from hydria.runtime.start import start as start_container
 
-    cwd = environment.get("PWD") or os.getcwd()
+    cwd = _job_cwd(environment)
     os.chdir(cwd)
     settings = _step_settings(options, settings)
     scratch = step_dir(settings, step)
     scratch.mkdir(mode=0o700, exist_ok=True)
-    prefix = f"{PREFIX}{step.partition('.')[0]}_" if scope == "job" else PREFIX
-    target = _container(options, prefix, settings, scratch, cwd)
+    target = _container(options, _prefix(step, scope), step, settings, scratch, cwd)
     entries = list(options.mounts)
     if batch_script:  # sbatch: the script in slurmd's spool runs inside, at the same path
         entries.append(MountEntry(batch_script, batch_script, "none", READ_ONLY_FILE_BIND,
@@ -61,10 +61,44 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
     start_container(StartOptions(target, STOP_COMMAND, env=env, entries=entries), settings)
 
 
-def cleanup(step: str, settings: Settings) -> None:
-    """Remove the step's scratch space (the imported image of an unnamed container)."""
-    scratch = step_dir(settings, step)
-    shutil.rmtree(scratch, ignore_errors=True)
+def cleanup(options: ContainerOptions, step: str, settings: Settings, environment: Mapping[str, str],
+            scope: str = "global", export: bool = False) -> None:
+    """When the step ends: with ``export`` (every task started), write the container to the
+    --container-save file; then remove the step's temporary container and scratch space.
+    Raises HydriaError when the export fails (the rest is cleaned up all the same)."""
+    from hydria.store import Store
+
+    name = container_name(options, step, scope)
+    try:
+        if export and options.save and name:
+            from hydria.runtime.export import export as export_container
+
+            path = Path(_job_cwd(environment), options.save)
+            export_container(name, str(path), True, settings)
+            print(f"hydria: exported container {name} to {path}", file=sys.stderr)
+    except HydriaError as e:
+        raise HydriaError(f"failed to export container {name} to {options.save}: {e.message}") from None
+    finally:
+        if options.name is None and name and Store(settings).path(name).is_dir():
+            Store(settings).remove(name)
+        shutil.rmtree(step_dir(settings, step), ignore_errors=True)
+
+
+def container_name(options: ContainerOptions, step: str, scope: str) -> str | None:
+    """The container the step runs: NAME given, a temporary one when an unnamed container is to be
+    saved (its writes must land somewhere), else none (the image file is started directly)."""
+    if options.name is not None:
+        return _prefix(step, scope) + options.name
+    return _prefix(step, scope) + step if options.save else None
+
+
+def _job_cwd(environment: Mapping[str, str]) -> str:
+    """The step's working directory: PWD, else slurmstepd's own, which is the step's."""
+    return environment.get("PWD") or os.getcwd()
+
+
+def _prefix(step: str, scope: str) -> str:
+    return f"{PREFIX}{step.partition('.')[0]}_" if scope == "job" else PREFIX
 
 
 def remove_job_containers(job: str, settings: Settings) -> None:
@@ -94,14 +128,19 @@ def _step_settings(options: ContainerOptions, settings: Settings) -> Settings:
     return dataclasses.replace(settings, **changes)  # type: ignore[arg-type]
 
 
-def _container(options: ContainerOptions, prefix: str, settings: Settings, scratch: Path, cwd: str) -> str:
+def _container(options: ContainerOptions, prefix: str, step: str, settings: Settings, scratch: Path,
+               cwd: str) -> str:
     """What to start: a container name, or an image file for an unnamed container."""
     from hydria.store import Store
 
-    if options.name is None:
+    if options.name is None and not options.save:
         assert options.image is not None
         return str(_image_file(options.image, scratch, settings, cwd))
     store = Store(settings)
+    if options.name is None:  # a temporary container, so that the writes to save persist
+        name = prefix + step
+        store.create(_image_file(options.image or "", scratch, settings, cwd), name, force=True, unpack=False)
+        return name
     name = prefix + options.name
     exists = store.path(name).is_dir()
     if options.name_flag == "create" and exists:

@@ -49,6 +49,8 @@ static int config_count;
 static char *option_args[MAX_ARGS];        /* every --container-* occurrence, "--name=value" */
 static int option_count;
 static pid_t holder = -1;                  /* the stopped container process of this step */
+static uint32_t *started;                  /* tasks that joined the container (shared with them) */
+static char step_cwd[PATH_MAX];            /* the step's working directory, as user_init found it */
 static char *start_error;                  /* what `hydria slurm start` said when it failed */
 static char *container_env;                /* --container-env names, which keep the host value */
 
@@ -188,33 +190,6 @@ static void become_user(spank_t sp)
         setenv("PATH", "/usr/local/bin:/usr/bin:/bin", 1);
 }
 
-/* The submit side (srun, sbatch, salloc): validate the options before anything is sent. */
-static int validate(void)
-{
-    pid_t child;
-    int status;
-
-    if ((child = fork()) < 0)
-        return -1;
-    if (child == 0) {
-        execvp(hydria_path, command("validate", NULL, NULL));
-        fprintf(stderr, "hydria: cannot run %s: %s\n", hydria_path, strerror(errno));
-        _exit(127);
-    }
-    while (waitpid(child, &status, 0) < 0 && errno == EINTR)
-        ;
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
-}
-
-int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
-{
-    (void)ac;
-    (void)av;
-    if (!spank_remote(sp) && wanted(sp))
-        return validate();
-    return 0;
-}
-
 static char *read_all(int fd)
 {
     size_t size = 0, cap = 4096;
@@ -229,6 +204,49 @@ static char *read_all(int fd)
     if (text)
         text[size] = '\0';
     return text;
+}
+
+/* Print what a child wrote to the memfd `log` through slurm_error, line by line. */
+static void report(int log)
+{
+    char *output = read_all(log);
+    for (char *line = output ? strtok(output, "\n") : NULL; line; line = strtok(NULL, "\n"))
+        slurm_error("%s", line);
+    free(output);
+}
+
+static int wait_for(pid_t child, int flags)
+{
+    int status = 0;
+    while (waitpid(child, &status, flags) < 0 && errno == EINTR)
+        ;
+    return status;
+}
+
+/* The submit side (srun, sbatch, salloc): validate the options before anything is sent. */
+static int validate(void)
+{
+    pid_t child;
+    int status;
+
+    if ((child = fork()) < 0)
+        return -1;
+    if (child == 0) {
+        execvp(hydria_path, command("validate", NULL, NULL));
+        fprintf(stderr, "hydria: cannot run %s: %s\n", hydria_path, strerror(errno));
+        _exit(127);
+    }
+    status = wait_for(child, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (!spank_remote(sp) && wanted(sp))
+        return validate();
+    return 0;
 }
 
 /* "--step=JOB.STEP", STEP being a number, "batch" or "interactive"; 0 for the extern step, which
@@ -257,6 +275,8 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     (void)av;
     if (!wanted(sp) || !step_argument(sp, ids, sizeof ids))
         return 0;
+    if (!getcwd(step_cwd, sizeof step_cwd))
+        step_cwd[0] = '\0';
     int argc = 0;
     char **argv = NULL;
     if (strstr(ids, ".batch") && spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS && argc > 0 &&
@@ -276,10 +296,12 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
         fprintf(stderr, "hydria: cannot run %s: %s\n", hydria_path, strerror(errno));
         _exit(127);
     }
-    while (waitpid(child, &status, WUNTRACED) < 0 && errno == EINTR)
-        ;
+    status = wait_for(child, WUNTRACED);
     if (WIFSTOPPED(status)) {
         holder = child;
+        started = mmap(NULL, sizeof *started, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (started == MAP_FAILED)
+            started = NULL;
     } else if (!(WIFEXITED(status) && WEXITSTATUS(status) == DISABLED_STATUS)) {
         start_error = read_all(log);
         if (!start_error || !*start_error)
@@ -358,12 +380,25 @@ static int merge_environment(spank_t sp)
     return 0;
 }
 
-static const char *workdir(void)
+static const char *option_value(const char *prefix)
 {
     for (int i = option_count - 1; i >= 0; i--)
-        if (strncmp(option_args[i], "--container-workdir=", 20) == 0)
-            return option_args[i] + 20;
+        if (strncmp(option_args[i], prefix, strlen(prefix)) == 0)
+            return option_args[i] + strlen(prefix);
     return NULL;
+}
+
+static const char *workdir(void)
+{
+    return option_value("--container-workdir=");
+}
+
+/* --container-save, or its HYDRIA_CONTAINER_SAVE default in the job's environment */
+static int saving(spank_t sp)
+{
+    char value[16];
+    return option_value("--container-save=") != NULL ||
+           spank_getenv(sp, "HYDRIA_CONTAINER_SAVE", value, sizeof value) != ESPANK_ENV_NOEXIST;
 }
 
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
@@ -398,38 +433,58 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         slurm_error("hydria: couldn't chdir to %s: %s", dir, strerror(errno));
         return -1;
     }
+    if (started)
+        __atomic_add_fetch(started, 1, __ATOMIC_SEQ_CST);
     return 0;
 }
 
 /* Kill the holder and run `hydria slurm cleanup`, once: when the last local task has exited, or at
- * the latest when the step ends. */
-static void teardown(spank_t sp)
+ * the latest when the step ends. The cleanup runs detached, so that the step ends at once, except
+ * with --container-save: the step ends when the image is written, or fails when the export did. */
+static int teardown(spank_t sp)
 {
     static int done;
+    char ids[64];
+    uint32_t tasks = 0;
+    int log = -1, rc = 0;
     pid_t child;
-    int status;
 
     if (done || (holder < 0 && !start_error))
-        return;
+        return 0;
     done = 1;
     if (holder > 0) {
         kill(holder, SIGKILL);
-        while (waitpid(holder, &status, 0) < 0 && errno == EINTR)
-            ;
+        wait_for(holder, 0);
     }
-    if ((child = fork()) == 0) {  /* the cleanup runs detached, so that the step ends at once */
-        char ids[64];
-        if (fork() != 0)
+    spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &tasks);
+    int export = saving(sp) && started && *started >= tasks;
+    if (export && (log = memfd_create("hydria-cleanup", MFD_CLOEXEC)) < 0)
+        export = 0;
+    if ((child = fork()) == 0) {
+        if (!export && fork() != 0)
             _exit(0);
         setsid();
         step_argument(sp, ids, sizeof ids);
         become_user(sp);
-        execvp(hydria_path, command("cleanup", ids, NULL));
+        if (export) {
+            dup2(log, STDOUT_FILENO);
+            dup2(log, STDERR_FILENO);
+        }
+        if (*step_cwd && chdir(step_cwd) < 0)  /* a relative --container-save is relative to it */
+            fprintf(stderr, "hydria: cannot enter %s: %s\n", step_cwd, strerror(errno));
+        execvp(hydria_path, command("cleanup", ids, export ? "--export" : NULL));
         _exit(127);
     }
-    if (child > 0)
-        while (waitpid(child, &status, 0) < 0 && errno == EINTR)
-            ;
+    if (child > 0) {
+        int status = wait_for(child, 0);
+        if (export && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+            report(log);
+            rc = -1;
+        }
+    }
+    if (log >= 0)
+        close(log);
+    return rc;
 }
 
 int slurm_spank_task_exit(spank_t sp, int ac, char **av)
@@ -440,7 +495,7 @@ int slurm_spank_task_exit(spank_t sp, int ac, char **av)
     (void)ac;
     (void)av;
     if (spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &tasks) == ESPANK_SUCCESS && ++exited >= tasks)
-        teardown(sp);
+        return teardown(sp);
     return 0;
 }
 
@@ -481,18 +536,11 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
         fprintf(stderr, "hydria: cannot run %s: %s\n", hydria_path, strerror(errno));
         _exit(127);
     }
-    while (waitpid(child, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-        close(log);
-        return 0;
-    }
-    char *output = read_all(log);
+    status = wait_for(child, 0);
+    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+        report(log);
     close(log);
-    for (char *line = output ? strtok(output, "\n") : NULL; line; line = strtok(NULL, "\n"))
-        slurm_error("%s", line);
-    free(output);
-    return -1;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
 int slurm_spank_exit(spank_t sp, int ac, char **av)
@@ -500,6 +548,6 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
     (void)ac;
     (void)av;
     if (spank_remote(sp))
-        teardown(sp);
+        return teardown(sp);
     return 0;
 }

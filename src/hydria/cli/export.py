@@ -1,0 +1,20 @@
+"""``hydria export [-o FILE] [-f] NAME``: write a container back to a squashfs image file."""
+
+from __future__ import annotations
+
+import argparse
+
+from hydria.config import Settings
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-o", "--output", help="image file to write (default: NAME.sqsh here)")
+    parser.add_argument("-f", "--force", action="store_true", help="overwrite an existing file")
+    parser.add_argument("name")
+
+
+def run(options: argparse.Namespace, settings: Settings) -> int:
+    from hydria.runtime.export import export
+
+    export(options.name, options.output, options.force, settings)
+    return 0

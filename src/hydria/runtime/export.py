@@ -1,0 +1,109 @@
+"""``export``: write a container (its image plus the writes it kept, or its unpacked tree) back to
+a squashfs image file.
+
+A child process enters a user namespace mapped to root (so that it can read every file the user
+owns, whatever its mode) and a mount namespace, mounts the container's root filesystem as a start
+would, and runs mksquashfs on it with the image options of the settings. What is left out, as
+enroot does: the contents of /dev, and the empty mode-0000 files and directories that mounts left
+behind as mount points. The file appears under its name only when complete (atomic rename).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import stat
+import subprocess
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from hydria.config import Settings
+from hydria.errors import HydriaError
+from hydria.paths import ensure_dir
+from hydria.runtime import namespaces, rootfs
+from hydria.runtime import syscalls as sc
+
+
+def export(name: str, output: str | None, force: bool, settings: Settings) -> Path:
+    """Raises HydriaError for a missing container, an existing output without force, or a failed
+    mksquashfs; nothing is left at the output path then."""
+    from hydria.store import Store
+
+    container = Store(settings).container(name)
+    if output is not None and (not output or output.endswith("/")):
+        raise HydriaError(f"Invalid argument: {output}", hint="--output takes a file name")
+    target = Path(output or f"{name}.sqsh").absolute()
+    if target.is_dir():
+        raise HydriaError(f"Is a directory: {target}")
+    if target.exists() and not (force or settings.force_override):
+        raise HydriaError(f"File already exists: {target}", hint="use --force to overwrite it")
+    if not target.parent.is_dir():
+        raise HydriaError(f"No such file or directory: {target.parent}")
+    staging = target.with_name(f".{target.name}.exporting.{os.getpid()}")
+    try:
+        _in_child(lambda: _squash(container, staging, target.name, settings))
+        os.replace(staging, target)
+    finally:
+        staging.unlink(missing_ok=True)
+    return target
+
+
+def _in_child(work: Callable[[], None]) -> None:
+    """Run ``work`` in a forked child, whose namespaces vanish with it; its HydriaError is raised here."""
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(reader)
+        status = 1
+        try:
+            work()
+            status = 0
+        except HydriaError as e:
+            os.write(writer, e.message.encode())
+        except BaseException:  # noqa: BLE001 the parent reports it
+            os.write(writer, traceback.format_exc().encode())
+        finally:
+            os._exit(status)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as pipe:
+        message = pipe.read().decode(errors="replace").strip()
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        raise HydriaError(message or "the export failed")
+
+
+def _squash(container: rootfs.Container, output: Path, label: str, settings: Settings) -> None:
+    uid, gid = os.getuid(), os.getgid()
+    runtime = ensure_dir(settings.runtime_path, setting="HYDRIA_RUNTIME_PATH")
+    namespaces.enter(dataclasses.replace(settings, remap_root=True, unshare_net=False, unshare_ipc=False,
+                                         unshare_uts=False), uid, gid)
+    sc.mount("tmpfs", str(runtime), "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=700")
+    area = f"{runtime}/{os.getpid()}"
+    root = rootfs.mount_container(container, area, 0, 0)
+    excludes = Path(area, "excludes")
+    written = container.upper / "upper" if container.upper else container.directory
+    excludes.write_text("".join(f"{p}\n" for p in ["dev/*", *_placeholders(Path(written or root))]))
+    command = ["mksquashfs", root, str(output), "-all-root", "-noappend", "-no-progress", "-quiet",
+               *(("-processors", str(settings.max_processors)) if settings.max_processors > 0 else ()),
+               *shlex.split(settings.squash_options), "-wildcards", "-ef", str(excludes)]
+    result = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise HydriaError(f"cannot write {label}: {(result.stderr or result.stdout).strip()}")
+
+
+def _placeholders(tree: Path) -> list[str]:
+    """Empty mode-0000 files and directories under ``tree`` (mount points that mounts created),
+    relative to it, with mksquashfs's wildcard characters escaped."""
+    found = []
+    for directory, names, files in os.walk(tree):
+        for entry in (*names, *files):
+            path = os.path.join(directory, entry)
+            info = os.lstat(path)
+            if stat.S_IMODE(info.st_mode) == 0 and (
+                    (stat.S_ISDIR(info.st_mode) and not os.listdir(path)) or
+                    (stat.S_ISREG(info.st_mode) and info.st_size == 0)):
+                relative = os.path.relpath(path, tree)
+                found.append("".join(f"\\{c}" if c in "*?[]\\" else c for c in relative))
+    return found

@@ -1,0 +1,42 @@
+"""The calling process's own user and mount namespaces (and the ones settings ask for)."""
+
+from __future__ import annotations
+
+import fcntl
+import socket
+import struct
+
+from hydria.config import Settings
+from hydria.errors import HydriaError
+from hydria.runtime import syscalls as sc
+
+
+def enter(settings: Settings, uid: int, gid: int) -> None:
+    """Unshare: one uid and gid mapped (the caller's, or 0 with remap_root), mounts made slave."""
+    flags = sc.CLONE_NEWUSER | sc.CLONE_NEWNS
+    flags |= sc.CLONE_NEWNET if settings.unshare_net else 0
+    flags |= sc.CLONE_NEWIPC if settings.unshare_ipc else 0
+    flags |= sc.CLONE_NEWUTS if settings.unshare_uts else 0
+    try:
+        sc.unshare(flags)
+        with open("/proc/self/setgroups", "w") as handle:
+            handle.write("deny")
+        inner = 0 if settings.remap_root else uid
+        with open("/proc/self/uid_map", "w") as handle:
+            handle.write(f"{inner} {uid} 1")
+        with open("/proc/self/gid_map", "w") as handle:
+            handle.write(f"{0 if settings.remap_root else gid} {gid} 1")
+        sc.mount(None, "/", None, sc.MS_REC | sc.MS_SLAVE)
+    except OSError as e:
+        raise HydriaError(f"cannot create the container's namespaces: {e.strerror}",
+                          hint="unprivileged user namespaces must be enabled (sysctl user.max_user_namespaces)") from None
+    if settings.unshare_net:
+        _loopback_up()
+
+
+def _loopback_up() -> None:
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(s, siocgifflags, request))[1]
+        fcntl.ioctl(s, siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))

@@ -1,0 +1,71 @@
+"""``hydria export`` as the unprivileged test user: a container's writes go back into an image file."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from testbed.workspace import Workspace
+
+pytestmark = pytest.mark.integration
+
+
+def ok(workspace: Workspace, *args: str) -> str:
+    result = workspace.run(*args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize("layout", ["mounted", "unpacked"])
+def test_export_keeps_the_containers_writes(images: dict[str, Path], workspace: Workspace, layout: str) -> None:
+    ok(workspace, "create", "-n", "work", *(("--unpack",) if layout == "unpacked" else ()), str(images["busybox"]))
+    host = workspace.out / "host"
+    host.mkdir()
+    ok(workspace, "start", "--rw", "-m", f"{host}:/srv/host", "work", "sh", "-c",
+       "echo kept > /new; rm /etc/os-release; mkdir -p /var/made; echo in > /var/made/f; chmod 0 /var/made")
+    ok(workspace, "export", "work")
+    exported = workspace.out / "work.sqsh"
+    out = ok(workspace, "start", "--root", str(exported), "sh", "-c",
+             "cat /new; test -e /etc/os-release || echo removed; cat /var/made/f; "
+             "ls -A /dev | wc -l; "
+             "test -e /srv/host || echo no-mount-point")
+    lines = out.splitlines()
+    assert lines[:3] == ["kept", "removed", "in"]  # read whatever its mode: the export maps the user to root
+    assert int(lines[3]) > 0  # /dev is the host's at start; the image's own is empty
+    assert lines[4] == "no-mount-point"  # the placeholder --mount made is left out, as enroot does
+    listing = subprocess.run(["unsquashfs", "-lls", str(exported)], capture_output=True, text=True, check=True).stdout
+    assert "root/root" in listing and workspace.user.name not in listing  # owned by root, as an import
+
+
+def test_export_refuses_to_overwrite_without_force(images: dict[str, Path], workspace: Workspace) -> None:
+    ok(workspace, "create", "-n", "c", str(images["busybox"]))
+    target = workspace.out / "image.sqsh"
+    target.write_text("precious\n")
+    result = workspace.run("export", "-o", str(target), "c")
+    assert result.returncode != 0 and f"File already exists: {target}" in result.stderr
+    assert target.read_text() == "precious\n"
+    ok(workspace, "export", "-f", "-o", str(target), "c")
+    assert target.read_bytes()[:4] == b"hsqs"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("missing",), "No such file or directory"),
+    (("-o", "nodir/x.sqsh", "c"), "No such file or directory"),
+    (("-o", "some/", "c"), "Invalid argument: some/"),
+    (("a/b",), "Invalid argument: a/b"),
+])
+def test_export_errors_leave_nothing(images: dict[str, Path], workspace: Workspace, args: tuple[str, ...],
+                                     message: str) -> None:
+    ok(workspace, "create", "-n", "c", str(images["busybox"]))
+    result = workspace.run("export", *args)
+    assert result.returncode != 0 and message in result.stderr
+    assert sorted(p.name for p in workspace.out.iterdir()) == []
+
+
+def test_export_reports_a_failing_squash(images: dict[str, Path], workspace: Workspace) -> None:
+    ok(workspace, "create", "-n", "c", str(images["busybox"]))
+    result = workspace.run("export", "c", HYDRIA_SQUASH_OPTIONS="-comp nosuch")
+    assert result.returncode != 0 and "cannot write c.sqsh" in result.stderr
+    assert sorted(p.name for p in workspace.out.iterdir()) == []
