@@ -10,6 +10,7 @@ import os
 import pwd
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,3 +52,15 @@ def run_as(user: User, argv: Sequence[str], *, env: Mapping[str, str] | None = N
         cwd=cwd or user.home, input=input, capture_output=True, text=True, timeout=timeout,
         check=check,
     )
+
+
+def live_processes(user: User, wait: float = 10) -> list[str]:
+    """The user's processes that are not zombies, after waiting up to ``wait`` seconds for none."""
+    deadline = time.monotonic() + wait
+    while True:
+        listing = subprocess.run(["ps", "-u", str(user.uid), "-o", "stat=,args="], capture_output=True,
+                                 text=True, check=False).stdout
+        alive = [line for line in listing.splitlines() if not line.startswith("Z")]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.1)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.users import run_as
+from testbed.users import live_processes, run_as
 from testbed.workspace import Workspace
 
 pytestmark = pytest.mark.integration
@@ -226,3 +226,10 @@ def test_exec_joins_a_running_container(images: dict[str, Path], workspace: Work
         process.kill()
         process.wait()
     assert "Process not found: 999999" in workspace.run("exec", "999999", "true").stderr
+
+
+def test_nothing_lingers_after_the_program_exits(images: dict[str, Path], workspace: Workspace) -> None:
+    workspace.run("create", "-n", "lingers", str(images["busybox"]))
+    for target in (str(images["busybox"]), "lingers"):
+        assert output(workspace, target, "true") == ""
+    assert live_processes(workspace.user) == []  # squashfuse went with the containers' mount namespaces

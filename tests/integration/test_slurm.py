@@ -13,7 +13,7 @@ import pytest
 
 from testbed import slurm
 from testbed.publish import PublishedImage
-from testbed.users import User
+from testbed.users import User, live_processes
 from testbed.workspace import Workspace
 
 pytestmark = pytest.mark.integration
@@ -113,6 +113,18 @@ def test_named_container_persists_across_steps(srun: Srun, images: dict[str, Pat
     assert result.returncode != 0 and '"create" flag was passed' in result.stderr
     result = srun("--container-name=absent", "true")
     assert result.returncode != 0 and 'with name "hydria_absent" does not exist' in result.stderr
+
+
+def test_cancelled_step_leaves_nothing_behind(srun: Srun, images: dict[str, Path]) -> None:
+    out = srun.workspace.out
+    script = (f"srun -n 2 --container-image={images['busybox']} --container-name=cancelled "
+              f"--container-mounts={out}:/out sh -c 'touch /out/started.$SLURM_PROCID; exec sleep 300' & "
+              "for i in $(seq 100); do [ -e started.0 ] && [ -e started.1 ] && break; sleep 0.1; done; "
+              "scancel $SLURM_JOB_ID; wait")
+    result = srun.submitter.run("salloc", "-n", "2", "sh", "-c", script)
+    assert (out / "started.0").exists() and (out / "started.1").exists(), result.stderr
+    assert live_processes(srun.workspace.user, wait=15) == []  # no task, stopped holder or squashfuse
+    assert srun.ok("--container-name=cancelled", "head", "-1", "/etc/os-release").startswith("PRETTY_NAME")
 
 
 def test_container_save(srun: Srun, images: dict[str, Path]) -> None:

@@ -2,8 +2,11 @@
 
 An image file is mounted with squashfuse: hydria opens ``/dev/fuse`` and mounts it itself (it
 holds CAP_SYS_ADMIN in its user namespace, which squashfuse would lose on exec), then hands the
-descriptor to ``squashfuse -f ... /dev/fd/N``. The daemon dies with the container: its parent-death
-signal fires when the container program (which hydria's process becomes) exits. Writes go to an
+descriptor to ``squashfuse -f ... /dev/fd/N``. The daemon lives exactly as long as the container's
+mount namespace: it moves to a mount namespace of its own and drops the mount there, so the only
+reference to the file system is the container's; when the last process of the container (its
+program, or Slurm tasks that joined it) has gone, the kernel aborts the FUSE connection and the
+daemon exits. Writes go to an
 overlay upper directory: on the runtime tmpfs for an image start, in the container's directory
 for a named container.
 """
@@ -12,7 +15,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,15 +58,18 @@ def mount_squashfs(image: Path, target: str, uid: int, gid: int) -> None:
                  f"fd={fuse},rootmode=40000,user_id={uid},group_id={gid}")
         subprocess.Popen([binary, "-f", "-o", f"uid={uid},gid={gid}", str(image), f"/dev/fd/{fuse}"],
                          pass_fds=(fuse,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         preexec_fn=_die_with_parent, start_new_session=True)  # noqa: PLW1509 single-threaded
+                         preexec_fn=lambda: _leave_mount(target),  # noqa: PLW1509 single-threaded
+                         start_new_session=True)
     except OSError as e:
         raise HydriaError(f"Failed to mount: {image}: {e.strerror}") from None
     finally:
         os.close(fuse)
 
 
-def _die_with_parent() -> None:
-    sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGHUP)
+def _leave_mount(target: str) -> None:
+    """In the squashfuse child: a mount namespace of its own, without the FUSE mount."""
+    sc.unshare(sc.CLONE_NEWNS)
+    sc.umount2(target, sc.MNT_DETACH)
 
 
 def mount_overlay(lower: str, upper: str, work: str, target: str) -> None:
