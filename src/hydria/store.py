@@ -18,6 +18,7 @@ from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.paths import ensure_dir
 from hydria.runtime.rootfs import Container, is_squashfs
+from hydria.runtime.running import RunningProcess, running
 
 IMAGE = "image.sqsh"
 NAME_MAX = 255
@@ -91,6 +92,10 @@ class Store:
             return []
         except OSError as e:
             raise HydriaError(f"{self.root} (HYDRIA_DATA_PATH): {e.strerror}") from None
+
+    def running(self) -> dict[str, list[RunningProcess]]:
+        """The running processes of each container that has any (see runtime/running.py)."""
+        return running({name: self.path(name) for name in self.names()})
 
     def remove(self, name: str) -> None:
         path = self.path(name)

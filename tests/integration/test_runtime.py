@@ -233,3 +233,24 @@ def test_nothing_lingers_after_the_program_exits(images: dict[str, Path], worksp
     for target in (str(images["busybox"]), "lingers"):
         assert output(workspace, target, "true") == ""
     assert live_processes(workspace.user) == []  # squashfuse went with the containers' mount namespaces
+
+
+def test_list_fancy_shows_running_containers(images: dict[str, Path], workspace: Workspace) -> None:
+    for name in ("idle", "busy"):
+        assert workspace.run("create", "-n", name, str(images["busybox"])).returncode == 0
+    marker = workspace.out / "running"
+    busy = subprocess.Popen([workspace.hydria, "start", "-m", f"{workspace.out}:/out", "busy", "sh", "-c",
+                             "touch /out/running; exec sleep 30"], user=workspace.user.uid,
+                            group=workspace.user.gid, extra_groups=[], env=workspace.user.environment(workspace.env()))
+    try:
+        deadline = time.monotonic() + 10
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        table = workspace.run("list", "--fancy").stdout.splitlines()
+        assert table[0].split() == ["NAME", "PID", "COMM", "STATE", "STARTED", "TIME", "MNTNS", "USERNS", "COMMAND"]
+        rows = {line.split()[0]: line.split() for line in table[1:]}
+        assert rows["idle"] == ["idle"]  # not running: the name only
+        assert rows["busy"][1] == str(busy.pid) and rows["busy"][2] == "sleep" and rows["busy"][-2:] == ["sleep", "30"]
+    finally:
+        busy.kill()
+        busy.wait()

@@ -127,6 +127,26 @@ def test_cancelled_step_leaves_nothing_behind(srun: Srun, images: dict[str, Path
     assert srun.ok("--container-name=cancelled", "head", "-1", "/etc/os-release").startswith("PRETTY_NAME")
 
 
+def test_attach_to_a_running_container(srun: Srun, images: dict[str, Path]) -> None:
+    """auto and :exec join the running container's namespaces, :no_exec starts another; as pyxis."""
+    step = "srun -n 1 --overlap --container-name=live"
+    script = (f"{step} --container-image={images['busybox']} --container-mounts={srun.workspace.out}:/out "
+              "sh -c 'readlink /proc/self/ns/mnt > /out/first; while [ ! -e /out/done ]; do sleep 0.1; done' & "
+              "while [ ! -s first ]; do sleep 0.1; done; "
+              f"{step}:exec readlink /proc/self/ns/mnt; {step} readlink /proc/self/ns/mnt; "
+              f"{step}:no_exec readlink /proc/self/ns/mnt; {step} --container-unshare=net true; echo rc=$?; "
+              "touch done; wait")
+    out = srun.submitter.ok("salloc", "-n", "2", "sh", "-c", script)
+    first = (srun.workspace.out / "first").read_text().strip()
+    lines = out.splitlines()
+    assert lines[0] == first and lines[1] == first  # :exec and auto joined it
+    assert lines[2].startswith("mnt:[") and lines[2] != first  # :no_exec has its own
+    assert lines[3] == "rc=1"
+    result = srun("--container-name=live:exec", "true")  # nothing runs any more
+    assert result.returncode != 0 and '"exec" flag was passed to --container-name but the container is not ' \
+        'running' in result.stderr
+
+
 def test_container_save(srun: Srun, images: dict[str, Path]) -> None:
     data = Path(srun.workspace.env()["HYDRIA_DATA_PATH"])
     srun.ok(f"--container-image={images['busybox']}", "--container-writable", "--container-save=saved.sqsh",

@@ -79,9 +79,10 @@ def _dispatch(action: str, args: list[str], settings: Settings) -> int:
         return 0
     if not parsed.enabled:
         return step_lifecycle.DISABLED_STATUS
-    step_lifecycle.start(parsed, _step(step), settings, os.environ, scope=config.container_scope,
-                         batch_script=batch_script)
-    return 1  # start() execs the container or raises
+    pid = step_lifecycle.start(parsed, _step(step), settings, os.environ, scope=config.container_scope,
+                               batch_script=batch_script)
+    print(f"@attach {pid}")  # the running container the shim's tasks join
+    return step_lifecycle.ATTACH_STATUS
 
 
 def _step(step: str) -> str:

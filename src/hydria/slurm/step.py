@@ -15,7 +15,7 @@ import logging
 import os
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from hydria.config import Settings
@@ -27,6 +27,7 @@ from hydria.slurm.options import ContainerOptions
 log = logging.getLogger(__name__)
 
 DISABLED_STATUS = 64  # no container for this step (the shim's DISABLED_STATUS)
+ATTACH_STATUS = 65  # join the running container whose PID is on the last line (the shim's ATTACH_STATUS)
 STOP_COMMAND = ("sh", "-c", "kill -STOP $$; exit 0")
 PREFIX = "hydria_"
 
@@ -38,11 +39,21 @@ def step_dir(settings: Settings, step: str) -> Path:
 
 
 def start(options: ContainerOptions, step: str, settings: Settings, environment: Mapping[str, str],
-          scope: str = "global", batch_script: str | None = None) -> None:
-    """Set up the step's container and stop inside it; returns only by raising HydriaError."""
+          scope: str = "global", batch_script: str | None = None) -> int:
+    """Set up the step's container and stop inside it (this process becomes the holder), or return
+    the PID of the named container when it is running already, for the tasks to join (attach).
+    Raises HydriaError."""
     from hydria.runtime.start import StartOptions
     from hydria.runtime.start import start as start_container
 
+    if options.name is not None and options.name_flag != "no_exec":
+        pid = _running_pid(_prefix(step, scope) + options.name, settings)
+        if pid is not None:
+            if options.mounts:
+                log.warning("ignoring --container-mounts when attaching to a running container")
+            _check_unshared(options.unshare, pid)
+            log.info("reusing existing container namespaces")
+            return pid
     cwd = _job_cwd(environment)
     os.chdir(cwd)
     settings = _step_settings(options, settings)
@@ -59,6 +70,26 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
         entries.append(MountEntry(str(rc_local), "/etc/rc.local", "none", READ_ONLY_FILE_BIND, origin="hydria"))
     env = [f"{name}={environment[name]}" for name in options.env if environment.get(name)]
     start_container(StartOptions(target, STOP_COMMAND, env=env, entries=entries), settings)
+    raise AssertionError("start() execs the container or raises")
+
+
+def _running_pid(name: str, settings: Settings) -> int | None:
+    """The first process of container ``name`` when it is running (another step's holder, or a
+    ``hydria start``), else None."""
+    from hydria.runtime.running import running
+    from hydria.store import Store
+
+    path = Store(settings).path(name)
+    processes = running({name: path}).get(name, []) if path.is_dir() else []
+    return processes[0].pid if processes else None
+
+
+def _check_unshared(namespaces: Sequence[str], pid: int) -> None:
+    labels = {"net": "network", "ipc": "IPC", "uts": "UTS"}
+    for namespace in namespaces:
+        if os.readlink(f"/proc/{pid}/ns/{namespace}") == os.readlink(f"/proc/self/ns/{namespace}"):
+            raise HydriaError(f"--container-unshare={namespace} requested but the container is not in a "
+                              f"separate {labels[namespace]} namespace")
 
 
 def cleanup(options: ContainerOptions, step: str, settings: Settings, environment: Mapping[str, str],
@@ -146,8 +177,7 @@ def _container(options: ContainerOptions, prefix: str, step: str, settings: Sett
     if options.name_flag == "create" and exists:
         raise HydriaError('"create" flag was passed to --container-name but the container already exists')
     if options.name_flag == "exec":
-        raise HydriaError('"exec" flag was passed to --container-name but the container is not running',
-                          hint="attaching to a running container is not supported yet")
+        raise HydriaError('"exec" flag was passed to --container-name but the container is not running')
     if exists:
         log.info("reusing existing container filesystem")
         return name

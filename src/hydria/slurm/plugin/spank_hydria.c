@@ -38,6 +38,7 @@ SPANK_PLUGIN(hydria, 1);
 
 #define MAX_ARGS 256
 #define DISABLED_STATUS 64 /* `hydria slurm start`: no container for this step */
+#define ATTACH_STATUS 65   /* `hydria slurm start`: join the running container "@attach PID" names */
 /* Slurm's special step ids (slurm/slurm.h, which spank.h does not include) */
 #define EXTERN_STEP 0xfffffffcU
 #define BATCH_STEP 0xfffffffbU
@@ -49,6 +50,7 @@ static int config_count;
 static char *option_args[MAX_ARGS];        /* every --container-* occurrence, "--name=value" */
 static int option_count;
 static pid_t holder = -1;                  /* the stopped container process of this step */
+static int attached;                       /* holder is a running container's: not ours to stop */
 static uint32_t *started;                  /* tasks that joined the container (shared with them) */
 static char step_cwd[PATH_MAX];            /* the step's working directory, as user_init found it */
 static char *start_error;                  /* what `hydria slurm start` said when it failed */
@@ -299,13 +301,22 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     status = wait_for(child, WUNTRACED);
     if (WIFSTOPPED(status)) {
         holder = child;
-        started = mmap(NULL, sizeof *started, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-        if (started == MAP_FAILED)
-            started = NULL;
+    } else if (WIFEXITED(status) && WEXITSTATUS(status) == ATTACH_STATUS) {
+        char *output = read_all(log), *line = output ? strstr(output, "@attach ") : NULL;
+        attached = 1;
+        holder = line ? (pid_t)atoi(line + 8) : -1;
+        if (holder <= 0)
+            start_error = strdup("hydria: cannot attach to the running container");
+        free(output);
     } else if (!(WIFEXITED(status) && WEXITSTATUS(status) == DISABLED_STATUS)) {
         start_error = read_all(log);
         if (!start_error || !*start_error)
             start_error = strdup("hydria: the container did not start");
+    }
+    if (holder > 0) {
+        started = mmap(NULL, sizeof *started, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (started == MAP_FAILED)
+            started = NULL;
     }
     close(log);
     free(script);
@@ -452,7 +463,7 @@ static int teardown(spank_t sp)
     if (done || (holder < 0 && !start_error))
         return 0;
     done = 1;
-    if (holder > 0) {
+    if (holder > 0 && !attached) {
         kill(holder, SIGKILL);
         wait_for(holder, 0);
     }

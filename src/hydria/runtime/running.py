@@ -1,0 +1,118 @@
+"""Which named containers are running, and as which processes.
+
+No registry is kept (nothing to go stale): the user's processes are grouped by mount namespace,
+and a namespace belongs to container NAME when its root mount is NAME's overlay (its upperdir is
+``DATA/NAME/upper``) or, for an unpacked container, NAME's ``rootfs`` directory itself. Each
+namespace is represented by its lowest PID, which is the container's first process.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+_OCTAL = re.compile(r"\\([0-7]{3})")
+
+
+@dataclass(frozen=True)
+class RunningProcess:
+    pid: int
+    mount_namespace: str
+    user_namespace: str
+
+
+def running(containers: dict[str, Path]) -> dict[str, list[RunningProcess]]:
+    """The running processes of each container, given as name -> its directory in the data path
+    (lowest PID of each mount namespace, in PID order). Containers not running are left out."""
+    uppers = {str(path / "upper"): name for name, path in containers.items()}
+    trees = {}
+    for name, path in containers.items():
+        try:
+            info = os.stat(path / "rootfs")
+            trees[(info.st_dev, info.st_ino)] = name
+        except OSError:
+            continue
+    found: dict[str, list[RunningProcess]] = {}
+    for pid, namespace in _namespaces():
+        owner = _owner(pid, uppers, trees)
+        if owner is not None:
+            found.setdefault(owner, []).append(RunningProcess(pid, namespace, _link(pid, "ns/user") or ""))
+    return found
+
+
+def _namespaces() -> Iterable[tuple[int, str]]:
+    """(lowest PID, mount namespace) of each mount namespace of this user other than ours."""
+    ours = _link("self", "ns/mnt")
+    uid = os.getuid()
+    seen: set[str] = set()
+    for entry in sorted(int(e) for e in os.listdir("/proc") if e.isdigit()):
+        try:
+            if os.stat(f"/proc/{entry}").st_uid != uid:
+                continue
+        except OSError:
+            continue
+        namespace = _link(entry, "ns/mnt")
+        if namespace and namespace != ours and namespace not in seen:
+            seen.add(namespace)
+            yield entry, namespace
+
+
+def _owner(pid: int, uppers: dict[str, str], trees: dict[tuple[int, int], str]) -> str | None:
+    try:
+        with open(f"/proc/{pid}/mountinfo") as handle:
+            lines = handle.read().splitlines()
+        root = os.stat(f"/proc/{pid}/root")
+    except OSError:  # gone meanwhile
+        return None
+    if (root.st_dev, root.st_ino) in trees:
+        return trees[(root.st_dev, root.st_ino)]
+    for line in lines:
+        fields = line.split(" - ", 1)
+        if len(fields) != 2 or fields[0].split()[4] != "/":
+            continue
+        for option in fields[1].split()[-1].split(","):
+            if option.startswith("upperdir="):
+                upper = _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), option.removeprefix("upperdir="))
+                if upper in uppers:
+                    return uppers[upper]
+    return None
+
+
+def _link(pid: int | str, name: str) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/{name}")
+    except OSError:
+        return None
+
+
+def describe(pid: int) -> dict[str, str] | None:
+    """ps-style columns of a process (COMM, STATE, STARTED, TIME, COMMAND); None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            stat = handle.read()
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            command = handle.read().rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+    comm = stat[stat.index("(") + 1:stat.rindex(")")]
+    fields = stat[stat.rindex(")") + 2:].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) // ticks
+    days, rest = divmod(cpu, 86400)
+    started = _boot_time() + int(fields[19]) / ticks
+    stamp = time.strftime("%H:%M:%S" if time.time() - started < 86400 else "%b %d", time.localtime(started))
+    return {"COMM": comm, "STATE": fields[0], "STARTED": stamp,
+            "TIME": f"{f'{days}-' if days else ''}{rest // 3600:02}:{rest % 3600 // 60:02}:{rest % 60:02}",
+            "COMMAND": command or f"[{comm}]"}
+
+
+def _boot_time() -> int:
+    with open("/proc/stat") as handle:
+        for line in handle:
+            if line.startswith("btime "):
+                return int(line.split()[1])
+    return 0
