@@ -17,6 +17,7 @@ PACKAGES=(
     zstd pigz uidmap acl python3-venv
     gcc libc6-dev                                                      # the SPANK shim, fake GPU driver libraries
     slurm-wlm munge libslurm-dev                                       # the single-node Slurm test cluster
+    libpmix-dev libmpich-dev                                           # srun --mpi=pmix; the PMI2 test program
 )
 missing=()
 for package in "${PACKAGES[@]}"; do

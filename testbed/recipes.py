@@ -2,6 +2,8 @@
 
 * ``busybox``: one layer with Debian's static busybox; builds in a second.
 * ``gpu-probe``: glibc, busybox and a CUDA driver-API program, for the GPU proof on real hardware.
+* ``mpi``: Debian bookworm with Open MPI and mpi4py (mmdebstrap), and an MPICH program, for MPI
+  under Slurm: Debian builds Open MPI for PMIx only; MPICH speaks PMI2.
 * ``debian``: Debian bookworm with python3 (mmdebstrap), split into layers, plus an upper layer
   that deletes files, replaces a directory (whiteouts, an opaque directory), and adds a hardlink,
   symlinks, a file with spaces in its name and a file with a non-root owner; the config has Env,
@@ -35,6 +37,15 @@ MMDEBSTRAP_ARGS = (
     "--dpkgopt=path-exclude=/usr/share/man/*", "--dpkgopt=path-exclude=/usr/share/locale/*",
     "--dpkgopt=path-exclude=/usr/share/info/*", "bookworm",
 )
+MPI_PACKAGES = "openmpi-bin,python3-mpi4py,libpmix2,libmpich12"
+MPI4PY_HELLO = """#!/usr/bin/python3
+# The mpi4py test program of the mpi test image (Open MPI): rank, size and an allreduce.
+from mpi4py import MPI
+
+world = MPI.COMM_WORLD
+total = world.allreduce(world.Get_rank() + 1)
+print(f"rank {world.Get_rank()} of {world.Get_size()} sum {total} lib {MPI.Get_library_version()[:12]}")
+"""
 # Paths that go to the second layer of the Debian image, so the base layer holds no python.
 _PYTHON_LAYER = re.compile(r"usr/(lib|share|bin)/[^/]*python3|usr/lib/python3|usr/share/doc/[^/]*python3"
                            r"|var/lib/dpkg/info/[^/]*python3")
@@ -111,19 +122,22 @@ def build_debian(workdir: Path) -> Image:
 
 
 def _split_rootfs(rootfs: Path, base: Path, python: Path) -> None:
-    """Python files to one layer, the rest to another; device nodes are dropped as Docker does."""
-    placement: dict[str, LayerTar] = {}
+    """Python files to one layer, the rest to another."""
     with tarfile.open(rootfs) as source, LayerTar(base) as base_layer, LayerTar(python) as python_layer:
-        for member in source:
-            name = member.name.removeprefix("./")
-            if name in ("", ".") or name.startswith("dev/") and not member.isdir():
-                continue
-            if member.islnk():
-                layer = placement[member.linkname.removeprefix("./")]  # a hardlink stays with its target
-            else:
-                layer = python_layer if _PYTHON_LAYER.match(name) else base_layer
-            placement[name] = layer
-            layer.copy_member(member, source.extractfile(member) if member.isreg() else None)
+        _copy_rootfs(source, lambda name: python_layer if _PYTHON_LAYER.match(name) else base_layer)
+
+
+def _copy_rootfs(source: tarfile.TarFile, layer_for: Callable[[str], LayerTar]) -> None:
+    """mmdebstrap's tar into layers (``layer_for`` picks one by path); device nodes are dropped as
+    Docker does, and a hardlink stays in its target's layer."""
+    placement: dict[str, LayerTar] = {}
+    for member in source:
+        name = member.name.removeprefix("./")
+        if name in ("", ".") or name.startswith("dev/") and not member.isdir():
+            continue
+        layer = placement[member.linkname.removeprefix("./")] if member.islnk() else layer_for(name)
+        placement[name] = layer
+        layer.copy_member(member, source.extractfile(member) if member.isreg() else None)
 
 
 def build_gpu_probe(workdir: Path) -> Image:
@@ -159,16 +173,35 @@ def build_gpu_probe(workdir: Path) -> Image:
     return Image([make_layer(tar_path, workdir)], config)
 
 
+def build_mpi(workdir: Path) -> Image:
+    """Open MPI and mpi4py from Debian, plus ``mpich-hello`` (testbed/mpi_hello.c, built here with
+    Debian's MPICH, whose runtime the image has), in one layer; see the module docstring."""
+    hello = workdir / "mpich-hello"
+    subprocess.run(["mpicc.mpich", "-O2", "-o", str(hello), str(Path(__file__).parent / "mpi_hello.c")], check=True)
+    rootfs = workdir / "rootfs.tar"
+    subprocess.run(["mmdebstrap", "--quiet", "--variant=minbase", f"--include={MPI_PACKAGES}", "--format=tar",
+                    *(f"--dpkgopt=path-exclude=/usr/share/{d}/*" for d in ("man", "locale", "info", "doc")),
+                    "bookworm", str(rootfs)], check=True, env={**os.environ, "SOURCE_DATE_EPOCH": str(EPOCH)})
+    layer = workdir / "layer.tar"
+    with tarfile.open(rootfs) as source, LayerTar(layer) as target:
+        _copy_rootfs(source, lambda name: target)
+        target.file("usr/local/bin/mpich-hello", hello.read_bytes(), 0o755)
+        target.file("usr/local/bin/mpi4py-hello", MPI4PY_HELLO, 0o755)
+    rootfs.unlink()
+    config = {"Env": [f"PATH={STANDARD_PATH}", "LANG=C.UTF-8"], "Cmd": ["/bin/bash"]}
+    return Image([make_layer(layer, workdir)], config)
+
+
 RECIPES: dict[str, Callable[[Path], Image]] = {"busybox": build_busybox, "debian": build_debian,
-                                               "gpu-probe": build_gpu_probe}
+                                               "gpu-probe": build_gpu_probe, "mpi": build_mpi}
 
 
 def recipe_key(name: str) -> str:
     """Hash of what determines the image: the builder modules' source and mmdebstrap's arguments."""
     h = hashlib.sha256(name.encode())
-    for module in ("oci.py", "tarbuild.py", "recipes.py", "cuda_probe.c"):
+    for module in ("oci.py", "tarbuild.py", "recipes.py", "cuda_probe.c", "mpi_hello.c"):
         h.update((Path(__file__).parent / module).read_bytes())
-    h.update(json.dumps(MMDEBSTRAP_ARGS).encode())
+    h.update(json.dumps([MMDEBSTRAP_ARGS, MPI_PACKAGES]).encode())
     return h.hexdigest()[:16]
 
 

@@ -52,3 +52,22 @@ def images(busybox: PublishedImage, debian: PublishedImage, image_workdir: Path,
             assert done.returncode == 0, done.stderr
         result[image.name] = target
     return result
+
+
+@pytest.fixture(scope="session")
+def mpi_image(image_workdir: Path, hydria_bin: str, test_user: User) -> Path:
+    """The ``mpi`` test image (Open MPI, mpi4py, an MPICH program), imported from an OCI archive."""
+    from testbed.oci import write_oci_archive
+    from testbed.recipes import get_image
+
+    directory = image_workdir / "mpi"
+    directory.mkdir(mode=0o755, exist_ok=True)
+    archive = directory / "mpi.tar"
+    write_oci_archive([get_image("mpi", directory)], archive, "latest", directory)
+    archive.chmod(0o644)
+    os.chown(directory, test_user.uid, test_user.gid)
+    target = directory / "mpi.sqsh"
+    done = run_as(test_user, [hydria_bin, "import", "-q", "-o", str(target), f"oci-archive://{archive}"],
+                  env={"HYDRIA_CACHE_PATH": str(directory / "cache")}, cwd=Path("/"))
+    assert done.returncode == 0, done.stderr
+    return target

@@ -82,6 +82,14 @@ def test_output_directory_must_exist(busybox: PublishedImage, workspace: Workspa
     assert f"No such file or directory: {workspace.out}/no/such/dir" in err
 
 
+def test_output_directory_must_be_writable(busybox: PublishedImage, workspace: Workspace) -> None:
+    locked = workspace.root / "locked"
+    locked.mkdir(mode=0o555)
+    err = fails(workspace, "-o", str(locked / "x.sqsh"), busybox.docker_uri)
+    assert f"Permission denied: {locked}" in err and "Errno" not in err
+    assert list(locked.iterdir()) == []
+
+
 @pytest.mark.parametrize("scheme", ["oci-archive", "docker-archive"])
 def test_corrupt_archive(scheme: str, workspace: Workspace) -> None:
     junk = workspace.root / "junk.tar"

@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except OSError as e:  # a file system error no module anticipated: one line, not a traceback
-        log.error("%s", e)
+        log.error("%s", f"{e.strerror}: {e.filename}" if e.strerror and e.filename else e)
         return 1
 
 

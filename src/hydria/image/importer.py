@@ -35,7 +35,7 @@ def output_path(ref: ImageReference, output: str | None, cwd: Path) -> Path:
     """The absolute output path; its directory must exist and the file must not.
 
     Raises:
-        HydriaError: ``File already exists`` or ``No such file or directory``.
+        HydriaError: ``File already exists``, ``No such file or directory``, ``Permission denied``.
     """
     target = Path(os.path.abspath(cwd / (output or ref.default_output())))
     target = target.parent.resolve() / target.name
@@ -44,6 +44,8 @@ def output_path(ref: ImageReference, output: str | None, cwd: Path) -> Path:
                            hint="import never overwrites; remove the file or choose another --output")
     if not target.parent.is_dir():
         raise HydriaError(f"No such file or directory: {target.parent}")
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        raise HydriaError(f"Permission denied: {target.parent}", hint="choose an --output in a directory you can write")
     return target
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
-from hydria.hooks import nvidia
+from hydria.hooks import nvidia, slurm_pmi
 from hydria.paths import ensure_dir
 from hydria.runtime import environ, fstab, hooks, namespaces, rootfs
 from hydria.runtime import syscalls as sc
@@ -102,9 +102,11 @@ def start(options: StartOptions, settings: Settings) -> None:
                                 env_options, os.environ)
     environment.update(nvidia.run(root, environment, {**settings.environment, **os.environ}, cwd,
                                    str(settings.nvidia_driver_root)))
+    pmi_environment, pmi_mounts = slurm_pmi.run(os.environ)
+    environment.update(pmi_environment)
     substitution = {**os.environ, "HYDRIA_ROOTFS": root, "ENROOT_ROOTFS": root}
     final = [*fstab.parse(_read(root, "etc/fstab"), "image fstab", substitution),
-             *_config_files(settings, "mounts.d", "*.fstab", substitution), *extra_mounts]
+             *_config_files(settings, "mounts.d", "*.fstab", substitution), *pmi_mounts, *extra_mounts]
     mount_entries(final, root, 0, cwd)
     if settings.mount_home and not settings.remap_root:
         mount_entries([fstab.MountEntry(host_user.pw_dir, host_user.pw_dir, "none",

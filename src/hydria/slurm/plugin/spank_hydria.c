@@ -412,6 +412,20 @@ static int saving(spank_t sp)
            spank_getenv(sp, "HYDRIA_CONTAINER_SAVE", value, sizeof value) != ESPANK_ENV_NOEXIST;
 }
 
+/* srun --mpi=pmix: the PMIx server's directory (in slurmd's spool) exists only once the step's
+ * container runs, so the container may not have it. Its clients then keep their data in their own
+ * memory (gds "hash") and talk to the server over its socket, unless the user chose a gds. */
+static void pmix_without_data_store(spank_t sp)
+{
+    char directory[PATH_MAX], chosen[64], inside[PATH_MAX + 64];
+    if (spank_getenv(sp, "PMIX_SERVER_TMPDIR", directory, sizeof directory) != ESPANK_SUCCESS ||
+        spank_getenv(sp, "PMIX_MCA_gds", chosen, sizeof chosen) != ESPANK_ENV_NOEXIST)
+        return;
+    snprintf(inside, sizeof inside, "/proc/%d/root%s", holder, directory);
+    if (access(inside, F_OK) < 0)
+        spank_setenv(sp, "PMIX_MCA_gds", "hash", 1);
+}
+
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
     char cwd_link[64], cwd[PATH_MAX];
@@ -434,6 +448,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         slurm_error("hydria: cannot read the container's environment");
         return -1;
     }
+    pmix_without_data_store(sp);
     if (join(sp, "user", CLONE_NEWUSER) < 0 || join(sp, "cgroup", CLONE_NEWCGROUP) < 0 ||
         join(sp, "mnt", CLONE_NEWNS) < 0 || join(sp, "ipc", CLONE_NEWIPC) < 0 ||
         join(sp, "uts", CLONE_NEWUTS) < 0 || join(sp, "net", CLONE_NEWNET) < 0)

@@ -1,0 +1,65 @@
+"""MPI inside the container under the Slurm plugin, on the real test cluster: Open MPI + mpi4py
+over PMIx (``srun --mpi=pmix``) and MPICH over PMI2 (``srun --mpi=pmi2``; Debian builds its Open
+MPI without Slurm's PMI2), with the step's tasks in one container, and mpi4py started by
+``srun hydria start`` in each task (the built-in Slurm hook)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from testbed import slurm
+from testbed.workspace import Workspace
+
+pytestmark = pytest.mark.integration
+
+RANKS = ["rank 0 of 2 sum 3", "rank 1 of 2 sum 3"]
+
+
+@pytest.fixture(scope="module")
+def cluster(hydria_bin: str) -> Iterator[None]:
+    slurm.start(hydria_bin)
+    yield
+    slurm.stop()
+
+
+@pytest.fixture
+def submit(cluster: None, workspace: Workspace) -> slurm.Submitter:
+    return slurm.Submitter(workspace)
+
+
+def ranks(output: str, library: str) -> list[str]:
+    """The ranks' lines without the MPI library's name, checked to be ``library``'s."""
+    lines = [line.partition(" lib ") for line in sorted(output.splitlines())]
+    assert all(name.startswith(library) for _, _, name in lines), output
+    return [rank for rank, _, _ in lines]
+
+
+@pytest.mark.parametrize(("mpi", "program", "library"), [
+    ("pmix", "mpi4py-hello", "Open MPI v4"),
+    ("pmi2", "mpich-hello", "MPICH"),
+])
+def test_mpi_in_the_container(submit: slurm.Submitter, mpi_image: Path, mpi: str, program: str,
+                              library: str) -> None:
+    result = submit.run("srun", "-n", "2", f"--mpi={mpi}", f"--container-image={mpi_image}", program)
+    assert result.returncode == 0, result.stderr
+    assert ranks(result.stdout, library) == RANKS
+    assert "PMIX ERROR" not in result.stderr
+
+
+def test_pmi_fd_is_the_steps_socket(submit: slurm.Submitter, mpi_image: Path) -> None:
+    out = submit.ok("srun", "-n", "2", "--mpi=pmi2", f"--container-image={mpi_image}", "sh", "-c",
+                    'echo "$PMI_RANK $(readlink /proc/self/fd/$PMI_FD)"')
+    lines = sorted(out.splitlines())
+    assert [line.split()[0] for line in lines] == ["0", "1"]
+    assert all(line.split()[1].startswith("socket:[") for line in lines)
+
+
+def test_mpi_with_hydria_start_in_each_task(submit: slurm.Submitter, mpi_image: Path, hydria_bin: str) -> None:
+    # Each task is a container of its own here, in a user namespace of its own: transports that
+    # need one (MPICH's UCX shared memory) fail this way, which the plugin's one container avoids.
+    result = submit.run("srun", "-n", "2", "--mpi=pmix", hydria_bin, "start", str(mpi_image), "mpi4py-hello")
+    assert result.returncode == 0, result.stderr
+    assert ranks(result.stdout, "Open MPI v4") == RANKS
