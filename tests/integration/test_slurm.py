@@ -147,6 +147,23 @@ def test_attach_to_a_running_container(srun: Srun, images: dict[str, Path]) -> N
         'running' in result.stderr
 
 
+def test_pytorch_ranks(srun: Srun, images: dict[str, Path]) -> None:
+    image = f"--container-image={images['busybox']}"
+    out = srun.ok("-n", "2", image, "sh", "-c", "echo $SLURM_PROCID:$RANK:$LOCAL_RANK", PYTORCH_VERSION="2.1")
+    assert sorted(out.split()) == ["0:0:0", "1:1:1"]
+    assert srun.ok(image, "sh", "-c", "echo ${RANK-unset}") == "unset\n"  # not a PyTorch image
+
+
+def test_entrypoint_log(srun: Srun, images: dict[str, Path]) -> None:
+    srun.ok(f"--container-image={images['busybox']}", "--container-name=banner", "--container-writable", "sed",
+            "-i", "1a echo banner-from-the-entrypoint >&2", "/etc/rc")
+    shown = srun("-n", "2", "--container-name=banner", "--container-entrypoint", "--container-entrypoint-log", "true")
+    assert shown.returncode == 0 and shown.stderr.count("banner-from-the-entrypoint") == 1  # once per node
+    for flags in (["--container-entrypoint"], ["--container-entrypoint-log"]):  # needs both
+        quiet = srun("--container-name=banner", *flags, "true")
+        assert quiet.returncode == 0 and "banner" not in quiet.stderr
+
+
 def test_container_save(srun: Srun, images: dict[str, Path]) -> None:
     data = Path(srun.workspace.env()["HYDRIA_DATA_PATH"])
     srun.ok(f"--container-image={images['busybox']}", "--container-writable", "--container-save=saved.sqsh",

@@ -53,6 +53,7 @@ static pid_t holder = -1;                  /* the stopped container process of t
 static int attached;                       /* holder is a running container's: not ours to stop */
 static uint32_t *started;                  /* tasks that joined the container (shared with them) */
 static char step_cwd[PATH_MAX];            /* the step's working directory, as user_init found it */
+static char *entrypoint_output;            /* what the container's start printed, for --container-entrypoint-log */
 static char *start_error;                  /* what `hydria slurm start` said when it failed */
 static char *container_env;                /* --container-env names, which keep the host value */
 
@@ -251,6 +252,58 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     return 0;
 }
 
+static const char *option_value(const char *prefix)
+{
+    for (int i = option_count - 1; i >= 0; i--)
+        if (strncmp(option_args[i], prefix, strlen(prefix)) == 0)
+            return option_args[i] + strlen(prefix);
+    return NULL;
+}
+
+static const char *workdir(void)
+{
+    return option_value("--container-workdir=");
+}
+
+/* A flag given on the command line, else its HYDRIA_CONTAINER_* default in the job's environment
+ * (pyxis's booleans), else the plugstack default. */
+static int flag(spank_t sp, const char *on, const char *off, const char *variable, const char *config_key)
+{
+    char value[16];
+    for (int i = option_count - 1; i >= 0; i--) {  /* the last of the pair wins, once validated */
+        if (!strcmp(option_args[i], on))
+            return 1;
+        if (off && !strcmp(option_args[i], off))
+            return 0;
+    }
+    if (spank_getenv(sp, variable, value, sizeof value) == ESPANK_SUCCESS) {
+        if (!strcmp(value, "1") || !strcmp(value, "true") || !strcmp(value, "yes") || !strcmp(value, "y"))
+            return 1;
+        if (is_false(value))
+            return 0;
+    }
+    for (int i = 0; config_key && i < config_count; i++)
+        if (strncmp(config_args[i], config_key, strlen(config_key)) == 0)
+            return !is_false(config_args[i] + strlen(config_key));
+    return 0;
+}
+
+/* --container-entrypoint-log, which prints what the start printed when the entrypoint ran */
+static int entrypoint_log(spank_t sp)
+{
+    return flag(sp, "--container-entrypoint-log", NULL, "HYDRIA_CONTAINER_ENTRYPOINT_LOG", NULL) &&
+           flag(sp, "--container-entrypoint", "--no-container-entrypoint", "HYDRIA_CONTAINER_ENTRYPOINT",
+                "execute_entrypoint=");
+}
+
+/* --container-save, or its HYDRIA_CONTAINER_SAVE default in the job's environment */
+static int saving(spank_t sp)
+{
+    char value[16];
+    return option_value("--container-save=") != NULL ||
+           spank_getenv(sp, "HYDRIA_CONTAINER_SAVE", value, sizeof value) != ESPANK_ENV_NOEXIST;
+}
+
 /* "--step=JOB.STEP", STEP being a number, "batch" or "interactive"; 0 for the extern step, which
  * runs no task of the user's and never gets a container. */
 static int step_argument(spank_t sp, char *buffer, size_t size)
@@ -301,6 +354,8 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     status = wait_for(child, WUNTRACED);
     if (WIFSTOPPED(status)) {
         holder = child;
+        if (entrypoint_log(sp))
+            entrypoint_output = read_all(log);
     } else if (WIFEXITED(status) && WEXITSTATUS(status) == ATTACH_STATUS) {
         char *output = read_all(log), *line = output ? strstr(output, "@attach ") : NULL;
         attached = 1;
@@ -391,27 +446,6 @@ static int merge_environment(spank_t sp)
     return 0;
 }
 
-static const char *option_value(const char *prefix)
-{
-    for (int i = option_count - 1; i >= 0; i--)
-        if (strncmp(option_args[i], prefix, strlen(prefix)) == 0)
-            return option_args[i] + strlen(prefix);
-    return NULL;
-}
-
-static const char *workdir(void)
-{
-    return option_value("--container-workdir=");
-}
-
-/* --container-save, or its HYDRIA_CONTAINER_SAVE default in the job's environment */
-static int saving(spank_t sp)
-{
-    char value[16];
-    return option_value("--container-save=") != NULL ||
-           spank_getenv(sp, "HYDRIA_CONTAINER_SAVE", value, sizeof value) != ESPANK_ENV_NOEXIST;
-}
-
 /* srun --mpi=pmix: the PMIx server's directory (in slurmd's spool) exists only once the step's
  * container runs, so the container may not have it. Its clients then keep their data in their own
  * memory (gds "hash") and talk to the server over its socket, unless the user chose a gds. */
@@ -424,6 +458,18 @@ static void pmix_without_data_store(spank_t sp)
     snprintf(inside, sizeof inside, "/proc/%d/root%s", holder, directory);
     if (access(inside, F_OK) < 0)
         spank_setenv(sp, "PMIX_MCA_gds", "hash", 1);
+}
+
+/* PyTorch images (PYTORCH_VERSION set): RANK and LOCAL_RANK from Slurm's, for torch.distributed. */
+static void pytorch_ranks(spank_t sp)
+{
+    char version[64], rank[32];
+    if (spank_getenv(sp, "PYTORCH_VERSION", version, sizeof version) == ESPANK_ENV_NOEXIST)
+        return;
+    if (spank_getenv(sp, "SLURM_PROCID", rank, sizeof rank) == ESPANK_SUCCESS)
+        spank_setenv(sp, "RANK", rank, 1);
+    if (spank_getenv(sp, "SLURM_LOCALID", rank, sizeof rank) == ESPANK_SUCCESS)
+        spank_setenv(sp, "LOCAL_RANK", rank, 1);
 }
 
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
@@ -441,6 +487,9 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     }
     if (holder < 0)
         return 0;
+    uint32_t local_id = 1;
+    if (entrypoint_output && spank_get_item(sp, S_TASK_ID, &local_id) == ESPANK_SUCCESS && local_id == 0)
+        fputs(entrypoint_output, stderr);  /* once per node, in the first task's error stream */
     snprintf(cwd_link, sizeof cwd_link, "/proc/%d/cwd", holder);
     length = readlink(cwd_link, cwd, sizeof cwd - 1);
     cwd[length > 0 ? length : 0] = '\0';
@@ -449,6 +498,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         return -1;
     }
     pmix_without_data_store(sp);
+    pytorch_ranks(sp);
     if (join(sp, "user", CLONE_NEWUSER) < 0 || join(sp, "cgroup", CLONE_NEWCGROUP) < 0 ||
         join(sp, "mnt", CLONE_NEWNS) < 0 || join(sp, "ipc", CLONE_NEWIPC) < 0 ||
         join(sp, "uts", CLONE_NEWUTS) < 0 || join(sp, "net", CLONE_NEWNET) < 0)
