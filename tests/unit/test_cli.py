@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from hydria import __version__
-from hydria.cli.main import COMMANDS, main
+from hydria.cli.commands import COMMANDS
+from hydria.cli.main import main
 
 ENROOT_COMMANDS = ["import", "create", "start", "exec", "list", "remove", "export", "bundle",
                    "batch", "load", "version"]

@@ -1,134 +1,23 @@
-"""``hydria`` entry point: dispatch to one module per command, render errors, return exit codes.
+"""``hydria`` entry point.
 
-Command modules are imported only when their command runs, so ``hydria version`` and the
-container start path do not pay for what other commands import.
+``hydria slurm validate`` runs in srun, sbatch and salloc before anything is submitted, so it takes a
+short way that loads neither argparse nor logging nor the settings; every other command goes
+through the command line of :mod:`hydria.cli.commands`.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import logging
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import ClassVar, NoReturn
-
-from hydria.errors import HydriaError, NotImplementedYet, UsageError
-
-log = logging.getLogger("hydria")
-
-
-@dataclass(frozen=True)
-class Command:
-    name: str
-    summary: str
-    module: str | None  # None: listed but not built yet
-    needs_settings: bool = True
-
-
-COMMANDS: tuple[Command, ...] = (
-    Command("import", "Import a container image", "hydria.cli.import_"),
-    Command("load", "Import and create a container in one step", None),
-    Command("create", "Create a container from an image file", "hydria.cli.create"),
-    Command("start", "Start a container and run a command in it", "hydria.cli.start"),
-    Command("exec", "Run a command in a running container", "hydria.cli.exec_"),
-    Command("list", "List containers", "hydria.cli.list_"),
-    Command("remove", "Remove containers", "hydria.cli.remove"),
-    Command("export", "Write a container back to an image file", "hydria.cli.export"),
-    Command("bundle", "Make a self-extracting bundle from an image file", None),
-    Command("batch", "Start a container from a configuration file", None),
-    Command("doctor", "Check that this node can run hydria containers", None),
-    Command("slurm", "The Slurm plugin's steps and its installation", "hydria.cli.slurm"),
-    Command("info", "Show the version and the settings in effect", "hydria.cli.info"),
-    Command("version", "Show the version", "hydria.cli.version", needs_settings=False),
-)
-COMMAND_BY_NAME = {c.name: c for c in COMMANDS}
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse that raises :class:`UsageError` (exit 1, as enroot) instead of exiting with 2."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message, hint=f"run '{self.prog} --help' for usage")
-
-
-def general_usage() -> str:
-    width = max(len(c.name) for c in COMMANDS)
-    lines = ["Usage: hydria COMMAND [ARG...]", "", "Command line utility for manipulating container images.", "", "Commands:"]
-    lines += [f"   {c.name:<{width}}  {c.summary}" for c in COMMANDS]
-    lines += ["", "Run 'hydria COMMAND --help' for more information on a command."]
-    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one hydria command and return its exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
-    _setup_logging()
-    if not args or args[0] not in COMMAND_BY_NAME:
-        if args and args[0] in ("help", "-h", "--help"):
-            print(general_usage())
-            return 0
-        if args and args[0] == "--version":
-            args[0] = "version"
-        else:
-            print(general_usage(), file=sys.stderr)
-            if args:
-                log.error("Unknown command: %s", args[0])
-            return 1
-    try:
-        return _run(COMMAND_BY_NAME[args[0]], args[1:])
-    except HydriaError as e:
-        log.error("%s", e.message)
-        if e.hint:
-            log.info("hint: %s", e.hint)
-        return e.exit_code
-    except KeyboardInterrupt:
-        return 130
-    except OSError as e:  # a file system error no module anticipated: one line, not a traceback
-        log.error("%s", f"{e.strerror}: {e.filename}" if e.strerror and e.filename else e)
-        return 1
+    if args[:2] == ["slurm", "validate"]:
+        from hydria.slurm.shim import validate
 
+        return validate(args[2:])
+    from hydria.cli.commands import run
 
-def _run(command: Command, args: list[str]) -> int:
-    if command.module is None:
-        raise NotImplementedYet(command.name)
-    module = importlib.import_module(command.module)
-    parser = ArgumentParser(prog=f"hydria {command.name}", description=command.summary)
-    module.add_arguments(parser)
-    options = parser.parse_args(args)
-    if not command.needs_settings:
-        return int(module.run(options))
-    from hydria.config import load_settings
-
-    return int(module.run(options, load_settings()))
-
-
-class _LevelFormatter(logging.Formatter):
-    """enroot's stderr style: ``[INFO] ...``, ``[WARN] ...``, ``[ERROR] ...``."""
-
-    _TAGS: ClassVar[dict[int, str]] = {logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARN", logging.ERROR: "ERROR"}
-
-    def format(self, record: logging.LogRecord) -> str:
-        return f"[{self._TAGS.get(record.levelno, record.levelname)}] {record.getMessage()}"
-
-
-class _StderrHandler(logging.Handler):
-    """Writes to whatever ``sys.stderr`` is at the time of each message, not at setup."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            sys.stderr.write(self.format(record) + "\n")
-            sys.stderr.flush()
-        except (OSError, ValueError):
-            self.handleError(record)
-
-
-def _setup_logging() -> None:
-    if log.handlers:
-        return
-    handler = _StderrHandler()
-    handler.setFormatter(_LevelFormatter())
-    log.addHandler(handler)
-    log.setLevel(logging.INFO)
-    log.propagate = False
+    return run(args)

@@ -31,56 +31,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
+    from hydria.slurm.shim import report
+
     try:
         return _dispatch(options.action, list(options.args), settings)
     except HydriaError as e:
-        print(f"hydria: {e.message}", file=sys.stderr)
-        if e.hint:
-            print(f"hydria: hint: {e.hint}", file=sys.stderr)
-        return 1
+        return report(e)
 
 
 def _dispatch(action: str, args: list[str], settings: Settings) -> int:
     from hydria.slurm import options as container_options
+    from hydria.slurm import shim
     from hydria.slurm import step as step_lifecycle
     from hydria.slurm.plugin_config import parse_plugin_config
 
     if action == "install-plugin":
         return _install(args)
-    config_args, step, job, batch_script, rest = [], "", "", None, []
-    while args:
-        arg = args.pop(0)
-        if arg == "--config" and args:
-            config_args.append(args.pop(0))
-        elif arg.startswith("--step="):
-            step = arg.removeprefix("--step=")
-        elif arg.startswith("--job="):
-            job = arg.removeprefix("--job=")
-        elif arg.startswith("--batch-script="):
-            batch_script = arg.removeprefix("--batch-script=")
-        else:
-            rest.append(arg)
-    config = parse_plugin_config(config_args)
+    if action == "validate":
+        return shim.validate(args)
+    arguments = shim.split(args)
+    config = parse_plugin_config(arguments.config)
     if action == "epilog":
-        if not job.isdigit():
-            raise HydriaError(f"--job: expected a job id, got {job!r}")
-        step_lifecycle.remove_job_containers(job, settings)
+        if not arguments.job.isdigit():
+            raise HydriaError(f"--job: expected a job id, got {arguments.job!r}")
+        step_lifecycle.remove_job_containers(arguments.job, settings)
         return 0
-    export = "--export" in rest
-    parsed = container_options.parse([arg for arg in rest if arg != "--export"], os.environ)
+    parsed = container_options.parse(arguments.options, os.environ)
+    step = _step(arguments.step)
     if action == "cleanup":
-        step_lifecycle.cleanup(parsed, _step(step), settings, os.environ, config.container_scope, export)
+        step_lifecycle.cleanup(parsed, step, settings, os.environ, config.container_scope, arguments.export)
         return 0
     if parsed.entrypoint is None:
         parsed.entrypoint = config.execute_entrypoint
     for warning in parsed.warnings:
         print(f"hydria: {warning}", file=sys.stderr)
-    if action == "validate":
-        return 0
     if not parsed.enabled:
         return step_lifecycle.DISABLED_STATUS
-    pid = step_lifecycle.start(parsed, _step(step), settings, os.environ, scope=config.container_scope,
-                               batch_script=batch_script)
+    pid = step_lifecycle.start(parsed, step, settings, os.environ, scope=config.container_scope,
+                               batch_script=arguments.batch_script)
     print(f"@attach {pid}")  # the running container the shim's tasks join
     return step_lifecycle.ATTACH_STATUS
 

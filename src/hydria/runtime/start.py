@@ -24,7 +24,7 @@ from pathlib import Path
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
-from hydria.hooks import nvidia, slurm_pmi
+from hydria.hooks import slurm_pmi
 from hydria.paths import ensure_dir
 from hydria.runtime import environ, fstab, hooks, namespaces, rootfs
 from hydria.runtime import syscalls as sc
@@ -100,8 +100,11 @@ def start(options: StartOptions, settings: Settings) -> None:
     env_files = [text for _, text in _config_texts(settings, "environ.d", "*.env")]
     environment = environ.build(_read(root, "etc/environment"), env_files, hook_env.environ,
                                 env_options, os.environ)
-    environment.update(nvidia.run(root, environment, {**settings.environment, **os.environ}, cwd,
-                                   str(settings.nvidia_driver_root)))
+    host = {**settings.environment, **os.environ}
+    if "NVIDIA_VISIBLE_DEVICES" in host or "NVIDIA_VISIBLE_DEVICES" in environment:  # else not even imported
+        from hydria.hooks import nvidia
+
+        environment.update(nvidia.run(root, environment, host, cwd, str(settings.nvidia_driver_root)))
     pmi_environment, pmi_mounts = slurm_pmi.run(os.environ)
     environment.update(pmi_environment)
     substitution = {**os.environ, "HYDRIA_ROOTFS": root, "ENROOT_ROOTFS": root}

@@ -27,15 +27,21 @@ from hydria.slurm.options import ContainerOptions
 log = logging.getLogger(__name__)
 
 DISABLED_STATUS = 64  # no container for this step (the shim's DISABLED_STATUS)
+CLEANUP_MARK = "@cleanup"  # printed when the step leaves something behind (the shim's CLEANUP_MARK)
+RC_LOCAL = 'exec "$@"\n'  # replaces the image's rc.local, so that its entrypoint does not run
 ATTACH_STATUS = 65  # join the running container whose PID is on the last line (the shim's ATTACH_STATUS)
 STOP_COMMAND = ("sh", "-c", "kill -STOP $$; exit 0")
 PREFIX = "hydria_"
 
 
+def user_dir(settings: Settings) -> Path:
+    """The user's scratch space on this node: the rc.local override, the steps' folders."""
+    return ensure_dir(settings.temp_path / f"hydria-slurm-{os.getuid()}", setting="HYDRIA_TEMP_PATH")
+
+
 def step_dir(settings: Settings, step: str) -> Path:
-    """Per-step scratch space of the user on this node: imported image, rc.local override."""
-    base = ensure_dir(settings.temp_path / f"hydria-slurm-{os.getuid()}", setting="HYDRIA_TEMP_PATH")
-    return base / step
+    """A step's scratch space (made only when the step imports an image)."""
+    return user_dir(settings) / step
 
 
 def start(options: ContainerOptions, step: str, settings: Settings, environment: Mapping[str, str],
@@ -58,17 +64,18 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
     os.chdir(cwd)
     settings = _step_settings(options, settings)
     scratch = step_dir(settings, step)
-    scratch.mkdir(mode=0o700, exist_ok=True)
     target = _container(options, _prefix(step, scope), step, settings, scratch, cwd)
     entries = list(options.mounts)
     if batch_script:  # sbatch: the script in slurmd's spool runs inside, at the same path
         entries.append(MountEntry(batch_script, batch_script, "none", READ_ONLY_FILE_BIND,
                                   origin="hydria"))
     if not options.entrypoint:
-        rc_local = scratch / "rc.local"
-        rc_local.write_text('exec "$@"\n')
-        entries.append(MountEntry(str(rc_local), "/etc/rc.local", "none", READ_ONLY_FILE_BIND, origin="hydria"))
+        entries.append(MountEntry(str(_rc_local(settings)), "/etc/rc.local", "none", READ_ONLY_FILE_BIND,
+                                  origin="hydria"))
     env = [f"{name}={environment[name]}" for name in options.env if environment.get(name)]
+    temporary = options.name is None and options.save is not None
+    if scratch.exists() or temporary:
+        print(CLEANUP_MARK, flush=True)  # the shim runs `hydria slurm cleanup` only when told to
     start_container(StartOptions(target, STOP_COMMAND, env=env, entries=entries), settings)
     raise AssertionError("start() execs the container or raises")
 
@@ -121,6 +128,16 @@ def container_name(options: ContainerOptions, step: str, scope: str) -> str | No
     if options.name is not None:
         return _prefix(step, scope) + options.name
     return _prefix(step, scope) + step if options.save else None
+
+
+def _rc_local(settings: Settings) -> Path:
+    """The user's rc.local override, written once (atomically) and shared by the steps."""
+    path = user_dir(settings) / "rc.local"
+    if not path.is_file() or path.read_text() != RC_LOCAL:
+        staging = path.with_name(f".rc.local.{os.getpid()}")
+        staging.write_text(RC_LOCAL)
+        staging.replace(path)
+    return path
 
 
 def _job_cwd(environment: Mapping[str, str]) -> str:
@@ -202,6 +219,7 @@ def _image_file(image: str, scratch: Path, settings: Settings, cwd: str) -> Path
     from hydria.image.importer import import_image
 
     uri = image if image.startswith(("docker://", "dockerd://")) else f"docker://{image}"
+    scratch.mkdir(mode=0o700, exist_ok=True)
     target = scratch / "image.sqsh"
     target.unlink(missing_ok=True)
     return import_image(uri, settings, output=str(target))

@@ -39,6 +39,7 @@ SPANK_PLUGIN(hydria, 1);
 #define MAX_ARGS 256
 #define DISABLED_STATUS 64 /* `hydria slurm start`: no container for this step */
 #define ATTACH_STATUS 65   /* `hydria slurm start`: join the running container "@attach PID" names */
+#define CLEANUP_MARK "@cleanup\n" /* `hydria slurm start` printed it: the step leaves something behind */
 /* Slurm's special step ids (slurm/slurm.h, which spank.h does not include) */
 #define EXTERN_STEP 0xfffffffcU
 #define BATCH_STEP 0xfffffffbU
@@ -54,6 +55,7 @@ static int attached;                       /* holder is a running container's: n
 static uint32_t *started;                  /* tasks that joined the container (shared with them) */
 static char step_cwd[PATH_MAX];            /* the step's working directory, as user_init found it */
 static char *entrypoint_output;            /* what the container's start printed, for --container-entrypoint-log */
+static int needs_cleanup;                  /* the start left something for `hydria slurm cleanup` */
 static char *start_error;                  /* what `hydria slurm start` said when it failed */
 static char *container_env;                /* --container-env names, which keep the host value */
 
@@ -353,9 +355,13 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     }
     status = wait_for(child, WUNTRACED);
     if (WIFSTOPPED(status)) {
+        char *output = read_all(log);
         holder = child;
+        needs_cleanup = output && strstr(output, CLEANUP_MARK) != NULL;
         if (entrypoint_log(sp))
-            entrypoint_output = read_all(log);
+            entrypoint_output = output;
+        else
+            free(output);
     } else if (WIFEXITED(status) && WEXITSTATUS(status) == ATTACH_STATUS) {
         char *output = read_all(log), *line = output ? strstr(output, "@attach ") : NULL;
         attached = 1;
@@ -489,7 +495,9 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         return 0;
     uint32_t local_id = 1;
     if (entrypoint_output && spank_get_item(sp, S_TASK_ID, &local_id) == ESPANK_SUCCESS && local_id == 0)
-        fputs(entrypoint_output, stderr);  /* once per node, in the first task's error stream */
+        for (char *line = strtok(entrypoint_output, "\n"); line; line = strtok(NULL, "\n"))
+            if (*line != '@')  /* once per node, in the first task's error stream, without our marks */
+                fprintf(stderr, "%s\n", line);
     snprintf(cwd_link, sizeof cwd_link, "/proc/%d/cwd", holder);
     length = readlink(cwd_link, cwd, sizeof cwd - 1);
     cwd[length > 0 ? length : 0] = '\0';
@@ -534,6 +542,8 @@ static int teardown(spank_t sp)
     }
     spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &tasks);
     int export = saving(sp) && started && *started >= tasks;
+    if (!export && !needs_cleanup && !start_error)
+        return 0;  /* nothing was left behind: no process to start */
     if (export && (log = memfd_create("hydria-cleanup", MFD_CLOEXEC)) < 0)
         export = 0;
     if ((child = fork()) == 0) {
