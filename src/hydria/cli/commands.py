@@ -29,7 +29,7 @@ class Command:
 
 COMMANDS: tuple[Command, ...] = (
     Command("import", "Import a container image", "hydria.cli.import_"),
-    Command("load", "Import and create a container in one step", None),
+    Command("load", "Import and create a container in one step", "hydria.cli.load"),
     Command("create", "Create a container from an image file", "hydria.cli.create"),
     Command("start", "Start a container and run a command in it", "hydria.cli.start"),
     Command("exec", "Run a command in a running container", "hydria.cli.exec_"),

@@ -1,0 +1,42 @@
+"""``hydria load [-a ARCH] [-n NAME] [-f] URI``: import a registry image and create a container
+from it in one step (as enroot's ``load``, only ``docker://``). The image is imported into the
+data path and becomes the container's image file (a hardlink: no copy, no unpacking unless
+``HYDRIA_UNPACK`` asks for it); nothing is left behind when a step fails."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from hydria.config import Settings
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-a", "--arch", help="architecture of the image (default: this machine's)")
+    parser.add_argument("-n", "--name", help="container name (default: the import's file name without .sqsh)")
+    parser.add_argument("-f", "--force", action="store_true", help="replace an existing container")
+    parser.add_argument("uri", help="docker://[USER@][REGISTRY#]IMAGE[:TAG|@DIGEST]")
+
+
+def run(options: argparse.Namespace, settings: Settings) -> int:
+    from hydria.errors import HydriaError
+    from hydria.image.importer import import_image
+    from hydria.image.reference import parse
+    from hydria.paths import ensure_dir
+    from hydria.store import Store
+
+    if not options.uri.startswith("docker://"):
+        raise HydriaError(f"Invalid argument: {options.uri}", hint="load takes docker:// images; "
+                          "for other sources run hydria import, then hydria create")
+    name = options.name if options.name is not None else parse(options.uri).default_output().removesuffix(".sqsh")
+    store = Store(settings)
+    target = store.path(name)
+    if target.exists() and not (options.force or settings.force_override):  # before any download
+        raise HydriaError(f"File already exists: {target}", hint="use --force to replace it")
+    staging = ensure_dir(settings.data_path, setting="HYDRIA_DATA_PATH") / f".{name}.loading.{os.getpid()}.sqsh"
+    try:
+        import_image(options.uri, settings, output=str(staging), arch=options.arch)
+        store.create(staging, name, force=options.force, unpack=settings.unpack)
+    finally:
+        staging.unlink(missing_ok=True)
+    return 0
