@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.compiled import compile_hydria
 from testbed import slurm
 from testbed.users import User
 
@@ -35,6 +36,7 @@ def timed(argv: list[str], job: str) -> float:
 
 def main() -> int:
     image, runs = Path(sys.argv[1]).resolve(), int(sys.argv[2]) if len(sys.argv) > 2 else 20
+    compile_hydria()
     slurm.start(str(Path(sys.executable).parent / "hydria"))
     try:
         job = run(["salloc", "--no-shell"]).split("Granted job allocation ")[1].split()[0]

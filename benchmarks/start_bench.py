@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.compiled import compile_hydria
 from testbed.users import TEST_USERS, User, run_as
 
 HYDRIA = str(Path(sys.executable).parent / "hydria")
@@ -42,6 +43,7 @@ def main() -> int:
     parser.add_argument("image", type=Path)
     parser.add_argument("--runs", type=int, default=20)
     options = parser.parse_args()
+    compile_hydria()
     user = User.lookup(TEST_USERS[0])
     with tempfile.TemporaryDirectory(prefix="hydria-start-bench-") as tmp:
         work = Path(tmp)
