@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
 from pathlib import Path
 
 from hydria.errors import PathNotUsable
@@ -63,3 +64,15 @@ def _user_name(uid: int) -> str:
         return pwd.getpwuid(uid).pw_name
     except KeyError:
         return str(uid)
+
+
+def delete_tree(path: Path) -> None:
+    """Delete a tree, first making its directories accessible: overlay work directories and
+    images can hold directories without owner permissions."""
+    os.chmod(path, 0o700)
+    for directory, subdirectories, _ in os.walk(path):
+        for name in subdirectories:
+            child = os.path.join(directory, name)
+            if not os.path.islink(child):
+                os.chmod(child, 0o700)
+    shutil.rmtree(path)

@@ -1,8 +1,9 @@
 """Named containers in ``$HYDRIA_DATA_PATH``: create, look up, list, remove.
 
 A container is a directory ``DATA/NAME`` holding, by default, ``image.sqsh`` (a hardlink to the
-image file when it is on the same file system, else a copy) plus ``upper/`` and ``work/``, the
-overlay directories where its writes persist: ``create`` takes a fraction of a second and many
+image file when it is on the same file system, else a copy) plus ``upper/``, the overlay directory
+where its writes persist, and ``work/``, which holds one overlay work directory per running start
+(runtime/rootfs.py): ``create`` takes a fraction of a second and many
 containers share one image's blocks. ``--unpack`` (or ``HYDRIA_UNPACK``) makes enroot's plain
 directory tree instead, in ``rootfs/``.
 """
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
-from hydria.paths import ensure_dir
+from hydria.paths import delete_tree, ensure_dir
 from hydria.runtime.rootfs import Container, is_squashfs
 from hydria.runtime.running import RunningProcess, running
 
@@ -81,7 +82,7 @@ class Store:
                 raise HydriaError(f"File already exists: {target}") from None
         finally:
             if staging.exists():
-                _delete_tree(staging)
+                delete_tree(staging)
         return target
 
     def names(self) -> list[str]:
@@ -101,7 +102,7 @@ class Store:
         path = self.path(name)
         if not path.is_dir():
             raise HydriaError(f"No such file or directory: {path}")
-        _delete_tree(path)
+        delete_tree(path)
 
 
 def _link_or_copy(source: Path, target: Path) -> None:
@@ -116,15 +117,3 @@ def _unsquash(image: Path, target: Path) -> None:
                             capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise HydriaError(f"unsquashfs {image} failed: {result.stderr.strip()[-2000:]}")
-
-
-def _delete_tree(path: Path) -> None:
-    """Delete a tree, first making its directories accessible: overlay work directories and
-    images can hold directories without owner permissions."""
-    os.chmod(path, 0o700)
-    for directory, subdirectories, _ in os.walk(path):
-        for name in subdirectories:
-            child = os.path.join(directory, name)
-            if not os.path.islink(child):
-                os.chmod(child, 0o700)
-    shutil.rmtree(path)

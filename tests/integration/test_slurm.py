@@ -167,6 +167,17 @@ def test_entrypoint_log(srun: Srun, images: dict[str, Path]) -> None:
         assert quiet.returncode == 0 and "banner" not in quiet.stderr
 
 
+def test_concurrent_steps_share_a_new_named_container(srun: Srun, images: dict[str, Path]) -> None:
+    """Eight steps at once on a container that does not exist yet: one creates it, none fails,
+    no write is lost (they join the running one, or run side by side on its filesystem)."""
+    step = (f"srun -n 1 --overlap --container-image={images['busybox']} --container-name=crowd "
+            "--container-writable sh -c 'touch /from-$SLURM_STEP_ID && echo ok'")
+    out = srun.submitter.ok("salloc", "-n", "2", "sh", "-c", " & ".join([step] * 8) + " & wait")
+    assert out.split() == ["ok"] * 8
+    files = srun.ok("--container-name=crowd", "ls", "/").split()
+    assert sorted(f for f in files if f.startswith("from-")) == [f"from-{i}" for i in range(8)]
+
+
 def test_container_save(srun: Srun, images: dict[str, Path]) -> None:
     data = Path(srun.workspace.env()["HYDRIA_DATA_PATH"])
     srun.ok(f"--container-image={images['busybox']}", "--container-writable", "--container-save=saved.sqsh",

@@ -68,7 +68,7 @@ def _dispatch(action: str, args: list[str], settings: Settings) -> int:
     if not parsed.enabled:
         return step_lifecycle.DISABLED_STATUS
     pid = step_lifecycle.start(parsed, step, settings, os.environ, scope=config.container_scope,
-                               batch_script=arguments.batch_script)
+                               batch_script=arguments.batch_script, attach=arguments.attach)
     print(f"@attach {pid}")  # the running container the shim's tasks join
     return step_lifecycle.ATTACH_STATUS
 

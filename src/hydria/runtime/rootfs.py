@@ -16,10 +16,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from hydria.errors import HydriaError
+from hydria.paths import delete_tree
 from hydria.runtime import syscalls as sc
 
 SQUASHFS_MAGIC = b"hsqs"
@@ -95,6 +98,25 @@ def mount_container(container: Container, area: str, uid: int, gid: int) -> str:
     mount_squashfs(container.image, f"{area}/lower", uid, gid)
     upper, work = f"{area}/upper", f"{area}/work"
     if container.upper is not None:
-        upper, work = str(container.upper / "upper"), str(container.upper / "work")
+        upper, work = str(container.upper / "upper"), _instance_workdir(container.upper / "work")
     mount_overlay(f"{area}/lower", upper, work, root)
     return root
+
+
+STALE_AFTER = 60  # seconds: a work directory this old that no mount uses is left from an ended start
+
+
+def _instance_workdir(parent: Path) -> str:
+    """A work directory of this start's own under ``parent``: several starts of one named container
+    may run at once (Slurm steps), and overlay mounts must not share one. Work directories of
+    starts that have ended (no mount uses them) are removed on the way."""
+    from hydria.runtime.running import workdirs_in_use
+
+    in_use = workdirs_in_use()
+    for entry in parent.iterdir():
+        try:
+            if str(entry) not in in_use and time.time() - entry.lstat().st_mtime > STALE_AFTER:
+                delete_tree(entry)
+        except OSError:
+            continue  # another start removed it first
+    return tempfile.mkdtemp(dir=parent)

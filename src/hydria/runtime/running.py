@@ -61,6 +61,20 @@ def _namespaces() -> Iterable[tuple[int, str]]:
             yield entry, namespace
 
 
+def workdirs_in_use() -> set[str]:
+    """The overlay work directories that mounts of this user's other mount namespaces use."""
+    found = set()
+    for pid, _ in _namespaces():
+        try:
+            with open(f"/proc/{pid}/mountinfo") as handle:
+                text = handle.read()
+        except OSError:
+            continue
+        for option in re.findall(r"[ ,]workdir=([^ ,]+)", text):
+            found.add(_OCTAL.sub(lambda m: chr(int(m.group(1), 8)), option))
+    return found
+
+
 def _owner(pid: int, uppers: dict[str, str], trees: dict[tuple[int, int], str]) -> str | None:
     try:
         with open(f"/proc/{pid}/mountinfo") as handle:

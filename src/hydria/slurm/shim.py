@@ -1,7 +1,8 @@
 """What the C shim passes to ``hydria slurm ACTION``, and how errors go back to it.
 
 The shim's command line: ``--config KEY=VALUE`` (plugstack arguments), ``--step=JOB.STEP``,
-``--job=JOB``, ``--batch-script=PATH``, ``--export``, then every ``--container-*`` occurrence.
+``--job=JOB``, ``--batch-script=PATH``, ``--export``, ``--no-attach``, then every ``--container-*``
+occurrence.
 Errors print as ``hydria: MESSAGE`` (the user sees them in srun's terminal) and exit 1.
 """
 
@@ -22,6 +23,7 @@ class ShimArguments:
     job: str = ""
     batch_script: str | None = None
     export: bool = False
+    attach: bool = True  # False: the running container to join ended meanwhile; start another
     options: list[str] = field(default_factory=list)  # the --container-* occurrences, in order
 
 
@@ -40,6 +42,8 @@ def split(args: Sequence[str]) -> ShimArguments:
             parsed.batch_script = arg.removeprefix("--batch-script=")
         elif arg == "--export":
             parsed.export = True
+        elif arg == "--no-attach":
+            parsed.attach = False
         else:
             parsed.options.append(arg)
     return parsed

@@ -45,14 +45,14 @@ def step_dir(settings: Settings, step: str) -> Path:
 
 
 def start(options: ContainerOptions, step: str, settings: Settings, environment: Mapping[str, str],
-          scope: str = "global", batch_script: str | None = None) -> int:
+          scope: str = "global", batch_script: str | None = None, attach: bool = True) -> int:
     """Set up the step's container and stop inside it (this process becomes the holder), or return
     the PID of the named container when it is running already, for the tasks to join (attach).
     Raises HydriaError."""
     from hydria.runtime.start import StartOptions
     from hydria.runtime.start import start as start_container
 
-    if options.name is not None and options.name_flag != "no_exec":
+    if options.name is not None and options.name_flag != "no_exec" and attach:
         pid = _running_pid(_prefix(step, scope) + options.name, settings)
         if pid is not None:
             if options.mounts:

@@ -52,6 +52,19 @@ static char *option_args[MAX_ARGS];        /* every --container-* occurrence, "-
 static int option_count;
 static pid_t holder = -1;                  /* the stopped container process of this step */
 static int attached;                       /* holder is a running container's: not ours to stop */
+
+/* The holder's namespaces, root, environment and working directory, taken in user_init: the tasks
+ * join these even if the process is gone by then (a joined container's may end at any time). */
+static const struct {
+    const char *name;
+    int type;
+} NAMESPACES[] = {{"user", CLONE_NEWUSER}, {"cgroup", CLONE_NEWCGROUP}, {"mnt", CLONE_NEWNS},
+                  {"ipc", CLONE_NEWIPC},   {"uts", CLONE_NEWUTS},       {"net", CLONE_NEWNET}};
+#define NAMESPACE_COUNT (sizeof NAMESPACES / sizeof *NAMESPACES)
+static int namespace_fds[NAMESPACE_COUNT] = {-1, -1, -1, -1, -1, -1};
+static int root_fd = -1;
+static char *holder_environ;
+static char holder_cwd[PATH_MAX];
 static uint32_t *started;                  /* tasks that joined the container (shared with them) */
 static char step_cwd[PATH_MAX];            /* the step's working directory, as user_init found it */
 static char *entrypoint_output;            /* what the container's start printed, for --container-entrypoint-log */
@@ -147,8 +160,9 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
     return 0;
 }
 
-/* argv of `hydria slurm SUBCOMMAND [--config KEY=VALUE]... [OPTIONS]... [EXTRA...]` */
-static char **command(const char *subcommand, const char *extra, const char *more)
+/* argv of `hydria slurm SUBCOMMAND [--config KEY=VALUE]... [OPTIONS]... [EXTRA...]`; `extras` ends
+ * with NULL, and its NULL entries before that are skipped. */
+static char **command(const char *subcommand, const char *const *extras, size_t count)
 {
     static char *argv[MAX_ARGS + 80];
     int n = 0;
@@ -161,10 +175,9 @@ static char **command(const char *subcommand, const char *extra, const char *mor
     }
     for (int i = 0; i < option_count; i++)
         argv[n++] = option_args[i];
-    if (extra)
-        argv[n++] = (char *)extra;
-    if (more)
-        argv[n++] = (char *)more;
+    for (size_t i = 0; i < count; i++)
+        if (extras[i])
+            argv[n++] = (char *)extras[i];
     argv[n] = NULL;
     return argv;
 }
@@ -237,7 +250,7 @@ static int validate(void)
     if ((child = fork()) < 0)
         return -1;
     if (child == 0) {
-        execvp(hydria_path, command("validate", NULL, NULL));
+        execvp(hydria_path, command("validate", NULL, 0));
         fprintf(stderr, "hydria: cannot run %s: %s\n", hydria_path, strerror(errno));
         _exit(127);
     }
@@ -322,26 +335,43 @@ static int step_argument(spank_t sp, char *buffer, size_t size)
     return 1;
 }
 
-int slurm_spank_user_init(spank_t sp, int ac, char **av)
+/* Take hold of what the tasks need from process `pid`; -1 when it is gone. */
+static int snapshot(pid_t pid)
 {
-    char ids[64], *script = NULL;
+    char path[64];
+    int fd;
+    ssize_t length;
+    for (size_t i = 0; i < NAMESPACE_COUNT; i++) {
+        snprintf(path, sizeof path, "/proc/%d/ns/%s", pid, NAMESPACES[i].name);
+        namespace_fds[i] = open(path, O_RDONLY | O_CLOEXEC);  /* cgroup may be missing */
+        if (namespace_fds[i] < 0 && NAMESPACES[i].type != CLONE_NEWCGROUP)
+            return -1;
+    }
+    snprintf(path, sizeof path, "/proc/%d/root", pid);
+    if ((root_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+        return -1;
+    snprintf(path, sizeof path, "/proc/%d/cwd", pid);
+    length = readlink(path, holder_cwd, sizeof holder_cwd - 1);
+    holder_cwd[length > 0 ? length : 0] = '\0';
+    snprintf(path, sizeof path, "/proc/%d/environ", pid);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return -1;
+    holder_environ = read_all(fd);
+    close(fd);
+    return holder_environ && kill(pid, 0) == 0 ? 0 : -1;
+}
+
+/* Run `hydria slurm start` as the user and take hold of the container it started or named
+ * (holder, snapshot), or keep its error for task_init. */
+static void start_container(spank_t sp, const char *ids, const char *script, const char *attach)
+{
+    const char *extras[] = {ids, script, attach};
     int status, log;
     pid_t child;
 
-    (void)ac;
-    (void)av;
-    if (!wanted(sp) || !step_argument(sp, ids, sizeof ids))
-        return 0;
-    if (!getcwd(step_cwd, sizeof step_cwd))
-        step_cwd[0] = '\0';
-    int argc = 0;
-    char **argv = NULL;
-    if (strstr(ids, ".batch") && spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS && argc > 0 &&
-        asprintf(&script, "--batch-script=%s", argv[0]) < 0)
-        script = NULL;
     if ((log = memfd_create("hydria-start", MFD_CLOEXEC)) < 0 || (child = fork()) < 0) {
         start_error = strdup("cannot start the container: out of resources");
-        return 0;
+        return;
     }
     if (child == 0) {
         become_user(sp);
@@ -349,7 +379,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
         dup2(log, STDERR_FILENO);
         int null = open("/dev/null", O_RDONLY);
         dup2(null, STDIN_FILENO);
-        execvp(hydria_path, command("start", ids, script));
+        execvp(hydria_path, command("start", extras, 3));
         fprintf(stderr, "hydria: cannot run %s: %s\n", hydria_path, strerror(errno));
         _exit(127);
     }
@@ -374,35 +404,78 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
         if (!start_error || !*start_error)
             start_error = strdup("hydria: the container did not start");
     }
-    if (holder > 0) {
+    close(log);
+    if (holder > 0 && snapshot(holder) < 0 && !start_error)
+        start_error = strdup(attached ? "hydria: the running container exited while the step was joining it"
+                                      : "hydria: the container exited before its tasks could join it");
+}
+
+/* Forget a running container that ended before the step could take hold of it. */
+static void release_snapshot(void)
+{
+    for (size_t i = 0; i < NAMESPACE_COUNT; i++)
+        if (namespace_fds[i] >= 0) {
+            close(namespace_fds[i]);
+            namespace_fds[i] = -1;
+        }
+    if (root_fd >= 0)
+        close(root_fd);
+    root_fd = -1;
+    free(holder_environ);
+    holder_environ = NULL;
+}
+
+int slurm_spank_user_init(spank_t sp, int ac, char **av)
+{
+    char ids[64], *script = NULL;
+
+    (void)ac;
+    (void)av;
+    if (!wanted(sp) || !step_argument(sp, ids, sizeof ids))
+        return 0;
+    if (!getcwd(step_cwd, sizeof step_cwd))
+        step_cwd[0] = '\0';
+    int argc = 0;
+    char **argv = NULL;
+    if (strstr(ids, ".batch") && spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS && argc > 0 &&
+        asprintf(&script, "--batch-script=%s", argv[0]) < 0)
+        script = NULL;
+    start_container(sp, ids, script, NULL);
+    if (attached && start_error && holder > 0) {  /* it ended meanwhile: start a container of our own */
+        release_snapshot();
+        free(start_error);
+        start_error = NULL;
+        holder = -1;
+        attached = 0;
+        start_container(sp, ids, script, "--no-attach");
+    }
+    if (holder > 0 && !start_error) {
         started = mmap(NULL, sizeof *started, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
         if (started == MAP_FAILED)
             started = NULL;
     }
-    close(log);
     free(script);
     return 0;
 }
 
-static int join(spank_t sp, const char *ns, int nstype)
+/* setns into each of the holder's namespaces that differs from this task's. */
+static int join_all(void)
 {
-    char path[64], self[64];
+    char self[64];
     struct stat theirs, ours;
-    int fd;
-    snprintf(path, sizeof path, "/proc/%d/ns/%s", holder, ns);
-    snprintf(self, sizeof self, "/proc/self/ns/%s", ns);
-    if (stat(path, &theirs) < 0)
-        return nstype == CLONE_NEWCGROUP ? 0 : -1;
-    if (stat(self, &ours) == 0 && theirs.st_ino == ours.st_ino && theirs.st_dev == ours.st_dev)
-        return 0;
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-        return -1;
-    int rc = setns(fd, nstype);
-    close(fd);
-    if (rc < 0)
-        slurm_error("hydria: cannot join the container's %s namespace: %s", ns, strerror(errno));
-    (void)sp;
-    return rc;
+    for (size_t i = 0; i < NAMESPACE_COUNT; i++) {
+        int fd = namespace_fds[i];
+        snprintf(self, sizeof self, "/proc/self/ns/%s", NAMESPACES[i].name);
+        if (fd < 0 || fstat(fd, &theirs) < 0)
+            continue;  /* only cgroup may be missing (snapshot) */
+        if (stat(self, &ours) == 0 && theirs.st_ino == ours.st_ino && theirs.st_dev == ours.st_dev)
+            continue;
+        if (setns(fd, NAMESPACES[i].type) < 0) {
+            slurm_error("hydria: cannot join the container's %s namespace: %s", NAMESPACES[i].name, strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static int keeps_host_value(const char *name, size_t length)
@@ -421,8 +494,7 @@ static int keeps_host_value(const char *name, size_t length)
  * (except the --container-env names, which keep the host value when it has one). */
 static int merge_environment(spank_t sp)
 {
-    char path[64], *text, *entry;
-    int fd;
+    char *text, *entry;
     static const char *locale[] = {"LANG", "LANGUAGE", "LC_ALL"};
 
     if (!container_env) {  /* the HYDRIA_CONTAINER_ENV default of --container-env */
@@ -433,12 +505,7 @@ static int merge_environment(spank_t sp)
     for (size_t i = 0; i < sizeof locale / sizeof *locale; i++)
         if (!keeps_host_value(locale[i], strlen(locale[i])))
             spank_unsetenv(sp, locale[i]);
-    snprintf(path, sizeof path, "/proc/%d/environ", holder);
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-        return -1;
-    text = read_all(fd);
-    close(fd);
-    if (!text)
+    if (!(text = holder_environ))
         return -1;
     for (entry = text; *entry; entry += strlen(entry) + 1) {
         char *equals = strchr(entry, '=');
@@ -448,7 +515,6 @@ static int merge_environment(spank_t sp)
         spank_setenv(sp, entry, equals + 1, !keeps_host_value(entry, strlen(entry)));
         *equals = '=';
     }
-    free(text);
     return 0;
 }
 
@@ -457,12 +523,11 @@ static int merge_environment(spank_t sp)
  * memory (gds "hash") and talk to the server over its socket, unless the user chose a gds. */
 static void pmix_without_data_store(spank_t sp)
 {
-    char directory[PATH_MAX], chosen[64], inside[PATH_MAX + 64];
+    char directory[PATH_MAX], chosen[64];
     if (spank_getenv(sp, "PMIX_SERVER_TMPDIR", directory, sizeof directory) != ESPANK_SUCCESS ||
         spank_getenv(sp, "PMIX_MCA_gds", chosen, sizeof chosen) != ESPANK_ENV_NOEXIST)
         return;
-    snprintf(inside, sizeof inside, "/proc/%d/root%s", holder, directory);
-    if (access(inside, F_OK) < 0)
+    if (faccessat(root_fd, directory[0] == '/' ? directory + 1 : directory, F_OK, 0) < 0)
         spank_setenv(sp, "PMIX_MCA_gds", "hash", 1);
 }
 
@@ -480,9 +545,7 @@ static void pytorch_ranks(spank_t sp)
 
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
-    char cwd_link[64], cwd[PATH_MAX];
     const char *dir = workdir();
-    ssize_t length;
 
     (void)ac;
     (void)av;
@@ -498,21 +561,16 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         for (char *line = strtok(entrypoint_output, "\n"); line; line = strtok(NULL, "\n"))
             if (*line != '@')  /* once per node, in the first task's error stream, without our marks */
                 fprintf(stderr, "%s\n", line);
-    snprintf(cwd_link, sizeof cwd_link, "/proc/%d/cwd", holder);
-    length = readlink(cwd_link, cwd, sizeof cwd - 1);
-    cwd[length > 0 ? length : 0] = '\0';
     if (merge_environment(sp) < 0) {
         slurm_error("hydria: cannot read the container's environment");
         return -1;
     }
     pmix_without_data_store(sp);
     pytorch_ranks(sp);
-    if (join(sp, "user", CLONE_NEWUSER) < 0 || join(sp, "cgroup", CLONE_NEWCGROUP) < 0 ||
-        join(sp, "mnt", CLONE_NEWNS) < 0 || join(sp, "ipc", CLONE_NEWIPC) < 0 ||
-        join(sp, "uts", CLONE_NEWUTS) < 0 || join(sp, "net", CLONE_NEWNET) < 0)
+    if (join_all() < 0)
         return -1;
     if (!dir)
-        dir = length > 0 ? cwd : "/";
+        dir = *holder_cwd ? holder_cwd : "/";
     if (chdir(dir) < 0) {
         slurm_error("hydria: couldn't chdir to %s: %s", dir, strerror(errno));
         return -1;
@@ -540,6 +598,7 @@ static int teardown(spank_t sp)
         kill(holder, SIGKILL);
         wait_for(holder, 0);
     }
+    release_snapshot();  /* the container's mounts go with its last process */
     spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &tasks);
     int export = saving(sp) && started && *started >= tasks;
     if (!export && !needs_cleanup && !start_error)
@@ -558,7 +617,8 @@ static int teardown(spank_t sp)
         }
         if (*step_cwd && chdir(step_cwd) < 0)  /* a relative --container-save is relative to it */
             fprintf(stderr, "hydria: cannot enter %s: %s\n", step_cwd, strerror(errno));
-        execvp(hydria_path, command("cleanup", ids, export ? "--export" : NULL));
+        const char *extras[] = {ids, export ? "--export" : NULL};
+        execvp(hydria_path, command("cleanup", extras, 2));
         _exit(127);
     }
     if (child > 0) {
@@ -618,7 +678,8 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
         setenv("PATH", "/usr/local/bin:/usr/bin:/bin", 1);
         setenv("HOME", user->pw_dir, 1);
         setenv("USER", user->pw_name, 1);
-        execvp(hydria_path, command("epilog", ids, NULL));
+        const char *extras[] = {ids};
+        execvp(hydria_path, command("epilog", extras, 1));
         fprintf(stderr, "hydria: cannot run %s: %s\n", hydria_path, strerror(errno));
         _exit(127);
     }
