@@ -212,12 +212,18 @@ static char *read_all(int fd)
 {
     size_t size = 0, cap = 4096;
     ssize_t got;
-    char *text = malloc(cap);
+    char *text = malloc(cap), *bigger;
     lseek(fd, 0, SEEK_SET);
     while (text && (got = read(fd, text + size, cap - size - 1)) > 0) {
         size += got;
-        if (cap - size < 2)
-            text = realloc(text, cap *= 2);
+        if (cap - size < 2) {
+            if (!(bigger = realloc(text, cap * 2))) {
+                free(text);
+                return NULL;
+            }
+            text = bigger;
+            cap *= 2;
+        }
     }
     if (text)
         text[size] = '\0';
@@ -275,9 +281,15 @@ static const char *option_value(const char *prefix)
     return NULL;
 }
 
-static const char *workdir(void)
+/* --container-workdir, or its HYDRIA_CONTAINER_WORKDIR default in the job's environment */
+static const char *workdir(spank_t sp)
 {
-    return option_value("--container-workdir=");
+    static char value[PATH_MAX];
+    const char *given = option_value("--container-workdir=");
+    if (given)
+        return given;
+    return spank_getenv(sp, "HYDRIA_CONTAINER_WORKDIR", value, sizeof value) == ESPANK_SUCCESS && *value ? value
+                                                                                                       : NULL;
 }
 
 /* A flag given on the command line, else its HYDRIA_CONTAINER_* default in the job's environment
@@ -545,7 +557,7 @@ static void pytorch_ranks(spank_t sp)
 
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
-    const char *dir = workdir();
+    const char *dir = workdir(sp);
 
     (void)ac;
     (void)av;
