@@ -254,3 +254,68 @@ def test_list_fancy_shows_running_containers(images: dict[str, Path], workspace:
     finally:
         busy.kill()
         busy.wait()
+
+
+def test_rc_file_replaces_the_images_rc(images: dict[str, Path], workspace: Workspace) -> None:
+    rc = workspace.out / "rc.sh"
+    rc.write_text('echo "custom rc: $*"\nexec "$@"\n')
+    assert output(workspace, "--rc", str(rc), str(images["busybox"]), "id", "-u") == \
+        f"custom rc: id -u\n{workspace.user.uid}\n"
+    result = start(workspace, "--rc", str(workspace.out / "missing.sh"), str(images["busybox"]), "true")
+    assert result.returncode == 1 and "No such file or directory" in result.stderr
+
+
+CONF_SCRIPT = """#HYDRIA_ROOTFS={image}
+#ENROOT_REMAP_ROOT=y
+environ() {{
+    echo "FROM_CONF=conf value"
+    echo "GREETING=from the conf"
+}}
+mounts() {{
+    echo "{host} /mnt/conf none x-create=dir,bind,ro"
+}}
+hooks() {{
+    echo "FROM_HOOK=$(test -d "$ENROOT_ROOTFS/etc" && echo saw-rootfs)" >> "$HYDRIA_ENVIRON"
+    echo "hooks() output is discarded"
+}}
+rc() {{
+    echo "rc from the conf: $*"
+    exec "$@"
+}}
+"""
+
+
+def test_conf_script_and_batch(images: dict[str, Path], workspace: Workspace) -> None:
+    host = workspace.out / "shared"
+    host.mkdir()
+    (host / "file").write_text("from the host\n")
+    conf = workspace.out / "job.conf"
+    conf.write_text(CONF_SCRIPT.format(image=images["busybox"], host=host))
+    probe = ["sh", "-c", 'id -u; echo "$FROM_CONF|$FROM_HOOK|$GREETING"; cat /mnt/conf/file']
+    expected = ["rc from the conf: " + " ".join(probe), "0", "conf value|saw-rootfs|from the conf", "from the host"]
+    assert output(workspace, "--conf", str(conf), str(images["busybox"]), *probe).splitlines() == expected
+    result = workspace.run("batch", str(conf), *probe)  # the image comes from #HYDRIA_ROOTFS
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == expected
+    # --env still wins over environ(), --rc over rc()
+    rc = workspace.out / "rc.sh"
+    rc.write_text('exec "$@"\n')
+    out = output(workspace, "--conf", str(conf), "--rc", str(rc), "-e", "GREETING=cli", str(images["busybox"]),
+                 "sh", "-c", "echo $GREETING")
+    assert out == "cli\n"
+
+
+@pytest.mark.parametrize(("text", "command", "message"), [
+    ("environ() {\n echo x\n", "start", "Invalid argument: "),  # bash -n fails
+    ("true\n", "batch", "Missing directive ENROOT_ROOTFS in "),
+    ("hooks() {\n exit 3\n}\n", "start", "exited with return code 3"),
+])
+def test_conf_script_errors(images: dict[str, Path], workspace: Workspace, text: str, command: str,
+                            message: str) -> None:
+    conf = workspace.out / "bad.conf"
+    conf.write_text(text)
+    args = ["start", "--conf", str(conf), str(images["busybox"]), "true"] if command == "start" else ["batch", str(conf)]
+    result = workspace.run(*args)
+    assert result.returncode == 1 and message in result.stderr
+    missing = workspace.run("start", "--conf", str(workspace.out / "none.conf"), str(images["busybox"]), "true")
+    assert missing.returncode == 1 and "No such file or directory" in missing.stderr

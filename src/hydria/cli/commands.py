@@ -37,7 +37,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("remove", "Remove containers", "hydria.cli.remove"),
     Command("export", "Write a container back to an image file", "hydria.cli.export"),
     Command("bundle", "Make a self-extracting bundle from an image file", None),
-    Command("batch", "Start a container from a configuration file", None),
+    Command("batch", "Start a container from a configuration file", "hydria.cli.batch"),
     Command("doctor", "Check that this node can run hydria containers", None),
     Command("slurm", "The Slurm plugin's steps and its installation", "hydria.cli.slurm"),
     Command("info", "Show the version and the settings in effect", "hydria.cli.info"),

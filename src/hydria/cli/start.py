@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from typing import TYPE_CHECKING
 
 from hydria.config import Settings
 
+if TYPE_CHECKING:
+    from hydria.runtime.confscript import ConfScript
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-c", "--conf", help="configuration script (not supported yet)")
+    parser.add_argument("-c", "--conf", help="configuration script: environ(), mounts(), hooks(), rc() and "
+                        "#HYDRIA_*= directives")
     parser.add_argument("-e", "--env", action="append", default=[], metavar="KEY[=VAL]",
                         help="set an environment variable (a bare KEY copies the host's value)")
     parser.add_argument("--rc", help="run this script instead of the image's /etc/rc")
@@ -24,12 +29,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
-    from hydria.errors import HydriaError
+    conf = None
+    if options.conf is not None:
+        conf, settings = load_conf(options.conf)
+    start_with(options, settings, conf)
+    return 1  # start() execs the container or raises
+
+
+def load_conf(path: str) -> tuple[ConfScript, Settings]:
+    """The configuration script and the settings with its directives applied over the environment."""
+    import os
+
+    from hydria.config import load_settings
+    from hydria.runtime.confscript import load
+
+    conf = load(path)
+    directives = {f"HYDRIA_{name}": value for name, value in conf.directives.items() if name != "ROOTFS"}
+    return conf, load_settings({**os.environ, **directives})
+
+
+def start_with(options: argparse.Namespace, settings: Settings, conf: ConfScript | None) -> None:
+    """Start with the command line's flags applied over ``settings``; execs or raises."""
     from hydria.runtime.start import StartOptions, start
 
-    if options.conf is not None:
-        raise HydriaError("start --conf: not implemented yet",
-                          hint="use --env, --mount and --rc, or hooks.d, for now")
     settings = dataclasses.replace(
         settings,
         remap_root=settings.remap_root or options.root,
@@ -39,5 +61,4 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
         unshare_ipc=settings.unshare_ipc or options.ipc,
         unshare_uts=settings.unshare_uts or options.uts,
     )
-    start(StartOptions(options.target, options.command, options.env, options.mount, options.rc), settings)
-    return 1  # start() execs the container or raises
+    start(StartOptions(options.target, options.command, options.env, options.mount, options.rc, conf=conf), settings)

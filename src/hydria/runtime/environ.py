@@ -44,13 +44,15 @@ def env_option(value: str, host: Mapping[str, str]) -> tuple[str, str]:
 
 
 def build(image_environment: str, env_files: Iterable[str], hook_output: str,
-          options: Iterable[tuple[str, str]], host: Mapping[str, str]) -> dict[str, str]:
-    """The container environment from its sources, lowest precedence first."""
+          options: Iterable[tuple[str, str]], host: Mapping[str, str], conf_output: str = "") -> dict[str, str]:
+    """The container environment from its sources, lowest precedence first (``conf_output``: what
+    a configuration script's ``environ()`` printed, taken as it is)."""
     result: dict[str, str] = {}
     for text in (image_environment, *env_files):
         result.update(parse_env_lines(substitute(text, host)))
     if "TERM" in host:
         result["TERM"] = host["TERM"]
+    result.update(parse_env_lines(conf_output))
     result.update(parse_env_lines(hook_output))
     result.update(options)
     return result

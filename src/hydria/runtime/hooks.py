@@ -19,6 +19,7 @@ from pathlib import Path
 from hydria import __version__
 from hydria.config import Settings
 from hydria.errors import HydriaError
+from hydria.runtime.confscript import ConfOutput, ConfScript
 
 
 class HookFailed(HydriaError):
@@ -29,31 +30,49 @@ class HookFailed(HydriaError):
 class HookOutput:
     environ: str
     mounts: str
+    conf: ConfOutput | None = None
 
 
-def run_hooks(settings: Settings, root: str, area: str) -> HookOutput:
-    """Run the executable ``*.sh`` of the system, then the user's ``hooks.d``. Raises HookFailed."""
-    environ_file, mounts_file = f"{area}/environment", f"{area}/fstab"
+def run_hooks(settings: Settings, root: str, area: str, conf: ConfScript | None = None) -> HookOutput:
+    """Run the executable ``*.sh`` of the system, then the user's ``hooks.d``, then the
+    configuration script (its ``hooks()``; what its other functions print is returned).
+    Raises HookFailed, or HydriaError for a failing configuration script."""
+    environ_file, mounts_file = hook_files(area)
     for path in (environ_file, mounts_file):
         Path(path).touch()
     scripts = [p for folder in (settings.sysconf_path / "hooks.d", settings.config_path / "hooks.d")
                for p in sorted(folder.glob("*.sh")) if p.is_file() and os.access(p, os.X_OK)]
-    if scripts:
-        contract = {"PID": str(os.getpid()), "ROOTFS": root, "ENVIRON": environ_file,
-                    "MOUNTS": mounts_file, "VERSION": __version__}
-        env = dict(os.environ)
-        env.update(settings.environment)
-        for name, value in settings.as_variables().items():
-            env[name] = value
-            env["ENROOT_" + name.removeprefix("HYDRIA_")] = value
-        for key, value in contract.items():
-            env["HYDRIA_" + key] = env["ENROOT_" + key] = value
+    conf_output = None
+    if scripts or conf is not None:
+        env = hook_environment(settings, root, area)
         for script in scripts:
             result = subprocess.run([str(script)], env=env, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.DEVNULL, check=False)
             if result.returncode != 0:
                 raise HookFailed(f"{script} exited with return code {result.returncode}")
-    return HookOutput(Path(environ_file).read_text(), Path(mounts_file).read_text())
+        if conf is not None:
+            conf_output = conf.run(env)
+    return HookOutput(Path(environ_file).read_text(), Path(mounts_file).read_text(), conf_output)
+
+
+def hook_files(area: str) -> tuple[str, str]:
+    """The environment and mounts files hooks append to."""
+    return f"{area}/environment", f"{area}/fstab"
+
+
+def hook_environment(settings: Settings, root: str, area: str) -> dict[str, str]:
+    """The caller's environment, every setting as HYDRIA_* and ENROOT_*, and the hook contract."""
+    environ_file, mounts_file = hook_files(area)
+    contract = {"PID": str(os.getpid()), "ROOTFS": root, "ENVIRON": environ_file,
+                "MOUNTS": mounts_file, "VERSION": __version__}
+    env = dict(os.environ)
+    env.update(settings.environment)
+    for name, value in settings.as_variables().items():
+        env[name] = value
+        env["ENROOT_" + name.removeprefix("HYDRIA_")] = value
+    for key, value in contract.items():
+        env["HYDRIA_" + key] = env["ENROOT_" + key] = value
+    return env
 
 
 def write_identity(root: str, user: pwd.struct_passwd, remap_root: bool) -> None:

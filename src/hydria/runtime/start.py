@@ -28,6 +28,7 @@ from hydria.hooks import slurm_pmi
 from hydria.paths import ensure_dir
 from hydria.runtime import environ, fstab, hooks, namespaces, rootfs
 from hydria.runtime import syscalls as sc
+from hydria.runtime.confscript import ConfOutput, ConfScript
 from hydria.runtime.mounts import mount_entries
 
 SYSTEM_FSTAB = """\
@@ -54,6 +55,7 @@ class StartOptions:
     mounts: Sequence[str] = ()
     rc: str | None = None
     entries: Sequence[fstab.MountEntry] = ()  # mounts made by callers other than the CLI
+    conf: ConfScript | None = None  # --conf
 
 
 def resolve_target(target: str, settings: Settings) -> rootfs.Container:
@@ -94,12 +96,15 @@ def start(options: StartOptions, settings: Settings) -> None:
 
     mounts = fstab.parse(SYSTEM_FSTAB + (NET_FSTAB if settings.unshare_net else ""), "system fstab")
     mount_entries(mounts, root, -1, cwd)
-    hook_env = hooks.run_hooks(settings, root, area)
+    hook_env = hooks.run_hooks(settings, root, area, options.conf)
     hook_mounts = fstab.parse(hook_env.mounts, "hooks", dict(os.environ, HYDRIA_ROOTFS=root, ENROOT_ROOTFS=root))
     mount_entries(hook_mounts, root, 0, cwd)
     env_files = [text for _, text in _config_texts(settings, "environ.d", "*.env")]
+    conf = hook_env.conf or ConfOutput("", "", None)
+    if rc_text is None:
+        rc_text = conf.rc
     environment = environ.build(_read(root, "etc/environment"), env_files, hook_env.environ,
-                                env_options, os.environ)
+                                env_options, os.environ, conf.environ)
     host = {**settings.environment, **os.environ}
     if "NVIDIA_VISIBLE_DEVICES" in host or "NVIDIA_VISIBLE_DEVICES" in environment:  # else not even imported
         from hydria.hooks import nvidia
@@ -109,7 +114,8 @@ def start(options: StartOptions, settings: Settings) -> None:
     environment.update(pmi_environment)
     substitution = {**os.environ, "HYDRIA_ROOTFS": root, "ENROOT_ROOTFS": root}
     final = [*fstab.parse(_read(root, "etc/fstab"), "image fstab", substitution),
-             *_config_files(settings, "mounts.d", "*.fstab", substitution), *pmi_mounts, *extra_mounts]
+             *_config_files(settings, "mounts.d", "*.fstab", substitution), *pmi_mounts,
+             *fstab.parse(conf.mounts, f"{options.conf.path if options.conf else ''} mounts()"), *extra_mounts]
     mount_entries(final, root, 0, cwd)
     if settings.mount_home and not settings.remap_root:
         mount_entries([fstab.MountEntry(host_user.pw_dir, host_user.pw_dir, "none",
@@ -123,7 +129,9 @@ def start(options: StartOptions, settings: Settings) -> None:
     if not settings.rootfs_writable:
         sc.mount(None, root, None, sc.MS_REMOUNT | sc.MS_BIND | sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV)
     rc_path = f"{area}/rc" if rc_text is not None else None
-    rc_fd = os.open(rc_path, os.O_RDONLY) if rc_path else None
+    rc_fd = os.open(rc_path, os.O_RDONLY) if rc_path else None  # read by the shell as /proc/self/fd/N
+    if rc_fd is not None:
+        os.set_inheritable(rc_fd, True)
     os.chdir(root)
     sc.pivot_root(".", ".")
     sc.umount2(".", sc.MNT_DETACH)

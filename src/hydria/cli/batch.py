@@ -1,0 +1,29 @@
+"""``hydria batch CONFIG [COMMAND [ARG...]]``: ``start --conf CONFIG`` on the container or image that
+the script's ``#HYDRIA_ROOTFS=`` (or ``#ENROOT_ROOTFS=``) directive names, so that a configuration
+script can be run directly (``#!/usr/bin/env -S hydria batch``), as enroot's ``batch``."""
+
+from __future__ import annotations
+
+import argparse
+
+from hydria.config import Settings
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("conf", metavar="CONFIG", help="configuration script with a #HYDRIA_ROOTFS= directive")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+
+
+def run(options: argparse.Namespace, settings: Settings) -> int:
+    from hydria.cli.start import load_conf, start_with
+    from hydria.errors import HydriaError
+
+    conf, settings = load_conf(options.conf)
+    rootfs = conf.directives.get("ROOTFS")
+    if not rootfs:
+        raise HydriaError(f"Missing directive ENROOT_ROOTFS in {options.conf}",
+                          hint="add a line #HYDRIA_ROOTFS=NAME|IMAGE (or #ENROOT_ROOTFS=) to the script")
+    flags = argparse.Namespace(root=False, rw=False, pid=False, net=False, ipc=False, uts=False, env=[], mount=[],
+                               rc=None, command=options.command, target=rootfs)
+    start_with(flags, settings, conf)
+    return 1  # start() execs the container or raises
