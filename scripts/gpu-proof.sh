@@ -46,6 +46,9 @@ run() {
     HYDRIA_ARGS=(start gpu cuda-probe); hydria; hydria
     echo "== NVIDIA_VISIBLE_DEVICES=void: no GPU"; HYDRIA_ARGS=(start -e NVIDIA_VISIBLE_DEVICES=void "$image" sh -c 'cuda-probe; echo status $?'); hydria || true
     echo "== NVIDIA_VISIBLE_DEVICES=7 on a 1-GPU node"; HYDRIA_ARGS=(start "$image" true); hydria NVIDIA_VISIBLE_DEVICES=7 || echo "exit status $?"
+    local left
+    for _ in $(seq 50); do left=$(ps -u "$user" -o stat= | grep -vc '^Z' || true); [ "$left" = 0 ] && break; sleep 0.1; done
+    echo "== processes of $user left behind (zombies aside): $left"
     echo "== start latency, median of 20 (ms): with the GPU hook, then with NVIDIA_VISIBLE_DEVICES=void"
     for devices in all void; do
         HYDRIA_ARGS=(start -e "NVIDIA_VISIBLE_DEVICES=$devices" "$image" true)
