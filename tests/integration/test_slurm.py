@@ -53,7 +53,15 @@ def test_tasks_run_in_the_image(srun: Srun, images: dict[str, Path]) -> None:
 
 def test_registry_image_and_cleanup(srun: Srun, busybox: PublishedImage, test_user: User) -> None:
     image = busybox.docker_uri.removeprefix("docker://")
-    assert "hydria busybox test image" in srun.ok(f"--container-image={image}", "cat", "/etc/os-release")
+    result = srun(f"--container-image={image}", "cat", "/etc/os-release")
+    assert result.returncode == 0 and "hydria busybox test image" in result.stdout
+    # pyxis's log lines (the first only for steps of one task)
+    assert f"hydria: importing docker image: {image}" in result.stderr, result.stderr
+    assert f"hydria: imported docker image: {image}" in result.stderr
+    result = srun("-n", "2", f"--container-image={image}", "true")
+    assert "importing" not in result.stderr and f"hydria: imported docker image: {image}" in result.stderr
+    result = srun(f"--container-image={image.rsplit(':', 1)[0]}:nosuchtag", "true")
+    assert result.returncode != 0 and "hydria: failed to import docker image: " in result.stderr
     scratch = Path(tempfile.gettempdir(), f"hydria-slurm-{test_user.uid}")
     def steps_left() -> list[str]:
         return [p.name for p in scratch.iterdir() if p.name != "rc.local"]  # rc.local: shared by the steps
@@ -112,7 +120,8 @@ def test_remap_root_and_writable(srun: Srun, images: dict[str, Path]) -> None:
 
 def test_named_container_persists_across_steps(srun: Srun, images: dict[str, Path]) -> None:
     image = f"--container-image={images['busybox']}"
-    srun.ok(image, "--container-name=keep", "--container-writable", "sh", "-c", "echo kept > /state")
+    made = srun(image, "--container-name=keep", "--container-writable", "sh", "-c", "echo kept > /state")
+    assert made.returncode == 0 and "hydria: creating container filesystem: hydria_keep" in made.stderr
     assert srun.ok("--container-name=keep", "cat", "/state") == "kept\n"
     result = srun(image, "--container-name=keep:create", "true")
     assert result.returncode != 0 and '"create" flag was passed' in result.stderr

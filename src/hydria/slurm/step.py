@@ -27,6 +27,7 @@ from hydria.slurm.options import ContainerOptions
 log = logging.getLogger(__name__)
 
 DISABLED_STATUS = 64  # no container for this step (the shim's DISABLED_STATUS)
+LOG_MARK = "@log "  # a line for the user's terminal follows (the shim's pass_on_log_lines)
 CLEANUP_MARK = "@cleanup"  # printed when the step leaves something behind (the shim's CLEANUP_MARK)
 RC_LOCAL = 'exec "$@"\n'  # replaces the image's rc.local, so that its entrypoint does not run
 ATTACH_STATUS = 65  # join the running container whose PID is on the last line (the shim's ATTACH_STATUS)
@@ -201,11 +202,13 @@ def _container(options: ContainerOptions, prefix: str, step: str, settings: Sett
     if options.image is None:
         raise HydriaError(f'a container with name "{name}" does not exist, and --container-image is not set')
     image = _image_file(options.image, scratch, settings, cwd)
+    user_log(f"creating container filesystem: {name}")
     try:
         store.create(image, name, force=False, unpack=settings.unpack)
-    except HydriaError:
+    except HydriaError as e:
         if not store.path(name).is_dir():  # another step of the job may have just created it
-            raise
+            log.error("%s", e.message)
+            raise HydriaError(f"failed to create container filesystem for image: {options.image}") from None
     return name
 
 
@@ -222,4 +225,17 @@ def _image_file(image: str, scratch: Path, settings: Settings, cwd: str) -> Path
     scratch.mkdir(mode=0o700, exist_ok=True)
     target = scratch / "image.sqsh"
     target.unlink(missing_ok=True)
-    return import_image(uri, settings, output=str(target))
+    if int(os.environ.get("SLURM_STEP_NUM_TASKS") or os.environ.get("SLURM_NTASKS") or 1) <= 1:
+        user_log(f"importing docker image: {image}")  # as pyxis: not once per task of a large step
+    try:
+        imported = import_image(uri, settings, output=str(target))
+    except HydriaError as e:
+        log.error("%s", e.message)
+        raise HydriaError(f"failed to import docker image: {image}", hint=e.hint) from None
+    user_log(f"imported docker image: {image}")
+    return imported
+
+
+def user_log(message: str) -> None:
+    """A line for the user's terminal (the shim passes it to slurm_spank_log), as pyxis's log lines."""
+    print(f"{LOG_MARK}hydria: {message}", flush=True)

@@ -373,6 +373,18 @@ static int snapshot(pid_t pid)
     return holder_environ && kill(pid, 0) == 0 ? 0 : -1;
 }
 
+/* The "@log MESSAGE" lines `hydria slurm start` printed go to the user (importing an image, ...). */
+static void pass_on_log_lines(int log)
+{
+    char *output = read_all(log);
+    for (char *line = output; line && (line = strstr(line, "@log ")); line++) {
+        char *end = strchrnul(line, '\n');
+        if (line == output || line[-1] == '\n')
+            slurm_spank_log("%.*s", (int)(end - line - 5), line + 5);
+    }
+    free(output);
+}
+
 /* Run `hydria slurm start` as the user and take hold of the container it started or named
  * (holder, snapshot), or keep its error for task_init. */
 static void start_container(spank_t sp, const char *ids, const char *script, const char *attach)
@@ -416,6 +428,7 @@ static void start_container(spank_t sp, const char *ids, const char *script, con
         if (!start_error || !*start_error)
             start_error = strdup("hydria: the container did not start");
     }
+    pass_on_log_lines(log);
     close(log);
     if (holder > 0 && snapshot(holder) < 0 && !start_error)
         start_error = strdup(attached ? "hydria: the running container exited while the step was joining it"
