@@ -37,6 +37,13 @@ class Container:
     upper: Path | None = None  # persistent writes of a named container
     directory: Path | None = None  # an unpacked root filesystem
 
+    @property
+    def home(self) -> Path | None:
+        """A named container's directory in the data path; None for an image file."""
+        if self.upper is not None:
+            return self.upper
+        return self.directory.parent if self.directory is not None else None
+
 
 def is_squashfs(path: Path) -> bool:
     try:

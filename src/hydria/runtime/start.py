@@ -26,7 +26,7 @@ from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.hooks import slurm_pmi
 from hydria.paths import ensure_dir
-from hydria.runtime import environ, fstab, hooks, namespaces, rootfs
+from hydria.runtime import environ, fstab, hooks, lock, namespaces, rootfs
 from hydria.runtime import syscalls as sc
 from hydria.runtime.confscript import ConfOutput, ConfScript
 from hydria.runtime.mounts import mount_entries
@@ -40,6 +40,7 @@ tmpfs /tmp tmpfs x-create=dir,rw,nosuid,nodev,mode=1777 0 -1
 /etc/hostname /etc/hostname none x-create=file,bind,ro,nosuid,nodev,private,nofail,silent 0 -1
 /etc/resolv.conf /etc/resolv.conf none x-create=file,bind,ro,nosuid,nodev,private,nofail,silent 0 -1
 """
+LOCK_FILE = ".lock"  # in a named container's directory (runtime/lock.py)
 NET_FSTAB = """none /sys none x-detach,nofail,silent 0 -1
 sysfs /sys sysfs x-create=dir,ro,nosuid,nodev,noexec,private 0 -1
 """
@@ -56,6 +57,9 @@ class StartOptions:
     rc: str | None = None
     entries: Sequence[fstab.MountEntry] = ()  # mounts made by callers other than the CLI
     conf: ConfScript | None = None  # --conf
+    # The built-in Slurm hook; off for the Slurm plugin's step container, whose tasks bring their
+    # own SLURM_*/PMI variables (and may belong to other steps that join it).
+    slurm_hook: bool = True
 
 
 def resolve_target(target: str, settings: Settings) -> rootfs.Container:
@@ -91,6 +95,8 @@ def start(options: StartOptions, settings: Settings) -> None:
     inner_uid, inner_gid = (0, 0) if settings.remap_root else (uid, gid)
     area = f"{runtime}/{os.getpid()}"
     sc.mount("tmpfs", str(runtime), "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=700")
+    if container.home is not None:
+        lock.hold(container.home / LOCK_FILE)
     root = rootfs.mount_container(container, area, inner_uid, inner_gid)
     hooks.write_identity(root, host_user, settings.remap_root)
 
@@ -110,7 +116,7 @@ def start(options: StartOptions, settings: Settings) -> None:
         from hydria.hooks import nvidia
 
         environment.update(nvidia.run(root, environment, host, cwd, str(settings.nvidia_driver_root)))
-    pmi_environment, pmi_mounts = slurm_pmi.run(os.environ)
+    pmi_environment, pmi_mounts = slurm_pmi.run(os.environ) if options.slurm_hook else ({}, [])
     environment.update(pmi_environment)
     substitution = {**os.environ, "HYDRIA_ROOTFS": root, "ENROOT_ROOTFS": root}
     final = [*fstab.parse(_read(root, "etc/fstab"), "image fstab", substitution),

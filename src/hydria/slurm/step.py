@@ -53,19 +53,25 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
     from hydria.runtime.start import StartOptions
     from hydria.runtime.start import start as start_container
 
-    if options.name is not None and options.name_flag != "no_exec" and attach:
-        pid = _running_pid(_prefix(step, scope) + options.name, settings)
-        if pid is not None:
-            if options.mounts:
-                log.warning("ignoring --container-mounts when attaching to a running container")
-            _check_unshared(options.unshare, pid)
-            log.info("reusing existing container namespaces")
-            return pid
+    joinable = options.name is not None and options.name_flag != "no_exec" and attach
+    name = _prefix(step, scope) + (options.name or "")
+    if joinable and (pid := _running_pid(name, settings)) is not None:
+        return _join(options, pid)
     cwd = _job_cwd(environment)
     os.chdir(cwd)
     settings = _step_settings(options, settings)
     scratch = step_dir(settings, step)
     target = _container(options, _prefix(step, scope), step, settings, scratch, cwd)
+    if joinable:  # steps that start at once: the first sets the container up, the others join it
+        from hydria.runtime import lock
+        from hydria.runtime.start import LOCK_FILE
+        from hydria.store import Store
+
+        lock_file = Store(settings).path(name) / LOCK_FILE
+        lock.hold(lock_file)
+        if (pid := _running_pid(name, settings)) is not None:
+            lock.release(lock_file)
+            return _join(options, pid)
     entries = list(options.mounts)
     if batch_script:  # sbatch: the script in slurmd's spool runs inside, at the same path
         entries.append(MountEntry(batch_script, batch_script, "none", READ_ONLY_FILE_BIND,
@@ -77,8 +83,16 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
     temporary = options.name is None and options.save is not None
     if scratch.exists() or temporary:
         print(CLEANUP_MARK, flush=True)  # the shim runs `hydria slurm cleanup` only when told to
-    start_container(StartOptions(target, STOP_COMMAND, env=env, entries=entries), settings)
+    start_container(StartOptions(target, STOP_COMMAND, env=env, entries=entries, slurm_hook=False), settings)
     raise AssertionError("start() execs the container or raises")
+
+
+def _join(options: ContainerOptions, pid: int) -> int:
+    if options.mounts:
+        log.warning("ignoring --container-mounts when attaching to a running container")
+    _check_unshared(options.unshare, pid)
+    log.info("reusing existing container namespaces")
+    return pid
 
 
 def _running_pid(name: str, settings: Settings) -> int | None:
