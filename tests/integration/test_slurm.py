@@ -94,6 +94,8 @@ def test_mounts_and_workdir(srun: Srun, images: dict[str, Path]) -> None:
     assert srun.ok(image, "--container-workdir=/etc", "pwd") == "/etc\n"
     # the HYDRIA_CONTAINER_* variables are defaults for options not given (pyxis's PYXIS_CONTAINER_*)
     assert srun.ok("pwd", HYDRIA_CONTAINER_IMAGE=str(images["busybox"]), HYDRIA_CONTAINER_WORKDIR="/etc") == "/etc\n"
+    result = srun(image, "--container-mounts=/nonexistent/dir:/x", "true")
+    assert result.returncode != 0 and "--container-mounts: source path does not exist: /nonexistent/dir" in result.stderr
     result = srun(image, "--container-workdir=/nonexistent", "true")
     assert result.returncode != 0 and "couldn't chdir to /nonexistent" in result.stderr
 

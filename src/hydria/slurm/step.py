@@ -59,6 +59,9 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
         return _join(options, pid)
     cwd = _job_cwd(environment)
     os.chdir(cwd)
+    for entry in options.mounts:  # as pyxis: checked here, with its message
+        if entry.is_bind and entry.source.startswith("/") and not os.path.exists(entry.source):
+            raise HydriaError(f"--container-mounts: source path does not exist: {entry.source}")
     settings = _step_settings(options, settings)
     scratch = step_dir(settings, step)
     target = _container(options, _prefix(step, scope), step, settings, scratch, cwd)
