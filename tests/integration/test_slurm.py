@@ -62,6 +62,7 @@ def test_registry_image_and_cleanup(srun: Srun, busybox: PublishedImage, test_us
     assert "importing" not in result.stderr and f"hydria: imported docker image: {image}" in result.stderr
     result = srun(f"--container-image={image.rsplit(':', 1)[0]}:nosuchtag", "true")
     assert result.returncode != 0 and "hydria: failed to import docker image: " in result.stderr
+    assert "@log" not in result.stderr and "@cleanup" not in result.stderr  # the shim's marks stay inside
     scratch = Path(tempfile.gettempdir(), f"hydria-slurm-{test_user.uid}")
     def steps_left() -> list[str]:
         return [p.name for p in scratch.iterdir() if p.name != "rc.local"]  # rc.local: shared by the steps

@@ -30,7 +30,7 @@ DISABLED_STATUS = 64  # no container for this step (the shim's DISABLED_STATUS)
 LOG_MARK = "@log "  # a line for the user's terminal follows (the shim's pass_on_log_lines)
 CLEANUP_MARK = "@cleanup"  # printed when the step leaves something behind (the shim's CLEANUP_MARK)
 RC_LOCAL = 'exec "$@"\n'  # replaces the image's rc.local, so that its entrypoint does not run
-ATTACH_STATUS = 65  # join the running container whose PID is on the last line (the shim's ATTACH_STATUS)
+ATTACH_STATUS = 65  # join the running container the "@attach PID" line names (the shim's ATTACH_STATUS)
 STOP_COMMAND = ("sh", "-c", "kill -STOP $$; exit 0")
 PREFIX = "hydria_"
 
@@ -54,7 +54,7 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
     from hydria.runtime.start import start as start_container
 
     joinable = options.name is not None and options.name_flag != "no_exec" and attach
-    name = _prefix(step, scope) + (options.name or "")
+    name = container_name(options, step, scope) or ""
     if joinable and (pid := _running_pid(name, settings)) is not None:
         return _join(options, pid)
     cwd = _job_cwd(environment)
@@ -82,7 +82,7 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
     if not options.entrypoint:
         entries.append(MountEntry(str(_rc_local(settings)), "/etc/rc.local", "none", READ_ONLY_FILE_BIND,
                                   origin="hydria"))
-    env = [f"{name}={environment[name]}" for name in options.env if environment.get(name)]
+    env = [f"{variable}={environment[variable]}" for variable in options.env if environment.get(variable)]
     temporary = options.name is None and options.save is not None
     if scratch.exists() or temporary:
         print(CLEANUP_MARK, flush=True)  # the shim runs `hydria slurm cleanup` only when told to
@@ -204,8 +204,9 @@ def _container(options: ContainerOptions, prefix: str, step: str, settings: Sett
         return str(_image_file(options.image, scratch, settings, cwd))
     store = Store(settings)
     if options.name is None:  # a temporary container, so that the writes to save persist
+        assert options.image is not None
         name = prefix + step
-        store.create(_image_file(options.image or "", scratch, settings, cwd), name, force=True, unpack=False)
+        store.create(_image_file(options.image, scratch, settings, cwd), name, force=True, unpack=False)
         return name
     name = prefix + options.name
     exists = store.path(name).is_dir()

@@ -576,7 +576,8 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     (void)av;
     if (start_error) {
         for (char *line = strtok(start_error, "\n"); line; line = strtok(NULL, "\n"))
-            slurm_error("%s", line);
+            if (*line != '@')  /* our marks; "@log" lines went to the user already */
+                slurm_error("%s", line);
         return -1;
     }
     if (holder < 0)
