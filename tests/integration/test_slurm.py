@@ -168,6 +168,13 @@ def test_pytorch_ranks(srun: Srun, images: dict[str, Path]) -> None:
     image = f"--container-image={images['busybox']}"
     out = srun.ok("-n", "2", image, "sh", "-c", "echo $SLURM_PROCID:$RANK:$LOCAL_RANK", PYTORCH_VERSION="2.1")
     assert sorted(out.split()) == ["0:0:0", "1:1:1"]
+    # torch.distributed's env:// rendezvous, as enroot's 50-slurm-pytorch hook sets it
+    out = srun.ok("-n", "2", image, "sh", "-c",
+                  "echo $SLURM_JOB_ID $MASTER_ADDR $MASTER_PORT $WORLD_SIZE $OMP_NUM_THREADS", PYTORCH_VERSION="2.1")
+    job, address, port, world, threads = out.splitlines()[0].split()
+    assert (address, int(port), world, threads) == (slurm.NODE, int(job) % 4536 + 61000, "2", "1")
+    kept = srun.ok(image, "sh", "-c", "echo $MASTER_PORT", PYTORCH_VERSION="2.1", MASTER_PORT="12345")
+    assert kept == "12345\n"  # what the user set stays
     assert srun.ok(image, "sh", "-c", "echo ${RANK-unset}") == "unset\n"  # not a PyTorch image
 
 

@@ -556,16 +556,61 @@ static void pmix_without_data_store(spank_t sp)
         spank_setenv(sp, "PMIX_MCA_gds", "hash", 1);
 }
 
-/* PyTorch images (PYTORCH_VERSION set): RANK and LOCAL_RANK from Slurm's, for torch.distributed. */
+/* The first host of a Slurm hostlist: "n1,n2" -> "n1", "gpu[07-09,12]x" -> "gpu07x". */
+static void first_host(const char *list, char *host, size_t size)
+{
+    size_t n = 0;
+    const char *p = list;
+    while (*p && *p != ',' && n + 1 < size) {
+        if (*p == '[') {  /* the first number of the range, as written (zero padding kept) */
+            for (p++; (*p >= '0' && *p <= '9') && n + 1 < size; p++)
+                host[n++] = *p;
+            while (*p && *p != ']')
+                p++;
+            if (*p)
+                p++;
+            continue;
+        }
+        host[n++] = *p++;
+    }
+    host[n] = '\0';
+}
+
+static void set_unless_set(spank_t sp, const char *name, const char *value)
+{
+    char current[8];
+    if (spank_getenv(sp, name, current, sizeof current) == ESPANK_ENV_NOEXIST)
+        spank_setenv(sp, name, value, 0);
+}
+
+/* PyTorch images (PYTORCH_VERSION set): RANK and LOCAL_RANK from Slurm's (as pyxis), and what
+ * torch.distributed's env:// rendezvous needs when not set already (as enroot's 50-slurm-pytorch
+ * hook): MASTER_ADDR (the step's first node), MASTER_PORT (from the job id), WORLD_SIZE, and
+ * OMP_NUM_THREADS=1 when a node runs several tasks. */
 static void pytorch_ranks(spank_t sp)
 {
-    char version[64], rank[32];
+    char version[64], value[4096], host[256], number[32];
     if (spank_getenv(sp, "PYTORCH_VERSION", version, sizeof version) == ESPANK_ENV_NOEXIST)
         return;
-    if (spank_getenv(sp, "SLURM_PROCID", rank, sizeof rank) == ESPANK_SUCCESS)
-        spank_setenv(sp, "RANK", rank, 1);
-    if (spank_getenv(sp, "SLURM_LOCALID", rank, sizeof rank) == ESPANK_SUCCESS)
-        spank_setenv(sp, "LOCAL_RANK", rank, 1);
+    if (spank_getenv(sp, "SLURM_PROCID", value, sizeof value) == ESPANK_SUCCESS)
+        spank_setenv(sp, "RANK", value, 1);
+    if (spank_getenv(sp, "SLURM_LOCALID", value, sizeof value) == ESPANK_SUCCESS)
+        spank_setenv(sp, "LOCAL_RANK", value, 1);
+    if (spank_getenv(sp, "SLURM_STEP_NODELIST", value, sizeof value) == ESPANK_SUCCESS) {
+        first_host(value, host, sizeof host);
+        set_unless_set(sp, "MASTER_ADDR", host);
+    }
+    uint32_t job = 0, tasks = 0, nodes = 0;
+    if (spank_get_item(sp, S_JOB_ID, &job) == ESPANK_SUCCESS) {
+        snprintf(number, sizeof number, "%u", job % 4536 + 61000);
+        set_unless_set(sp, "MASTER_PORT", number);
+    }
+    if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &tasks) == ESPANK_SUCCESS) {
+        snprintf(number, sizeof number, "%u", tasks);
+        set_unless_set(sp, "WORLD_SIZE", number);
+    }
+    if (spank_get_item(sp, S_JOB_NNODES, &nodes) == ESPANK_SUCCESS && tasks > nodes)
+        set_unless_set(sp, "OMP_NUM_THREADS", "1");
 }
 
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
