@@ -12,8 +12,9 @@ import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, NoReturn
+from typing import NoReturn
 
+from hydria.cli.logsetup import setup_logging
 from hydria.errors import HydriaError, NotImplementedYet, UsageError
 
 log = logging.getLogger("hydria")
@@ -64,7 +65,7 @@ def general_usage() -> str:
 def run(argv: Sequence[str]) -> int:
     """Run one hydria command and return its exit status."""
     args = list(argv)
-    _setup_logging()
+    setup_logging()
     if not args or args[0] not in COMMAND_BY_NAME:
         if args and args[0] in ("help", "-h", "--help"):
             print(general_usage())
@@ -102,33 +103,3 @@ def _run(command: Command, args: list[str]) -> int:
     from hydria.config import load_settings
 
     return int(module.run(options, load_settings()))
-
-
-class _LevelFormatter(logging.Formatter):
-    """enroot's stderr style: ``[INFO] ...``, ``[WARN] ...``, ``[ERROR] ...``."""
-
-    _TAGS: ClassVar[dict[int, str]] = {logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARN", logging.ERROR: "ERROR"}
-
-    def format(self, record: logging.LogRecord) -> str:
-        return f"[{self._TAGS.get(record.levelno, record.levelname)}] {record.getMessage()}"
-
-
-class _StderrHandler(logging.Handler):
-    """Writes to whatever ``sys.stderr`` is at the time of each message, not at setup."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            sys.stderr.write(self.format(record) + "\n")
-            sys.stderr.flush()
-        except (OSError, ValueError):
-            self.handleError(record)
-
-
-def _setup_logging() -> None:
-    if log.handlers:
-        return
-    handler = _StderrHandler()
-    handler.setFormatter(_LevelFormatter())
-    log.addHandler(handler)
-    log.setLevel(logging.INFO)
-    log.propagate = False

@@ -1,8 +1,9 @@
 """``hydria`` entry point.
 
-``hydria slurm validate`` runs in srun, sbatch and salloc before anything is submitted, so it takes a
-short way that loads neither argparse nor logging nor the settings; every other command goes
-through the command line of :mod:`hydria.cli.commands`.
+The Slurm plugin's actions take short ways, as every step waits for them: ``hydria slurm validate``
+(srun, sbatch and salloc, before anything is submitted) loads neither argparse nor logging nor the
+settings, and ``start``/``cleanup``/``epilog`` (slurmstepd, slurmd) skip argparse. Every other
+command goes through the command line of :mod:`hydria.cli.commands`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from hydria.slurm.shim import validate
 
         return validate(args[2:])
+    if args[:1] == ["slurm"] and args[1:2] in (["start"], ["cleanup"], ["epilog"]):
+        from hydria.cli.slurm import run_action
+
+        return run_action(args[1], args[2:])
     from hydria.cli.commands import run
 
     return run(args)

@@ -14,18 +14,23 @@ Errors print as ``hydria: MESSAGE`` and exit 1, as pyxis's do in the user's term
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
+
+if TYPE_CHECKING:
+    import argparse
 
 ACTIONS = ("validate", "start", "cleanup", "epilog", "install-plugin")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    import argparse
+
     parser.add_argument("action", choices=ACTIONS)
     parser.add_argument("args", nargs=argparse.REMAINDER, help="options of the action")
 
@@ -35,6 +40,19 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
 
     try:
         return _dispatch(options.action, list(options.args), settings)
+    except HydriaError as e:
+        return report(e)
+
+
+def run_action(action: str, args: list[str]) -> int:
+    """``start``, ``cleanup`` or ``epilog`` without the command-line parser (main.py)."""
+    from hydria.cli.logsetup import setup_logging
+    from hydria.config import load_settings
+    from hydria.slurm.shim import report
+
+    setup_logging()
+    try:
+        return _dispatch(action, args, load_settings())
     except HydriaError as e:
         return report(e)
 
@@ -81,6 +99,8 @@ def _step(step: str) -> str:
 
 
 def _install(args: list[str]) -> int:
+    import argparse
+
     from hydria.slurm.install import install_plugin
 
     parser = argparse.ArgumentParser(prog="hydria slurm install-plugin")
