@@ -319,3 +319,21 @@ def test_conf_script_errors(images: dict[str, Path], workspace: Workspace, text:
     assert result.returncode == 1 and message in result.stderr
     missing = workspace.run("start", "--conf", str(workspace.out / "none.conf"), str(images["busybox"]), "true")
     assert missing.returncode == 1 and "No such file or directory" in missing.stderr
+
+
+def test_a_running_pid_container_does_not_hold_the_setup_lock(images: dict[str, Path], workspace: Workspace) -> None:
+    assert workspace.run("create", "-n", "pidns", str(images["busybox"])).returncode == 0
+    marker = workspace.out / "up"
+    first = subprocess.Popen([workspace.hydria, "start", "--pid", "-m", f"{workspace.out}:/out", "pidns", "sh", "-c",
+                              "touch /out/up; exec sleep 30"], user=workspace.user.uid, group=workspace.user.gid,
+                             extra_groups=[], env=workspace.user.environment(workspace.env()))
+    try:
+        deadline = time.monotonic() + 10
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        began = time.monotonic()
+        assert output(workspace, "pidns", "echo", "second") == "second\n"  # a second start, at once
+        assert time.monotonic() - began < 10
+    finally:
+        first.kill()
+        first.wait()

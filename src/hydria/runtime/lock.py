@@ -40,3 +40,8 @@ def release(path: Path) -> None:
     fd = _held.pop(str(path), None)
     if fd is not None:
         os.close(fd)
+
+
+def release_all() -> None:
+    for key in list(_held):
+        release(Path(key))

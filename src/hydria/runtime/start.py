@@ -196,6 +196,7 @@ def _become_pid_one() -> None:
     if child == 0:
         sc.mount("proc", "/proc", "proc", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC)
         return
+    lock.release_all()  # the container is set up; this process only waits
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda number, frame: os.kill(child, number))
     sc.exit_like(child)
