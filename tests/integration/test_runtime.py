@@ -337,3 +337,12 @@ def test_a_running_pid_container_does_not_hold_the_setup_lock(images: dict[str, 
     finally:
         first.kill()
         first.wait()
+
+
+def test_host_time_zone(images: dict[str, Path], workspace: Workspace) -> None:
+    out = output(workspace, str(images["busybox"]), "sh", "-c", "readlink /etc/localtime; cat /etc/localtime | wc -c")
+    if os.path.islink("/etc/localtime"):  # the host's zone, copied (enroot's 10-localtime hook)
+        link, size = out.split()
+        assert link == os.readlink("/etc/localtime") and int(size) == os.path.getsize("/etc/localtime")
+    else:
+        assert out.split() == ["0"]  # the busybox image has none, and the host gives none

@@ -12,6 +12,7 @@ from __future__ import annotations
 import grp
 import os
 import pwd
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from hydria import __version__
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.runtime.confscript import ConfOutput, ConfScript
+from hydria.runtime.mounts import resolve_in_root
 
 
 class HookFailed(HydriaError):
@@ -97,6 +99,30 @@ def write_identity(root: str, user: pwd.struct_passwd, remap_root: bool) -> None
             path.write_text("\n".join([*new, *kept]) + "\n")
         except OSError:
             continue  # a read-only unpacked root: leave it as it is
+
+
+def copy_localtime(root: str, host_localtime: str = "/etc/localtime") -> None:
+    """The host's time zone (the built-in equivalent of enroot's 10-localtime hook): when the host's
+    /etc/localtime is a symlink, the link and the zone file it names are copied into the root
+    filesystem at the same paths. Copied, not bound, so that the image can still install tzdata."""
+    try:
+        link = os.readlink(host_localtime)
+    except OSError:
+        return  # not a symlink (or none): the image keeps its own
+    zone = os.path.realpath(host_localtime)
+    named = os.path.normpath(os.path.join("/etc", link))  # where the link leads from /etc/localtime
+    if not os.path.isfile(zone) or not os.path.isdir(os.path.join(root, "etc")):
+        return
+    try:
+        inside = resolve_in_root(root, named)
+        os.makedirs(os.path.dirname(inside), exist_ok=True)
+        shutil.copyfile(zone, inside)
+        localtime = os.path.join(resolve_in_root(root, "/etc"), "localtime")
+        if os.path.lexists(localtime):
+            os.unlink(localtime)
+        os.symlink(link, localtime)
+    except (OSError, HydriaError):
+        return  # a read-only unpacked root, or a zone path the image makes odd: keep the image's
 
 
 def _shell(root: str) -> str:

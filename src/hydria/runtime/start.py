@@ -99,6 +99,7 @@ def start(options: StartOptions, settings: Settings) -> None:
         lock.hold(container.home / LOCK_FILE)
     root = rootfs.mount_container(container, area, inner_uid, inner_gid)
     hooks.write_identity(root, host_user, settings.remap_root)
+    hooks.copy_localtime(root)
 
     mounts = fstab.parse(SYSTEM_FSTAB + (NET_FSTAB if settings.unshare_net else ""), "system fstab")
     mount_entries(mounts, root, -1, cwd)
