@@ -335,8 +335,9 @@ def test_a_running_pid_container_does_not_hold_the_setup_lock(images: dict[str, 
         assert output(workspace, "pidns", "echo", "second") == "second\n"  # a second start, at once
         assert time.monotonic() - began < 10
     finally:
-        first.kill()
+        first.kill()  # hydria, the waiting parent: its container (PID 1) goes with it
         first.wait()
+    assert live_processes(workspace.user) == []
 
 
 def test_host_time_zone(images: dict[str, Path], workspace: Workspace) -> None:

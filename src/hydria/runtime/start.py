@@ -195,6 +195,7 @@ def _become_pid_one() -> None:
     sc.unshare(sc.CLONE_NEWPID)
     child = os.fork()
     if child == 0:
+        sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)  # hydria killed: the container goes with it
         sc.mount("proc", "/proc", "proc", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC)
         return
     lock.release_all()  # the container is set up; this process only waits
