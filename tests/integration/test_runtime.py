@@ -347,3 +347,25 @@ def test_host_time_zone(images: dict[str, Path], workspace: Workspace) -> None:
         assert link == os.readlink("/etc/localtime") and int(size) == os.path.getsize("/etc/localtime")
     else:
         assert out.split() == ["0"]  # the busybox image has none, and the host gives none
+
+
+DEVICES = ["fd", "full", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin", "stdout", "tty", "urandom",
+           "zero"]
+
+
+@pytest.mark.parametrize("how", ["--ipc", "HYDRIA_RESTRICT_DEV"])
+def test_a_dev_of_its_own(images: dict[str, Path], workspace: Workspace, how: str) -> None:
+    """--ipc and HYDRIA_RESTRICT_DEV give a minimal /dev (enroot's devices hook); --ipc also a
+    private /dev/shm, while HYDRIA_RESTRICT_DEV alone keeps the host's."""
+    marker = f"hydria-test-shm-{os.getpid()}-{how.strip('-')}"
+    args, env = (["--ipc"], {}) if how == "--ipc" else ([], {"HYDRIA_RESTRICT_DEV": "y"})
+    try:
+        out = output(workspace, *args, str(images["busybox"]), "sh", "-c",
+                     f"ls /dev; echo x > /dev/null; head -c 3 /dev/zero | wc -c; touch /dev/shm/{marker}", **env)
+        listed, count = out.split()[:-1], out.split()[-1]
+        assert [d for d in listed if d != "mqueue"] == DEVICES and count == "3"
+        assert (Path("/dev/shm") / marker).exists() == (how != "--ipc")
+    finally:
+        (Path("/dev/shm") / marker).unlink(missing_ok=True)
+    host_dev = output(workspace, str(images["busybox"]), "ls", "/dev").split()  # the host's /dev otherwise
+    assert len(host_dev) > len(DEVICES) and set(host_dev) != set(DEVICES)

@@ -44,6 +44,22 @@ LOCK_FILE = ".lock"  # in a named container's directory (runtime/lock.py)
 NET_FSTAB = """none /sys none x-detach,nofail,silent 0 -1
 sysfs /sys sysfs x-create=dir,ro,nosuid,nodev,noexec,private 0 -1
 """
+# HYDRIA_RESTRICT_DEV or --ipc (enroot's 10-devices hook): a /dev of its own with the harmless
+# devices, a new devpts; with --ipc a private /dev/shm and mqueue, else the host's.
+DEV_FSTAB = """none /dev none x-detach,nofail,silent 0 -1
+tmpfs /dev tmpfs x-create=dir,nosuid,noexec,mode=755 0 -1
+""" + "".join(f"/dev/{d} /dev/{d} none x-create=file,bind,rw,nosuid,noexec{',nofail,silent' if d == 'tty' else ''} 0 -1\n"
+              for d in ("null", "zero", "full", "random", "urandom", "tty")) + """\
+none /dev/pts devpts x-create=dir,newinstance,ptmxmode=0666,mode=620,nosuid,noexec 0 -1
+"""
+SHARED_IPC_FSTAB = """/dev/shm /dev/shm none x-create=dir,rbind,rw,nosuid,nodev 0 -1
+/dev/mqueue /dev/mqueue none x-create=dir,rbind,rw,nosuid,nodev,noexec,nofail,silent 0 -1
+"""
+PRIVATE_IPC_FSTAB = """tmpfs /dev/shm tmpfs x-create=dir,nosuid,nodev,mode=1777 0 -1
+mqueue /dev/mqueue mqueue x-create=dir,nosuid,nodev,noexec,nofail,silent 0 -1
+"""
+DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
+             "stderr": "/proc/self/fd/2", "ptmx": "pts/ptmx"}
 
 
 @dataclass
@@ -101,8 +117,12 @@ def start(options: StartOptions, settings: Settings) -> None:
     hooks.write_identity(root, host_user, settings.remap_root)
     hooks.copy_localtime(root)
 
-    mounts = fstab.parse(SYSTEM_FSTAB + (NET_FSTAB if settings.unshare_net else ""), "system fstab")
+    mounts = fstab.parse(SYSTEM_FSTAB + (NET_FSTAB if settings.unshare_net else "") + _dev_fstab(settings),
+                         "system fstab")
     mount_entries(mounts, root, -1, cwd)
+    if settings.restrict_dev or settings.unshare_ipc:
+        for name, target in DEV_LINKS.items():
+            os.symlink(target, f"{root}/dev/{name}")
     hook_env = hooks.run_hooks(settings, root, area, options.conf)
     hook_mounts = fstab.parse(hook_env.mounts, "hooks", dict(os.environ, HYDRIA_ROOTFS=root, ENROOT_ROOTFS=root))
     mount_entries(hook_mounts, root, 0, cwd)
@@ -153,6 +173,12 @@ def start(options: StartOptions, settings: Settings) -> None:
     except OSError as e:
         raise HydriaError(f"cannot run {argv[0]} in the container: {e.strerror}",
                           hint="hydria runs the image's /etc/rc with /bin/sh; the image needs one") from None
+
+
+def _dev_fstab(settings: Settings) -> str:
+    if not (settings.restrict_dev or settings.unshare_ipc):
+        return ""
+    return DEV_FSTAB + (PRIVATE_IPC_FSTAB if settings.unshare_ipc else SHARED_IPC_FSTAB)
 
 
 def _read(root: str, relative: str) -> str:
