@@ -27,8 +27,10 @@ from hydria.slurm.options import ContainerOptions
 log = logging.getLogger(__name__)
 
 DISABLED_STATUS = 64  # no container for this step (the shim's DISABLED_STATUS)
-LOG_MARK = "@log "  # a line for the user's terminal follows (the shim's pass_on_log_lines)
-CLEANUP_MARK = "@cleanup"  # printed when the step leaves something behind (the shim's CLEANUP_MARK)
+# Marked lines of our output tell the shim what it needs (its read_marks): a line for the user's
+# terminal, that the step leaves something to clean up, and the options as resolved here.
+LOG_MARK = "@log "
+CLEANUP_MARK = "@cleanup"
 RC_LOCAL = 'exec "$@"\n'  # replaces the image's rc.local, so that its entrypoint does not run
 ATTACH_STATUS = 65  # join the running container the "@attach PID" line names (the shim's ATTACH_STATUS)
 STOP_COMMAND = ("sh", "-c", "kill -STOP $$; exit 0")
@@ -53,6 +55,7 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
     from hydria.runtime.start import StartOptions
     from hydria.runtime.start import start as start_container
 
+    _tell_shim(options)
     joinable = options.name is not None and options.name_flag != "no_exec" and attach
     name = container_name(options, step, scope) or ""
     if joinable and (pid := _running_pid(name, settings)) is not None:
@@ -88,6 +91,13 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
         print(CLEANUP_MARK, flush=True)  # the shim runs `hydria slurm cleanup` only when told to
     start_container(StartOptions(target, STOP_COMMAND, env=env, entries=entries, slurm_hook=False), settings)
     raise AssertionError("start() execs the container or raises")
+
+
+def _tell_shim(options: ContainerOptions) -> None:
+    """The options the shim acts on itself, with their defaults applied (HYDRIA_CONTAINER_*, plugstack)."""
+    marks = [f"@workdir {options.workdir}" if options.workdir else "", "@save" if options.save else "",
+             "@entrypoint-log" if options.entrypoint_log and options.entrypoint else ""]
+    print("".join(f"{mark}\n" for mark in marks if mark), end="", flush=True)
 
 
 def _join(options: ContainerOptions, pid: int) -> int:

@@ -39,7 +39,6 @@ SPANK_PLUGIN(hydria, 1);
 #define MAX_ARGS 256
 #define DISABLED_STATUS 64 /* `hydria slurm start`: no container for this step */
 #define ATTACH_STATUS 65   /* `hydria slurm start`: join the running container "@attach PID" names */
-#define CLEANUP_MARK "@cleanup\n" /* `hydria slurm start` printed it: the step leaves something behind */
 /* Slurm's special step ids (slurm/slurm.h, which spank.h does not include) */
 #define EXTERN_STEP 0xfffffffcU
 #define BATCH_STEP 0xfffffffbU
@@ -68,7 +67,11 @@ static char holder_cwd[PATH_MAX];
 static uint32_t *started;                  /* tasks that joined the container (shared with them) */
 static char step_cwd[PATH_MAX];            /* the step's working directory, as user_init found it */
 static char *entrypoint_output;            /* what the container's start printed, for --container-entrypoint-log */
-static int needs_cleanup;                  /* the start left something for `hydria slurm cleanup` */
+/* What `hydria slurm start` resolved from the options and their defaults, told by marked lines */
+static int needs_cleanup;                  /* "@cleanup": the start left something for `hydria slurm cleanup` */
+static int save_requested;                 /* "@save": --container-save */
+static int show_entrypoint_output;         /* "@entrypoint-log": the entrypoint ran and its output is wanted */
+static char step_workdir[PATH_MAX];        /* "@workdir PATH": --container-workdir */
 static char *start_error;                  /* what `hydria slurm start` said when it failed */
 static char *container_env;                /* --container-env names, which keep the host value */
 
@@ -273,64 +276,6 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     return 0;
 }
 
-static const char *option_value(const char *prefix)
-{
-    for (int i = option_count - 1; i >= 0; i--)
-        if (strncmp(option_args[i], prefix, strlen(prefix)) == 0)
-            return option_args[i] + strlen(prefix);
-    return NULL;
-}
-
-/* --container-workdir, or its HYDRIA_CONTAINER_WORKDIR default in the job's environment */
-static const char *workdir(spank_t sp)
-{
-    static char value[PATH_MAX];
-    const char *given = option_value("--container-workdir=");
-    if (given)
-        return given;
-    return spank_getenv(sp, "HYDRIA_CONTAINER_WORKDIR", value, sizeof value) == ESPANK_SUCCESS && *value ? value
-                                                                                                       : NULL;
-}
-
-/* A flag given on the command line, else its HYDRIA_CONTAINER_* default in the job's environment
- * (pyxis's booleans), else the plugstack default. */
-static int flag(spank_t sp, const char *on, const char *off, const char *variable, const char *config_key)
-{
-    char value[16];
-    for (int i = option_count - 1; i >= 0; i--) {  /* the last of the pair wins, once validated */
-        if (!strcmp(option_args[i], on))
-            return 1;
-        if (off && !strcmp(option_args[i], off))
-            return 0;
-    }
-    if (spank_getenv(sp, variable, value, sizeof value) == ESPANK_SUCCESS) {
-        if (!strcmp(value, "1") || !strcmp(value, "true") || !strcmp(value, "yes") || !strcmp(value, "y"))
-            return 1;
-        if (is_false(value))
-            return 0;
-    }
-    for (int i = 0; config_key && i < config_count; i++)
-        if (strncmp(config_args[i], config_key, strlen(config_key)) == 0)
-            return !is_false(config_args[i] + strlen(config_key));
-    return 0;
-}
-
-/* --container-entrypoint-log, which prints what the start printed when the entrypoint ran */
-static int entrypoint_log(spank_t sp)
-{
-    return flag(sp, "--container-entrypoint-log", NULL, "HYDRIA_CONTAINER_ENTRYPOINT_LOG", NULL) &&
-           flag(sp, "--container-entrypoint", "--no-container-entrypoint", "HYDRIA_CONTAINER_ENTRYPOINT",
-                "execute_entrypoint=");
-}
-
-/* --container-save, or its HYDRIA_CONTAINER_SAVE default in the job's environment */
-static int saving(spank_t sp)
-{
-    char value[16];
-    return option_value("--container-save=") != NULL ||
-           spank_getenv(sp, "HYDRIA_CONTAINER_SAVE", value, sizeof value) != ESPANK_ENV_NOEXIST;
-}
-
 /* "--step=JOB.STEP", STEP being a number, "batch" or "interactive"; 0 for the extern step, which
  * runs no task of the user's and never gets a container. */
 static int step_argument(spank_t sp, char *buffer, size_t size)
@@ -373,16 +318,27 @@ static int snapshot(pid_t pid)
     return holder_environ && kill(pid, 0) == 0 ? 0 : -1;
 }
 
-/* The "@log MESSAGE" lines `hydria slurm start` printed go to the user (importing an image, ...). */
-static void pass_on_log_lines(int log)
+/* The marked lines `hydria slurm start` printed: "@log MESSAGE" goes to the user (importing an
+ * image, ...); the others say what it resolved. Returns the PID of "@attach PID", if any. */
+static const char *read_marks(const char *output)
 {
-    char *output = read_all(log);
-    for (char *line = output; line && (line = strstr(line, "@log ")); line++) {
-        char *end = strchrnul(line, '\n');
-        if (line == output || line[-1] == '\n')
-            slurm_spank_log("%.*s", (int)(end - line - 5), line + 5);
+    const char *attach = NULL;
+    needs_cleanup = save_requested = show_entrypoint_output = 0;
+    for (const char *line = output; line && *line;) {
+        const char *end = strchrnul(line, '\n');
+        int length = (int)(end - line);
+        if (strncmp(line, "@log ", 5) == 0)
+            slurm_spank_log("%.*s", length - 5, line + 5);
+        else if (strncmp(line, "@attach ", 8) == 0)
+            attach = line + 8;
+        else if (strncmp(line, "@workdir ", 9) == 0)
+            snprintf(step_workdir, sizeof step_workdir, "%.*s", length - 9, line + 9);
+        needs_cleanup |= length == 8 && strncmp(line, "@cleanup", 8) == 0;
+        save_requested |= length == 5 && strncmp(line, "@save", 5) == 0;
+        show_entrypoint_output |= length == 15 && strncmp(line, "@entrypoint-log", 15) == 0;
+        line = *end ? end + 1 : end;
     }
-    free(output);
+    return attach;
 }
 
 /* Run `hydria slurm start` as the user and take hold of the container it started or named
@@ -408,27 +364,25 @@ static void start_container(spank_t sp, const char *ids, const char *script, con
         _exit(127);
     }
     status = wait_for(child, WUNTRACED);
+    char *output = read_all(log);
+    const char *attach_pid = read_marks(output);
     if (WIFSTOPPED(status)) {
-        char *output = read_all(log);
         holder = child;
-        needs_cleanup = output && strstr(output, CLEANUP_MARK) != NULL;
-        if (entrypoint_log(sp))
+        if (show_entrypoint_output) {
             entrypoint_output = output;
-        else
-            free(output);
+            output = NULL;
+        }
     } else if (WIFEXITED(status) && WEXITSTATUS(status) == ATTACH_STATUS) {
-        char *output = read_all(log), *line = output ? strstr(output, "@attach ") : NULL;
         attached = 1;
-        holder = line ? (pid_t)atoi(line + 8) : -1;
+        holder = attach_pid ? (pid_t)atoi(attach_pid) : -1;
         if (holder <= 0)
             start_error = strdup("hydria: cannot attach to the running container");
-        free(output);
     } else if (!(WIFEXITED(status) && WEXITSTATUS(status) == DISABLED_STATUS)) {
         start_error = read_all(log);
         if (!start_error || !*start_error)
             start_error = strdup("hydria: the container did not start");
     }
-    pass_on_log_lines(log);
+    free(output);
     close(log);
     if (holder > 0 && snapshot(holder) < 0 && !start_error)
         start_error = strdup(attached ? "hydria: the running container exited while the step was joining it"
@@ -615,7 +569,7 @@ static void pytorch_ranks(spank_t sp)
 
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
-    const char *dir = workdir(sp);
+    const char *dir = *step_workdir ? step_workdir : NULL;
 
     (void)ac;
     (void)av;
@@ -671,7 +625,7 @@ static int teardown(spank_t sp)
     }
     release_snapshot();  /* the container's mounts go with its last process */
     spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &tasks);
-    int export = saving(sp) && started && *started >= tasks;
+    int export = save_requested && started && *started >= tasks;
     if (!export && !needs_cleanup && !start_error)
         return 0;  /* nothing was left behind: no process to start */
     if (export && (log = memfd_create("hydria-cleanup", MFD_CLOEXEC)) < 0)
