@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed import slurm
 from testbed.publish import PublishedImage
 from testbed.users import User, run_as
 from testbed.workspace import Workspace
@@ -71,3 +72,17 @@ def mpi_image(image_workdir: Path, hydria_bin: str, test_user: User) -> Path:
                   env={"HYDRIA_CACHE_PATH": str(directory / "cache")}, cwd=Path("/"))
     assert done.returncode == 0, done.stderr
     return target
+
+
+@pytest.fixture(scope="module")
+def cluster(hydria_bin: str) -> Iterator[None]:
+    """The Slurm test cluster (testbed/slurm.py) with the plugin, for one test module."""
+    slurm.start(hydria_bin)
+    yield
+    slurm.stop()
+
+
+@pytest.fixture
+def submit(cluster: None, workspace: Workspace) -> slurm.Submitter:
+    """Slurm's client commands as the test user, against the running test cluster."""
+    return slurm.Submitter(workspace)

@@ -19,13 +19,6 @@ from testbed.workspace import Workspace
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def cluster(hydria_bin: str) -> Iterator[None]:
-    slurm.start(hydria_bin)
-    yield
-    slurm.stop()
-
-
 @pytest.fixture
 def srun(cluster: None, workspace: Workspace) -> Iterator[Srun]:
     yield Srun(workspace)

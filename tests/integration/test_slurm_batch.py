@@ -4,27 +4,13 @@ interactive step (LaunchParameters=use_interactive_step) opens the shell inside.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from testbed import slurm
-from testbed.workspace import Workspace
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def cluster(hydria_bin: str) -> Iterator[None]:
-    slurm.start(hydria_bin)
-    yield
-    slurm.stop()
-
-
-@pytest.fixture
-def submit(cluster: None, workspace: Workspace) -> slurm.Submitter:
-    return slurm.Submitter(workspace)
 
 
 def write_script(submit: slurm.Submitter, name: str, text: str) -> Path:

@@ -5,29 +5,15 @@ MPI without Slurm's PMI2), with the step's tasks in one container, and mpi4py st
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from testbed import slurm
-from testbed.workspace import Workspace
 
 pytestmark = pytest.mark.integration
 
 RANKS = ["rank 0 of 2 sum 3", "rank 1 of 2 sum 3"]
-
-
-@pytest.fixture(scope="module")
-def cluster(hydria_bin: str) -> Iterator[None]:
-    slurm.start(hydria_bin)
-    yield
-    slurm.stop()
-
-
-@pytest.fixture
-def submit(cluster: None, workspace: Workspace) -> slurm.Submitter:
-    return slurm.Submitter(workspace)
 
 
 def ranks(output: str, library: str) -> list[str]:
