@@ -12,7 +12,7 @@ import pwd
 import shutil
 from pathlib import Path
 
-from hydria.errors import PathNotUsable
+from hydria.errors import HydriaError, PathNotUsable
 
 PRIVATE_MODE = 0o700
 
@@ -76,3 +76,19 @@ def delete_tree(path: Path) -> None:
             if not os.path.islink(child):
                 os.chmod(child, 0o700)
     shutil.rmtree(path)
+
+
+def output_file(output: str | None, default: str, *, force: bool) -> Path:
+    """The absolute path of a file a command writes (export, bundle): ``output`` or ``default`` in
+    the current directory. Raises HydriaError when it names a directory, its directory is missing,
+    or it exists and ``force`` is not given."""
+    if output is not None and (not output or output.endswith("/")):
+        raise HydriaError(f"Invalid argument: {output}", hint="--output takes a file name")
+    target = Path(output or default).absolute()
+    if target.is_dir():
+        raise HydriaError(f"Is a directory: {target}")
+    if target.exists() and not force:
+        raise HydriaError(f"File already exists: {target}", hint="use --force to overwrite it")
+    if not target.parent.is_dir():
+        raise HydriaError(f"No such file or directory: {target.parent}")
+    return target

@@ -46,9 +46,9 @@ class Store:
         """Raises HydriaError when there is no such container."""
         path = self.path(name)
         if (path / IMAGE).is_file():
-            return Container(name, path / IMAGE, upper=path)
+            return Container(name, path / IMAGE, home=path)
         if (path / "rootfs").is_dir():
-            return Container(name, None, directory=path / "rootfs")
+            return Container(name, None, home=path, directory=path / "rootfs")
         raise HydriaError(f"No such file or directory: {path}",
                           hint=f"create it first: hydria create --name {name} IMAGE")
 

@@ -37,7 +37,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("list", "List containers", "hydria.cli.list_"),
     Command("remove", "Remove containers", "hydria.cli.remove"),
     Command("export", "Write a container back to an image file", "hydria.cli.export"),
-    Command("bundle", "Make a self-extracting bundle from an image file", None),
+    Command("bundle", "Make a self-extracting bundle from an image file", "hydria.cli.bundle"),
     Command("batch", "Start a container from a configuration file", "hydria.cli.batch"),
     Command("doctor", "Check that this node can run hydria containers", None),
     Command("slurm", "The Slurm plugin's steps and its installation", "hydria.cli.slurm"),
@@ -80,15 +80,20 @@ def run(argv: Sequence[str]) -> int:
     try:
         return _run(COMMAND_BY_NAME[args[0]], args[1:])
     except HydriaError as e:
-        log.error("%s", e.message)
-        if e.hint:
-            log.info("hint: %s", e.hint)
-        return e.exit_code
+        return report(e)
     except KeyboardInterrupt:
         return 130
     except OSError as e:  # a file system error no module anticipated: one line, not a traceback
         log.error("%s", f"{e.strerror}: {e.filename}" if e.strerror and e.filename else e)
         return 1
+
+
+def report(error: HydriaError) -> int:
+    """Log ``error`` and its hint; returns its exit status."""
+    log.error("%s", error.message)
+    if error.hint:
+        log.info("hint: %s", error.hint)
+    return error.exit_code
 
 
 def _run(command: Command, args: list[str]) -> int:

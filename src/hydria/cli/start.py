@@ -10,6 +10,7 @@ from hydria.config import Settings
 
 if TYPE_CHECKING:
     from hydria.runtime.confscript import ConfScript
+    from hydria.runtime.rootfs import Container
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,8 +49,10 @@ def load_conf(path: str) -> tuple[ConfScript, Settings]:
     return conf, load_settings({**os.environ, **directives})
 
 
-def start_with(options: argparse.Namespace, settings: Settings, conf: ConfScript | None) -> None:
-    """Start with the command line's flags applied over ``settings``; execs or raises."""
+def start_with(options: argparse.Namespace, settings: Settings, conf: ConfScript | None,
+               container: Container | None = None) -> None:
+    """Start with the command line's flags applied over ``settings`` (from ``container`` instead
+    of the target the options name, if given); execs or raises."""
     from hydria.runtime.start import StartOptions, start
 
     settings = dataclasses.replace(
@@ -61,4 +64,5 @@ def start_with(options: argparse.Namespace, settings: Settings, conf: ConfScript
         unshare_ipc=settings.unshare_ipc or options.ipc,
         unshare_uts=settings.unshare_uts or options.uts,
     )
-    start(StartOptions(options.target, options.command, options.env, options.mount, options.rc, conf=conf), settings)
+    start(StartOptions(options.target, options.command, options.env, options.mount, options.rc, conf=conf,
+                       container=container), settings)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
-from hydria.paths import ensure_dir
+from hydria.paths import ensure_dir, output_file
 from hydria.runtime import namespaces, rootfs
 from hydria.runtime import syscalls as sc
 
@@ -32,15 +32,7 @@ def export(name: str, output: str | None, force: bool, settings: Settings) -> Pa
     from hydria.store import Store
 
     container = Store(settings).container(name)
-    if output is not None and (not output or output.endswith("/")):
-        raise HydriaError(f"Invalid argument: {output}", hint="--output takes a file name")
-    target = Path(output or f"{name}.sqsh").absolute()
-    if target.is_dir():
-        raise HydriaError(f"Is a directory: {target}")
-    if target.exists() and not (force or settings.force_override):
-        raise HydriaError(f"File already exists: {target}", hint="use --force to overwrite it")
-    if not target.parent.is_dir():
-        raise HydriaError(f"No such file or directory: {target.parent}")
+    target = output_file(output, f"{name}.sqsh", force=force or settings.force_override)
     staging = target.with_name(f".{target.name}.exporting.{os.getpid()}")
     try:
         _in_child(lambda: _squash(container, staging, target.name, settings))
@@ -83,7 +75,7 @@ def _squash(container: rootfs.Container, output: Path, label: str, settings: Set
     area = f"{runtime}/{os.getpid()}"
     root = rootfs.mount_container(container, area, 0, 0)
     excludes = Path(area, "excludes")
-    written = container.upper / "upper" if container.upper else container.directory
+    written = container.directory or (container.home / "upper" if container.home else None)
     excludes.write_text("".join(f"{p}\n" for p in ["dev/*", *_placeholders(Path(written or root))]))
     command = ["mksquashfs", root, str(output), "-all-root", "-noappend", "-no-progress", "-quiet",
                *(("-processors", str(settings.max_processors)) if settings.max_processors > 0 else ()),

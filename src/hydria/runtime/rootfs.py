@@ -34,15 +34,10 @@ class Container:
 
     name: str
     image: Path | None  # squashfs to mount
-    upper: Path | None = None  # persistent writes of a named container
+    # A named container's directory in the data path (its lock; with an image, the ``upper/``
+    # and ``work/`` directories of its persistent writes); None for an image file or a bundle.
+    home: Path | None = None
     directory: Path | None = None  # an unpacked root filesystem
-
-    @property
-    def home(self) -> Path | None:
-        """A named container's directory in the data path; None for an image file."""
-        if self.upper is not None:
-            return self.upper
-        return self.directory.parent if self.directory is not None else None
 
 
 def is_squashfs(path: Path) -> bool:
@@ -104,8 +99,8 @@ def mount_container(container: Container, area: str, uid: int, gid: int) -> str:
     assert container.image is not None
     mount_squashfs(container.image, f"{area}/lower", uid, gid)
     upper, work = f"{area}/upper", f"{area}/work"
-    if container.upper is not None:
-        upper, work = str(container.upper / "upper"), _instance_workdir(container.upper / "work")
+    if container.home is not None:
+        upper, work = str(container.home / "upper"), _instance_workdir(container.home / "work")
     mount_overlay(f"{area}/lower", upper, work, root)
     return root
 

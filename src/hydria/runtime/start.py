@@ -76,6 +76,8 @@ class StartOptions:
     # The built-in Slurm hook; off for the Slurm plugin's step container, whose tasks bring their
     # own SLURM_*/PMI variables (and may belong to other steps that join it).
     slurm_hook: bool = True
+    # A root filesystem resolved by the caller (a bundle's extracted tree); ``target`` names it then.
+    container: rootfs.Container | None = None
 
 
 def resolve_target(target: str, settings: Settings) -> rootfs.Container:
@@ -96,7 +98,7 @@ def resolve_target(target: str, settings: Settings) -> rootfs.Container:
 
 def start(options: StartOptions, settings: Settings) -> None:
     """Start the container and exec its program; returns only by raising HydriaError."""
-    container = resolve_target(options.target, settings)
+    container = options.container or resolve_target(options.target, settings)
     env_options = [environ.env_option(e, os.environ) for e in options.env]
     extra_mounts = [*(fstab.from_mount_option(m) for m in options.mounts), *options.entries]
     if options.rc is not None and not (Path(options.rc).is_file() or Path(options.rc).is_fifo()):
