@@ -1,9 +1,17 @@
-"""A real single-node Slurm cluster on this machine, with hydria's plugin loaded.
+"""A real Slurm cluster on this machine, with hydria's plugin loaded: one node, or several.
 
-``python -m testbed slurm start|stop`` (as root). Everything lives under ``/run/hydria-slurm``:
-slurm.conf (used through ``SLURM_CONF``, so the machine's own /etc/slurm is left alone), the
-plugstack with ``spank_hydria.so`` compiled by ``hydria slurm install-plugin``, state, spool and
-logs. munged runs as the munge user; slurmctld and slurmd as root, with no cgroup plugins.
+``python -m testbed.slurm start [NODES]|stop`` (as root). Everything lives under
+``/run/hydria-slurm``: slurm.conf (used through ``SLURM_CONF``, so the machine's own /etc/slurm is
+left alone), the plugstack with ``spank_hydria.so`` compiled by ``hydria slurm install-plugin``,
+state, spool and logs. munged runs as the munge user; slurmctld and slurmd as root, with no cgroup
+plugins.
+
+One node: slurmd on 127.0.0.1. Several nodes: each slurmd runs in a network namespace of its own
+(``hydria-nodeN``, address 10.199.0.1N on a bridge whose 10.199.0.1 is slurmctld's and the
+clients'), a UTS namespace whose host name is the node's, a PID namespace (a node sees only its
+own processes), and a mount namespace whose /etc/hosts names every node (``/etc/netns/NS/hosts``,
+where ``ip netns exec`` would look too) and whose Slurm ``TmpFS`` is the node's own. The file system is shared, as on a cluster
+with a shared home; what a node keeps locally belongs in paths that name ``$HOSTNAME``.
 """
 
 from __future__ import annotations
@@ -22,22 +30,46 @@ from testbed.workspace import Workspace
 ROOT = Path("/run/hydria-slurm")
 CONF = ROOT / "slurm.conf"
 NODE = "hydria-node"
+BRIDGE = "hydria-br"
+SUBNET = "10.199.0"  # a bridge and namespaces the test bed makes; nothing outside this machine
+CONTROLLER_ADDRESS = f"{SUBNET}.1"
+NETNS_ETC = Path("/etc/netns")
+# Run by each node's shell in its namespaces: NAME CONF HOSTS NODE_TMP TMPFS.
+NODE_SCRIPT = 'mount --bind "$3" /etc/hosts && mount --bind "$4" "$5" && hostname "$1" && exec slurmd -D -f "$2" -N "$1"'
 
 
-def slurm_conf(root: Path = ROOT) -> str:
+def node_names(count: int) -> list[str]:
+    return [NODE] if count == 1 else [f"{NODE}{i}" for i in range(1, count + 1)]
+
+
+def node_address(count: int, index: int) -> str:
+    return "127.0.0.1" if count == 1 else f"{SUBNET}.{11 + index}"
+
+
+def node_tmp(name: str) -> Path:
+    """What a node of a several-node cluster sees as its ``TmpFS`` (``ROOT/node-tmp``): Slurm's
+    PMIx plugin makes a directory there named after the step, which nodes must not share."""
+    return ROOT / "tmp" / name
+
+
+def slurm_conf(root: Path = ROOT, nodes: int = 1) -> str:
     cpus = os.cpu_count() or 1
     host = os.uname().nodename.split(".")[0]
+    controller = "127.0.0.1" if nodes == 1 else CONTROLLER_ADDRESS
+    node_lines = "".join(
+        f"NodeName={name} NodeHostname={host if nodes == 1 else name} NodeAddr={node_address(nodes, i)} "
+        f"CPUs={cpus} State=UNKNOWN\n" for i, name in enumerate(node_names(nodes)))
     return f"""\
 ClusterName=hydria-test
-SlurmctldHost={host}(127.0.0.1)
+SlurmctldHost={host}({controller})
 SlurmUser=root
 AuthType=auth/munge
 StateSaveLocation={root}/state
-SlurmdSpoolDir={root}/spool
+SlurmdSpoolDir={root}/spool/%n
 SlurmctldPidFile={root}/slurmctld.pid
-SlurmdPidFile={root}/slurmd.pid
+SlurmdPidFile={root}/slurmd-%n.pid
 SlurmctldLogFile={root}/slurmctld.log
-SlurmdLogFile={root}/slurmd.log
+SlurmdLogFile={root}/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 ReturnToService=2
@@ -49,20 +81,22 @@ LaunchParameters=use_interactive_step
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 PlugStackConfig={root}/plugstack.conf
-NodeName={NODE} NodeHostname={host} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+{"" if nodes == 1 else f"TmpFS={root}/node-tmp"}
+{node_lines}PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
 
 
-def start(hydria: str, plugin_options: list[str] | None = None) -> None:
-    """Start munged, slurmctld and slurmd (stopping an earlier cluster first) and wait until the
-    node takes jobs. Raises RuntimeError with the daemons' logs when it does not come up."""
+def start(hydria: str, plugin_options: list[str] | None = None, nodes: int = 1) -> None:
+    """Start munged, slurmctld and one slurmd per node (stopping an earlier cluster first) and
+    wait until every node takes jobs. Raises RuntimeError with the daemons' logs when they do not
+    come up."""
     stop()
-    for sub in ("state", "spool"):  # a fresh cluster: no recovered jobs, no drained node
+    for sub in ("state", "spool", "tmp"):  # a fresh cluster: no recovered jobs, no drained node
         shutil.rmtree(ROOT / sub, ignore_errors=True)
-    for sub in ("state", "spool", "plugstack.conf.d", "lib"):
+    for sub in ("state", "spool", "plugstack.conf.d", "lib", "node-tmp",
+                *(f"tmp/{name}" for name in node_names(nodes))):
         (ROOT / sub).mkdir(parents=True, exist_ok=True)
-    CONF.write_text(slurm_conf())
+    CONF.write_text(slurm_conf(nodes=nodes))
     (ROOT / "plugstack.conf").write_text(f"include {ROOT}/plugstack.conf.d/*.conf\n")
     subprocess.run([hydria, "slurm", "install-plugin", f"--plugin-dir={ROOT}/lib",
                     f"--plugstack-dir={ROOT}/plugstack.conf.d", *(plugin_options or [])],
@@ -72,20 +106,57 @@ def start(hydria: str, plugin_options: list[str] | None = None) -> None:
     subprocess.run(["runuser", "-u", "munge", "--", "munged"], check=True)
     env = {**os.environ, "SLURM_CONF": str(CONF)}
     subprocess.run(["slurmctld", "-f", str(CONF)], check=True, env=env)
-    subprocess.run(["slurmd", "-f", str(CONF), "-N", NODE], check=True, env=env)
+    if nodes == 1:
+        subprocess.run(["slurmd", "-f", str(CONF), "-N", NODE], check=True, env=env)
+    else:
+        _network(nodes)
+        for name in node_names(nodes):
+            # In the foreground (-D) as PID 1 of the node's PID namespace: a daemonising slurmd
+            # would end the namespace with the parent it leaves.
+            subprocess.Popen(["nsenter", f"--net=/run/netns/{name}", "unshare", "--uts", "--mount",
+                              "--propagation=slave", "--pid", "--fork", "--mount-proc", "sh", "-c",
+                              NODE_SCRIPT,
+                              "-", name, str(CONF), str(NETNS_ETC / name / "hosts"), str(node_tmp(name)),
+                              str(ROOT / "node-tmp")],
+                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        state = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True, env=env, check=False).stdout
-        if state.strip() in ("idle", "mix", "alloc"):
+        states = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True, env=env,
+                                check=False).stdout.split()
+        if len(states) == nodes and all(state in ("idle", "mix", "alloc") for state in states):
             return
         time.sleep(0.5)
-    logs = "".join((ROOT / f"{d}.log").read_text()[-2000:] for d in ("slurmctld", "slurmd") if (ROOT / f"{d}.log").exists())
+    logs = "".join(path.read_text()[-2000:] for path in sorted(ROOT.glob("slurm*.log")))
     raise RuntimeError(f"the Slurm test cluster did not come up:\n{logs}")
 
 
+def _network(nodes: int) -> None:
+    """The bridge, and per node a network namespace joined to it by a veth pair, and its hosts file."""
+    def ip(*args: str) -> None:
+        subprocess.run(["ip", *args], check=True)
+
+    ip("link", "add", BRIDGE, "type", "bridge")
+    ip("addr", "add", f"{CONTROLLER_ADDRESS}/24", "dev", BRIDGE)
+    ip("link", "set", BRIDGE, "up")
+    hosts = "127.0.0.1 localhost\n" + "".join(
+        f"{node_address(nodes, i)} {name}\n" for i, name in enumerate(node_names(nodes)))
+    for i, name in enumerate(node_names(nodes)):
+        outside = f"hydria-v{i}"
+        ip("netns", "add", name)
+        ip("link", "add", outside, "type", "veth", "peer", "name", "eth0", "netns", name)
+        ip("link", "set", outside, "master", BRIDGE, "up")
+        ip("-n", name, "addr", "add", f"{node_address(nodes, i)}/24", "dev", "eth0")
+        ip("-n", name, "link", "set", "eth0", "up")
+        ip("-n", name, "link", "set", "lo", "up")
+        (NETNS_ETC / name).mkdir(parents=True, exist_ok=True)
+        (NETNS_ETC / name / "hosts").write_text(hosts)
+
+
 def stop() -> None:
-    """Stop the daemons of an earlier start, if any."""
-    for pidfile in (ROOT / "slurmd.pid", ROOT / "slurmctld.pid", Path("/run/munge/munged.pid")):
+    """Stop the daemons of an earlier start, if any, and remove its network namespaces."""
+    # Not slurmd's pid files: a node's slurmd writes the pid it has in its own PID namespace (1).
+    for pidfile in (ROOT / "slurmctld.pid", Path("/run/munge/munged.pid")):
         try:
             os.kill(int(pidfile.read_text()), signal.SIGTERM)
         except (OSError, ValueError):
@@ -96,6 +167,10 @@ def stop() -> None:
     while time.monotonic() < deadline and subprocess.run(["pgrep", "-x", "-f", "slurmd .*|slurmctld .*"],
                                                          stdout=subprocess.DEVNULL, check=False).returncode == 0:
         time.sleep(0.2)
+    for namespace in Path("/run/netns").glob(f"{NODE}*"):
+        subprocess.run(["ip", "netns", "delete", namespace.name], check=False)
+        shutil.rmtree(NETNS_ETC / namespace.name, ignore_errors=True)
+    subprocess.run(["ip", "link", "delete", BRIDGE], stderr=subprocess.DEVNULL, check=False)
 
 
 class Submitter:
@@ -118,6 +193,6 @@ class Submitter:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["start"]:
-        start(sys.argv[2] if len(sys.argv) > 2 else str(Path(sys.executable).parent / "hydria"))
+        start(str(Path(sys.executable).parent / "hydria"), nodes=int(sys.argv[2]) if len(sys.argv) > 2 else 1)
     else:
         stop()

@@ -35,3 +35,18 @@ def test_pmi2_passes_its_variables_without_mounts() -> None:
     assert environment == {"SLURM_JOB_ID": "5", "SLURM_STEP_ID": "0", "PMI_FD": "11", "PMI_RANK": "0",
                            "SLURM_MPI_TYPE": "pmi2"}
     assert mounts == []
+
+
+def test_application_directory_in_slurms_tmpfs(tmp_path: Path) -> None:
+    # The Slurm plugin's step container starts before the tasks' PMIX_* variables exist; the
+    # application directory is in slurm.conf's TmpFS, not in /tmp.
+    tmpfs = tmp_path / "local-scratch"
+    appdir = tmpfs / f"spmix_appdir_{os.getuid()}_9.2"
+    appdir.mkdir(parents=True)
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(f"ClusterName=c\n# TmpFS=/nowhere\ntmpfs = {tmpfs}  # node-local\n")
+    host = {"SLURM_JOB_ID": "9", "SLURM_STEP_ID": "2", "SLURM_PMIX_MAPPING_SERV": "(vector,(0,2,1))",
+            "SLURM_CONF": str(conf)}
+    assert [m.source for m in slurm_pmi.pmix_mounts(host)] == [str(appdir)]
+    without_pmix = {"SLURM_JOB_ID": "9", "SLURM_STEP_ID": "2", "SLURM_CONF": str(conf), "SLURM_MPI_TYPE": "pmi2"}
+    assert slurm_pmi.pmix_mounts(without_pmix) == []

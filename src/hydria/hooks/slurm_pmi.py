@@ -5,7 +5,10 @@ a container (``srun hydria start IMAGE PROGRAM``, or a task of the Slurm plugin)
 * PMIx (``srun --mpi=pmix``): the ``PMIX_*`` variables pass in, the ``PMIX_MCA_*`` selections
   that Slurm's server advertises are made explicit (as enroot's hook does), and the server's
   directory (``PMIX_SERVER_TMPDIR``, in slurmd's spool) and the step's application directory
-  (``spmix_appdir_UID_JOB.STEP`` in ``PMIX_SYSTEM_TMPDIR``) are bind-mounted at the same paths.
+  (``spmix_appdir_UID_JOB.STEP``, which Open MPI makes its session directory) are bind-mounted at
+  the same paths. Slurm makes the latter in slurm.conf's ``TmpFS``, which enroot's hook does not
+  look at (it looks in ``PMIX_SYSTEM_TMPDIR`` only, so a cluster whose TmpFS is not /tmp breaks
+  Open MPI there); hydria looks in TmpFS, then ``PMIX_SYSTEM_TMPDIR``, ``TMPDIR`` and /tmp.
 * PMI2 (``srun --mpi=pmi2``): ``PMI_FD`` is a descriptor the program inherits; the ``PMI_*``
   variables pass in.
 
@@ -38,8 +41,34 @@ def run(host: Mapping[str, str]) -> tuple[dict[str, str], list[MountEntry]]:
         for selection, advertised in PMIX_SELECTIONS.items():
             if advertised in host and selection not in host:
                 environment[selection] = host[advertised]
-        directories = [host.get("PMIX_SERVER_TMPDIR", "").rstrip("/"),
-                       f"{host.get('PMIX_SYSTEM_TMPDIR', '/tmp')}/spmix_appdir_{os.getuid()}_{job}.{step}"]
-        mounts = [MountEntry(path, path, "none", BIND, origin="slurm")
-                  for path in directories if path and os.path.isdir(path)]
+        mounts = pmix_mounts(host)
     return environment, mounts
+
+
+def pmix_mounts(host: Mapping[str, str]) -> list[MountEntry]:
+    """Binds of the step's PMIx server directory and application directory, those that exist.
+    The Slurm plugin's step container starts before Slurm sets the tasks' ``PMIX_*`` variables;
+    its application directory exists then, and ``SLURM_PMIX_*`` or ``SLURM_MPI_TYPE`` tell."""
+    job, step = host.get("SLURM_JOB_ID"), host.get("SLURM_STEP_ID")
+    if not job or not step or not (host.get("SLURM_MPI_TYPE", "").startswith("pmix") or
+                                   any(name.startswith(("PMIX_", "SLURM_PMIX")) for name in host)):
+        return []
+    directories = [host.get("PMIX_SERVER_TMPDIR", "").rstrip("/")]
+    bases = [_slurm_tmpfs(host), host.get("PMIX_SYSTEM_TMPDIR"), host.get("TMPDIR"), "/tmp"]
+    names = [f"spmix_appdir_{os.getuid()}_{job}.{step}", f"spmix_appdir_{job}.{step}"]
+    directories += [next((path for base in bases if base for name in names
+                          if os.path.isdir(path := f"{base.rstrip('/')}/{name}")), "")]
+    return [MountEntry(path, path, "none", BIND, origin="slurm") for path in directories if path and os.path.isdir(path)]
+
+
+def _slurm_tmpfs(host: Mapping[str, str]) -> str | None:
+    """``TmpFS`` of the cluster's slurm.conf, if it sets one."""
+    try:
+        with open(host.get("SLURM_CONF") or "/etc/slurm/slurm.conf") as conf:
+            for line in conf:
+                key, _, value = line.partition("=")
+                if key.strip().lower() == "tmpfs":
+                    return value.split("#")[0].strip() or None
+    except OSError:
+        pass
+    return None

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
+from hydria.hooks import slurm_pmi
 from hydria.paths import ensure_dir
 from hydria.runtime.fstab import READ_ONLY_FILE_BIND, MountEntry
 from hydria.slurm.options import ContainerOptions
@@ -82,6 +83,7 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
     if batch_script:  # sbatch: the script in slurmd's spool runs inside, at the same path
         entries.append(MountEntry(batch_script, batch_script, "none", READ_ONLY_FILE_BIND,
                                   origin="hydria"))
+    entries += slurm_pmi.pmix_mounts(environment)  # srun --mpi=pmix: the step's directories, when ready
     if not options.entrypoint:
         entries.append(MountEntry(str(_rc_local(settings)), "/etc/rc.local", "none", READ_ONLY_FILE_BIND,
                                   origin="hydria"))

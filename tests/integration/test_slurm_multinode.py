@@ -1,0 +1,91 @@
+"""Steps across nodes: the test cluster with two nodes, each slurmd in network, UTS, PID and mount
+namespaces of its own (testbed/slurm.py), so that each node has its own address, host name and
+processes, as on a real cluster with a shared home. Each node keeps its containers in a data path
+that names the node (``${HOSTNAME}`` in the configuration), as admins put it on node-local disk."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from testbed import slurm
+from testbed.workspace import Workspace
+
+pytestmark = pytest.mark.integration
+
+NODES = slurm.node_names(2)
+RENDEZVOUS = """\
+import os, socket, time
+rank, port = int(os.environ["RANK"]), int(os.environ["MASTER_PORT"])
+if rank == 0:
+    with socket.create_server(("", port)) as server:
+        connection, _ = server.accept()
+        print("rank 0 on", socket.gethostname(), "heard:", connection.recv(100).decode())
+else:
+    for _ in range(100):
+        try:
+            with socket.create_connection((os.environ["MASTER_ADDR"], port)) as connection:
+                connection.sendall(f"rank {rank} of {os.environ['WORLD_SIZE']} on {socket.gethostname()}".encode())
+                break
+        except OSError:
+            time.sleep(0.1)
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(hydria_bin: str) -> Iterator[None]:
+    slurm.start(hydria_bin, nodes=2)
+    yield
+    slurm.stop()
+
+
+@pytest.fixture
+def nodes(submit: slurm.Submitter, workspace: Workspace) -> slurm.Submitter:
+    """The submitter, with hydria's data path made per node by the workspace's configuration."""
+    etc = workspace.root / "etc"
+    etc.mkdir(exist_ok=True)
+    (etc / "hydria.conf").write_text(f"HYDRIA_DATA_PATH {workspace.root}/data/${{HOSTNAME}}\n")
+    return submit
+
+
+def test_every_node_runs_its_tasks_in_the_container(nodes: slurm.Submitter, images: dict[str, Path]) -> None:
+    out = nodes.ok("srun", "-N2", f"--container-image={images['busybox']}", "sh", "-c",
+                   'echo "$SLURM_NODEID $(hostname) $(grep PRETTY /etc/os-release)"', HYDRIA_DATA_PATH="")
+    assert sorted(out.splitlines()) == [f'{i} {node} PRETTY_NAME="hydria busybox test image"'
+                                        for i, node in enumerate(NODES)]
+
+
+def test_a_named_container_lives_on_each_node(nodes: slurm.Submitter, images: dict[str, Path],
+                                              workspace: Workspace) -> None:
+    nodes.ok("srun", "-N2", f"--container-image={images['busybox']}", "--container-name=kept", "--container-writable", "sh", "-c",
+             'hostname > "/written-on-$(hostname)"', HYDRIA_DATA_PATH="")
+    out = nodes.ok("srun", "-N2", "--container-name=kept", "--container-writable", "sh", "-c", 'echo "$(hostname)" /written-on-*',
+                   HYDRIA_DATA_PATH="")
+    assert sorted(out.splitlines()) == [f"{node} /written-on-{node}" for node in NODES]
+    for node in NODES:
+        assert [p.name for p in (workspace.root / "data" / node).iterdir()] == ["hydria_kept"]
+
+
+@pytest.mark.parametrize(("mpi", "program", "library"), [
+    ("pmix", "mpi4py-hello", "Open MPI v4"),
+    ("pmi2", "mpich-hello", "MPICH"),
+])
+def test_mpi_across_nodes(nodes: slurm.Submitter, mpi_image: Path, mpi: str, program: str, library: str) -> None:
+    result = nodes.run("srun", "-N2", "-n2", "-l", f"--mpi={mpi}", f"--container-image={mpi_image}", "sh", "-c",
+                       f"hostname; exec {program}", HYDRIA_DATA_PATH="")
+    assert result.returncode == 0, result.stderr
+    lines = sorted(result.stdout.splitlines())
+    assert lines[0] == f"0: {NODES[0]}" and lines[2] == f"1: {NODES[1]}", result.stdout
+    assert lines[1].startswith("0: rank 0 of 2 sum 3 lib " + library), result.stdout
+    assert lines[3].startswith("1: rank 1 of 2 sum 3 lib " + library), result.stdout
+    assert "PMIX ERROR" not in result.stderr
+
+
+def test_pytorch_rendezvous_across_nodes(nodes: slurm.Submitter, mpi_image: Path, workspace: Workspace) -> None:
+    script = workspace.out / "rendezvous.py"
+    script.write_text(RENDEZVOUS)
+    out = nodes.ok("srun", "-N2", "-n2", f"--container-image={mpi_image}", f"--container-mounts={script}:/rdv.py",
+                   "python3", "/rdv.py", HYDRIA_DATA_PATH="", PYTORCH_VERSION="2.1")
+    assert out == f"rank 0 on {NODES[0]} heard: rank 1 of 2 on {NODES[1]}\n"
