@@ -24,14 +24,3 @@ class ConfigError(HydriaError):
 
 class PathNotUsable(HydriaError):
     """A directory hydria needs cannot be created, written or trusted."""
-
-
-class NotImplementedYet(HydriaError):
-    """A command that exists in the command set but has not been built yet."""
-
-    def __init__(self, command: str) -> None:
-        super().__init__(
-            f"{command}: not implemented yet",
-            hint="this hydria release does not provide it; see the README for what works today",
-        )
-

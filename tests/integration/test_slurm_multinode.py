@@ -5,6 +5,7 @@ that names the node (``${HOSTNAME}`` in the configuration), as admins put it on 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -89,3 +90,19 @@ def test_pytorch_rendezvous_across_nodes(nodes: slurm.Submitter, mpi_image: Path
     out = nodes.ok("srun", "-N2", "-n2", f"--container-image={mpi_image}", f"--container-mounts={script}:/rdv.py",
                    "python3", "/rdv.py", HYDRIA_DATA_PATH="", PYTORCH_VERSION="2.1")
     assert out == f"rank 0 on {NODES[0]} heard: rank 1 of 2 on {NODES[1]}\n"
+
+
+def test_doctor_checks_every_node(nodes: slurm.Submitter, images: dict[str, Path], hydria_bin: str) -> None:
+    result = nodes.run(hydria_bin, "doctor", "--cluster", "--image", str(images["busybox"]), "--", "-N2",
+                       HYDRIA_DATA_PATH="")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines() == [f"{NODES[0]}: ok", f"{NODES[1]}: ok",
+                                          f"a step in {images['busybox']} on every node: ok ({NODES[0]}, {NODES[1]})",
+                                          "all nodes passed"]
+    report = json.loads(nodes.ok(hydria_bin, "doctor", "--cluster", "--json", "--", "-N2", HYDRIA_DATA_PATH=""))
+    assert [node["node"] for node in report["nodes"]] == NODES
+    plugin = [check for node in report["nodes"] for check in node["checks"] if check["name"] == "slurm plugin"]
+    assert [check["status"] for check in plugin] == ["ok", "ok"]
+    broken = nodes.run(hydria_bin, "doctor", "--cluster", "--", "-N2", HYDRIA_DATA_PATH="/root/nowhere")
+    assert broken.returncode == 1
+    assert f"{NODES[1]}: FAIL: HYDRIA_DATA_PATH: /root/nowhere is not writable" in broken.stdout

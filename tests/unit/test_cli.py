@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from hydria import __version__
-from hydria.cli.commands import COMMANDS
 from hydria.cli.main import main
 
 ENROOT_COMMANDS = ["import", "create", "start", "exec", "list", "remove", "export", "bundle",
@@ -45,12 +44,6 @@ def test_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:
 def test_version(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 0
     assert capsys.readouterr().out == f"{__version__}\n"
-
-
-@pytest.mark.parametrize("command", [c.name for c in COMMANDS if c.module is None])
-def test_unbuilt_commands_say_so(command: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([command, "anything"]) == 1
-    assert f"[ERROR] {command}: not implemented yet" in capsys.readouterr().err
 
 
 def test_info_prints_settings_with_origins(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

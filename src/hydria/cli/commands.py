@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from hydria.cli.logsetup import setup_logging
-from hydria.errors import HydriaError, NotImplementedYet, UsageError
+from hydria.errors import HydriaError, UsageError
 
 log = logging.getLogger("hydria")
 
@@ -24,7 +24,7 @@ log = logging.getLogger("hydria")
 class Command:
     name: str
     summary: str
-    module: str | None  # None: listed but not built yet
+    module: str
     needs_settings: bool = True
 
 
@@ -39,7 +39,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("export", "Write a container back to an image file", "hydria.cli.export"),
     Command("bundle", "Make a self-extracting bundle from an image file", "hydria.cli.bundle"),
     Command("batch", "Start a container from a configuration file", "hydria.cli.batch"),
-    Command("doctor", "Check that this node can run hydria containers", None),
+    Command("doctor", "Check that this node (or a cluster) can run hydria containers", "hydria.cli.doctor"),
     Command("slurm", "The Slurm plugin's steps and its installation", "hydria.cli.slurm"),
     Command("info", "Show the version and the settings in effect", "hydria.cli.info"),
     Command("version", "Show the version", "hydria.cli.version", needs_settings=False),
@@ -97,8 +97,6 @@ def report(error: HydriaError) -> int:
 
 
 def _run(command: Command, args: list[str]) -> int:
-    if command.module is None:
-        raise NotImplementedYet(command.name)
     module = importlib.import_module(command.module)
     parser = ArgumentParser(prog=f"hydria {command.name}", description=command.summary)
     module.add_arguments(parser)

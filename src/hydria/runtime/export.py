@@ -15,8 +15,6 @@ import os
 import shlex
 import stat
 import subprocess
-import traceback
-from collections.abc import Callable
 from pathlib import Path
 
 from hydria.config import Settings
@@ -35,35 +33,11 @@ def export(name: str, output: str | None, force: bool, settings: Settings) -> Pa
     target = output_file(output, f"{name}.sqsh", force=force or settings.force_override)
     staging = target.with_name(f".{target.name}.exporting.{os.getpid()}")
     try:
-        _in_child(lambda: _squash(container, staging, target.name, settings))
+        namespaces.in_child(lambda: _squash(container, staging, target.name, settings))
         os.replace(staging, target)
     finally:
         staging.unlink(missing_ok=True)
     return target
-
-
-def _in_child(work: Callable[[], None]) -> None:
-    """Run ``work`` in a forked child, whose namespaces vanish with it; its HydriaError is raised here."""
-    reader, writer = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(reader)
-        status = 1
-        try:
-            work()
-            status = 0
-        except HydriaError as e:
-            os.write(writer, e.message.encode())
-        except BaseException:  # noqa: BLE001 the parent reports it
-            os.write(writer, traceback.format_exc().encode())
-        finally:
-            os._exit(status)
-    os.close(writer)
-    with os.fdopen(reader, "rb") as pipe:
-        message = pipe.read().decode(errors="replace").strip()
-    _, status = os.waitpid(pid, 0)
-    if status != 0:
-        raise HydriaError(message or "the export failed")
 
 
 def _squash(container: rootfs.Container, output: Path, label: str, settings: Settings) -> None:

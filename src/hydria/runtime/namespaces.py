@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import fcntl
+import os
 import socket
 import struct
+import traceback
+from collections.abc import Callable
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
@@ -40,3 +43,27 @@ def _loopback_up() -> None:
         request = struct.pack("16sH14x", b"lo", 0)
         flags = struct.unpack("16sH14x", fcntl.ioctl(s, siocgifflags, request))[1]
         fcntl.ioctl(s, siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
+
+
+def in_child(work: Callable[[], None]) -> None:
+    """Run ``work`` in a forked child, whose namespaces vanish with it; its HydriaError is raised here."""
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(reader)
+        status = 1
+        try:
+            work()
+            status = 0
+        except HydriaError as e:
+            os.write(writer, e.message.encode())
+        except BaseException:  # noqa: BLE001 the parent reports it
+            os.write(writer, traceback.format_exc().encode())
+        finally:
+            os._exit(status)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as pipe:
+        message = pipe.read().decode(errors="replace").strip()
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        raise HydriaError(message or "the child process failed")

@@ -1,0 +1,349 @@
+"""``hydria doctor``: check that a node (or every node of a Slurm allocation) can run hydria
+containers, and say how to fix what cannot.
+
+Each check gives ``ok``, ``warn`` (works, with a limit), ``fail`` (containers will not start, or a
+feature is broken) or ``skip`` (not applicable here: no Slurm, no GPU), with a detail and, unless
+ok, a fix. The checks run as the calling user, with that user's settings, and change nothing
+outside a temporary directory they remove.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from hydria.config import Settings
+from hydria.errors import HydriaError
+
+# program, Debian package, needed for what (None: optional)
+TOOLS = (
+    ("squashfuse", "squashfuse", "starting containers from image files"),
+    ("tar2sqfs", "squashfs-tools-ng", "import"),
+    ("mksquashfs", "squashfs-tools", "export and --container-save"),
+    ("unsquashfs", "squashfs-tools", "create --unpack"),
+    ("sqfs2tar", "squashfs-tools-ng", "bundle"),
+    ("fuse-overlayfs", "fuse-overlayfs", None),
+    ("pigz", "pigz", None),
+    ("zstd", "zstd", None),
+)
+OVERLAY_IN_USERNS = (5, 11)
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok, warn, fail, skip
+    detail: str
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    node: str
+    checks: list[Check]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.status != "fail" for c in self.checks)
+
+    def to_json(self) -> dict[str, object]:
+        return {"node": self.node, "ok": self.ok, "checks": [dataclasses.asdict(c) for c in self.checks]}
+
+    def dumps(self) -> str:
+        """Indented: ``--cluster`` reads it through srun, which splits long lines."""
+        return json.dumps(self.to_json(), indent=1)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> NodeReport:
+        return cls(str(data["node"]), [Check(**c) for c in data["checks"]])
+
+
+@dataclass(frozen=True)
+class ClusterReport:
+    nodes: list[NodeReport]
+    step_ok: bool = True
+    step_error: str = ""
+    step_nodes: tuple[str, ...] = ()
+    image: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.step_ok and all(n.ok for n in self.nodes)
+
+    def to_json(self) -> dict[str, object]:
+        report: dict[str, object] = {"ok": self.ok, "nodes": [n.to_json() for n in self.nodes]}
+        if self.image:
+            report["container_step"] = {"image": self.image, "ok": self.step_ok, "nodes": list(self.step_nodes),
+                                        "error": self.step_error}
+        return report
+
+
+def node_report(settings: Settings, image: str | None = None) -> NodeReport:
+    """Every node check, in order; a check that crashes is reported as failed, not raised."""
+    checks: list[Callable[[], Check]] = [
+        _user_namespaces, _kernel, _fuse_device, *(partial(_tool, *tool) for tool in TOOLS),
+        *(partial(_path, settings, setting) for setting in ("data_path", "cache_path", "runtime_path", "temp_path")),
+        partial(_mounts, settings), partial(_start, image), _slurm_plugin, _gpus, _infiniband,
+    ]
+    results = []
+    for check in checks:
+        try:
+            results.append(check())
+        except Exception as e:  # noqa: BLE001 a check must not hide the others
+            function = check.func if isinstance(check, partial) else check
+            results.append(Check(function.__name__.strip("_"), "fail", f"the check itself failed: {e}"))
+    return NodeReport(platform.node(), results)
+
+
+def cluster_report(srun_arguments: Sequence[str], image: str | None = None) -> ClusterReport:
+    """The node checks on one task per node of a Slurm step (``srun --ntasks-per-node=1 ARGS``),
+    and with an image, a step in that image through the plugin on the same nodes."""
+    if shutil.which("srun") is None:
+        raise HydriaError("Command not found: srun", hint="--cluster runs a Slurm step; run it where Slurm's clients are")
+    # --label: each line says which task wrote it (srun interleaves tasks' output by lines, and
+    # splits lines longer than its buffer: the JSON comes indented, in short lines)
+    command = ["srun", "--label", "--ntasks-per-node=1", *srun_arguments, _hydria(), "doctor", "--json",
+               *(("--image", image) if image else ())]
+    result = subprocess.run(command, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
+    outputs: dict[str, list[str]] = {}
+    for line in result.stdout.splitlines():
+        task, _, text = line.partition(": ")
+        outputs.setdefault(task.strip(), []).append(text)
+    nodes = [NodeReport.from_json(json.loads("\n".join(text))) for text in outputs.values() if text[:1] == ["{"]]
+    if not nodes:
+        raise HydriaError(f"the doctor step failed: {result.stderr.strip() or 'no output'}",
+                          hint=f"run it by hand to see why: {' '.join(command)}")
+    nodes.sort(key=lambda n: n.node)
+    if not image:
+        return ClusterReport(nodes)
+    step = subprocess.run(["srun", "--ntasks-per-node=1", *srun_arguments, f"--container-image={image}",
+                           "sh", "-c", "hostname"], capture_output=True, text=True, check=False,
+                          stdin=subprocess.DEVNULL)
+    return ClusterReport(nodes, step.returncode == 0, step.stderr.strip()[-2000:],
+                         tuple(sorted(step.stdout.split())), image)
+
+
+def render(report: NodeReport) -> str:
+    """The human table of a node report."""
+    width = max(len(c.name) for c in report.checks)
+    lines = [f"hydria doctor: {report.node}", ""]
+    for check in report.checks:
+        status = "FAIL" if check.status == "fail" else check.status
+        lines.append(f"  {check.name:<{width}}  {status:<4}  {check.detail}")
+        if check.fix and check.status in ("fail", "warn"):
+            lines.append(f"  {'':<{width}}        fix: {check.fix}")
+    failed = sum(c.status == "fail" for c in report.checks)
+    lines += ["", "all checks passed" if not failed else f"{failed} check(s) failed"]
+    return "\n".join(lines)
+
+
+def render_cluster(report: ClusterReport) -> str:
+    lines = []
+    for node in report.nodes:
+        failed = [c for c in node.checks if c.status == "fail"]
+        lines.append(f"{node.node}: " + ("ok" if not failed else
+                                         "FAIL: " + "; ".join(f"{c.name}: {c.detail}" for c in failed)))
+    if report.image:
+        lines.append(f"a step in {report.image} on every node: " +
+                     (f"ok ({', '.join(report.step_nodes)})" if report.step_ok else f"FAIL: {report.step_error}"))
+    lines.append("all nodes passed" if report.ok else "some nodes failed")
+    return "\n".join(lines)
+
+
+def _hydria() -> str:
+    return str(Path(sys.executable).parent / "hydria")
+
+
+def _user_namespaces() -> Check:
+    name = "user namespaces"
+    fix = "as root: sysctl -w user.max_user_namespaces=15000 (and persist it in /etc/sysctl.d)"
+    maximum = _read_int("/proc/sys/user/max_user_namespaces")
+    if maximum == 0:
+        return Check(name, "fail", "user.max_user_namespaces is 0", fix)
+    if _read_int("/proc/sys/kernel/unprivileged_userns_clone") == 0:
+        return Check(name, "fail", "kernel.unprivileged_userns_clone is 0",
+                     "as root: sysctl -w kernel.unprivileged_userns_clone=1")
+    if _read_int("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1:
+        return Check(name, "fail", "AppArmor restricts unprivileged user namespaces",
+                     "as root: sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, or an AppArmor profile for hydria")
+    return Check(name, "ok", f"enabled (user.max_user_namespaces={maximum})")
+
+
+def _kernel() -> Check:
+    release = platform.release()
+    numbers = tuple(int(part) for part in release.split("-")[0].split(".")[:2] if part.isdigit())
+    if numbers >= OVERLAY_IN_USERNS:
+        return Check("kernel", "ok", f"{release}: overlayfs in user namespaces")
+    return Check("kernel", "warn", f"{release}: older than 5.11, no overlayfs in user namespaces",
+                 "writable containers from image files need Linux 5.11 or newer")
+
+
+def _fuse_device() -> Check:
+    if not os.path.exists("/dev/fuse"):
+        return Check("/dev/fuse", "fail", "missing", "as root: modprobe fuse")
+    if not os.access("/dev/fuse", os.R_OK | os.W_OK):
+        return Check("/dev/fuse", "fail", f"not usable by this user (mode {os.stat('/dev/fuse').st_mode & 0o777:04o})",
+                     "as root: chmod 0666 /dev/fuse (Debian's default; a udev rule keeps it)")
+    return Check("/dev/fuse", "ok", "usable")
+
+
+def _tool(program: str, package: str, needed_for: str | None) -> Check:
+    path = shutil.which(program)
+    if path:
+        return Check(program, "ok", path)
+    if needed_for is None:
+        return Check(program, "skip", "not installed (optional)", f"install the Debian package {package}")
+    return Check(program, "fail", f"not installed: needed for {needed_for}", f"install the Debian package {package}")
+
+
+def _path(settings: Settings, setting: str) -> Check:
+    path: Path = getattr(settings, setting)
+    name = f"HYDRIA_{setting.upper()}"
+    existing = next(p for p in (path, *path.parents) if os.path.exists(p))  # False where it cannot look
+    if existing == path and not path.is_dir():
+        return Check(name, "fail", f"{path} is not a directory", f"remove it or set {name} elsewhere")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        where = "" if existing == path else f" (it does not exist and {existing} is not writable)"
+        return Check(name, "fail", f"{path} is not writable{where}",
+                     f"set {name} to a directory this user can write, e.g. /tmp/hydria-$UID/{setting.removesuffix('_path')}")
+    if existing == path and path.stat().st_uid != os.geteuid() and setting != "temp_path":
+        return Check(name, "fail", f"{path} belongs to another user", f"remove it or set {name} elsewhere")
+    return Check(name, "ok", str(path) if existing == path else f"{path} (will be created)")
+
+
+def _mounts(settings: Settings) -> Check:
+    """A squashfs mounted with squashfuse and an overlay on it, in a user namespace, as a start does."""
+    from hydria.runtime import namespaces, rootfs
+
+    name = "namespaces and mounts"
+    if shutil.which("mksquashfs") is None or shutil.which("squashfuse") is None:
+        return Check(name, "skip", "needs mksquashfs and squashfuse (see above)")
+    work = Path(tempfile.mkdtemp(prefix="hydria-doctor.", dir=settings.temp_path))
+    try:
+        (work / "tree").mkdir()
+        (work / "tree" / "probe").write_text("hydria\n")
+        subprocess.run(["mksquashfs", str(work / "tree"), str(work / "probe.sqsh"), "-quiet", "-noappend",
+                        "-no-progress"], check=True, capture_output=True)
+        uid, gid = os.getuid(), os.getgid()
+
+        def inside() -> None:
+            plain = dataclasses.replace(settings, remap_root=False, unshare_net=False, unshare_ipc=False,
+                                        unshare_uts=False)
+            namespaces.enter(plain, uid, gid)
+            for sub in ("lower", "upper", "work", "root"):
+                (work / sub).mkdir()
+            rootfs.mount_squashfs(work / "probe.sqsh", str(work / "lower"), uid, gid)
+            rootfs.mount_overlay(str(work / "lower"), str(work / "upper"), str(work / "work"), str(work / "root"))
+            if (work / "root" / "probe").read_text() != "hydria\n":
+                raise HydriaError("the image's file reads back wrong through squashfuse and the overlay")
+            (work / "root" / "written").write_text("ok\n")
+
+        started = time.monotonic()
+        namespaces.in_child(inside)
+        return Check(name, "ok", f"user + mount namespace, squashfuse, overlay: {1000 * (time.monotonic() - started):.0f} ms")
+    except HydriaError as e:
+        return Check(name, "fail", e.message, e.hint or "")
+    finally:
+        from hydria.paths import delete_tree
+
+        delete_tree(work)
+
+
+def _start(image: str | None) -> Check:
+    name = "container start"
+    if image is None:
+        return Check(name, "skip", "no --image given")
+    started = time.monotonic()
+    result = subprocess.run([_hydria(), "start", image, "true"], capture_output=True, text=True, check=False,
+                            stdin=subprocess.DEVNULL)
+    if result.returncode != 0:
+        first = (result.stderr.strip().splitlines() or [f"exit status {result.returncode}"])[0]
+        return Check(name, "fail", f"hydria start {image} true: {first}", "run that command to see the whole error")
+    return Check(name, "ok", f"hydria start {image} true: {1000 * (time.monotonic() - started):.0f} ms")
+
+
+def _slurm_plugin() -> Check:
+    name = "slurm plugin"
+    if shutil.which("scontrol") is None:
+        return Check(name, "skip", "Slurm is not installed here")
+    result = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, check=False, timeout=30)
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        return Check(name, "warn", f"cannot read Slurm's configuration: {last}",
+                     "check SLURM_CONF and that slurmctld runs")
+    config = dict(line.split("=", 1) for line in result.stdout.splitlines() if " = " in line)
+    plugstack = next((v.strip() for k, v in config.items() if k.strip() == "PlugStackConfig"), "/etc/slurm/plugstack.conf")
+    for line in _plugstack_lines(Path(plugstack)):
+        fields = line.split()
+        if len(fields) >= 2 and fields[1].endswith("spank_hydria.so"):
+            plugin = Path(fields[1])
+            program = next((f.split("=", 1)[1] for f in fields[2:] if f.startswith("hydria=")), None)
+            if not plugin.is_file():
+                return Check(name, "fail", f"{plugin} is listed in the plugstack but missing",
+                             "as root: hydria slurm install-plugin")
+            if program and not os.access(program, os.X_OK):
+                return Check(name, "fail", f"the plugin runs {program}, which is missing",
+                             "as root: hydria slurm install-plugin (it records this hydria's path)")
+            return Check(name, "ok", f"{plugin} ({fields[0]}) in {plugstack}")
+    return Check(name, "warn", f"hydria's plugin is not in {plugstack}",
+                 "as root: hydria slurm install-plugin, and include its snippet in plugstack.conf")
+
+
+def _plugstack_lines(path: Path, depth: int = 0) -> list[str]:
+    try:
+        text = path.read_text()
+    except OSError:
+        return []
+    lines = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line.startswith("include ") and depth < 4:
+            for included in sorted(glob.glob(line.split(None, 1)[1].strip())):
+                lines += _plugstack_lines(Path(included), depth + 1)
+        elif line:
+            lines.append(line)
+    return lines
+
+
+def _gpus() -> Check:
+    from hydria.hooks.nvidia import discover_gpus
+
+    gpus = discover_gpus("/")
+    if not gpus:
+        return Check("gpus", "skip", "no NVIDIA GPU on this node")
+    if not any(Path(d, "libnvidia-ml.so.1").exists() for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64",
+                                                                "/usr/lib/aarch64-linux-gnu", "/usr/lib")):
+        return Check("gpus", "fail", f"{len(gpus)} GPU(s) but no libnvidia-ml.so.1 in the usual library directories",
+                     "install the NVIDIA driver's user-space libraries")
+    return Check("gpus", "ok", ", ".join(f"{g.index}: {g.model}" for g in gpus))
+
+
+def _infiniband() -> Check:
+    devices = sorted(p.name for p in Path("/sys/class/infiniband").glob("*"))
+    if not devices:
+        return Check("infiniband", "skip", "no RDMA device on this node")
+    verbs = sorted(glob.glob("/dev/infiniband/uverbs*"))
+    if not verbs or not all(os.access(v, os.R_OK | os.W_OK) for v in verbs):
+        return Check("infiniband", "fail", f"{', '.join(devices)}: /dev/infiniband/uverbs* missing or not usable",
+                     "load ib_uverbs and make the devices readable and writable by users")
+    return Check("infiniband", "ok", ", ".join(devices))
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        return int(Path(path).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None

@@ -1,0 +1,62 @@
+"""``hydria doctor`` on this machine, as the unprivileged test user: the real checks pass, and
+broken settings, missing tools and a broken image are reported with their fix and exit 1."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from testbed.workspace import Workspace
+
+pytestmark = pytest.mark.integration
+
+REQUIRED = ["user namespaces", "kernel", "/dev/fuse", "squashfuse", "tar2sqfs", "mksquashfs", "unsquashfs",
+            "sqfs2tar", "HYDRIA_DATA_PATH", "HYDRIA_CACHE_PATH", "HYDRIA_RUNTIME_PATH", "HYDRIA_TEMP_PATH",
+            "namespaces and mounts", "container start"]
+
+
+def statuses(output: str) -> dict[str, str]:
+    report = json.loads(output)
+    return {check["name"]: check["status"] for check in report["checks"]}
+
+
+def test_doctor_passes_here(workspace: Workspace, images: dict[str, Path]) -> None:
+    result = workspace.run("doctor", "--json", "--image", str(images["busybox"]))
+    assert result.returncode == 0, result.stdout
+    found = statuses(result.stdout)
+    assert {name: found[name] for name in REQUIRED} == dict.fromkeys(REQUIRED, "ok")
+    assert found["gpus"] == "skip" and found["infiniband"] == "skip"  # none on this machine
+    table = workspace.run("doctor")
+    assert table.returncode == 0 and "all checks passed" in table.stdout
+    assert "container start        skip  no --image given" in table.stdout
+
+
+def test_doctor_reports_failures_with_their_fix(workspace: Workspace, images: dict[str, Path]) -> None:
+    tools = workspace.root / "bin"
+    tools.mkdir()
+    for program in ("mksquashfs", "unsquashfs", "tar2sqfs", "sqfs2tar", "sh", "hostname"):
+        os.symlink(shutil.which(program) or program, tools / program)  # no squashfuse
+    broken = workspace.out / "broken.sqsh"
+    broken.write_bytes(b"hsqs" + bytes(100))
+    result = workspace.run("doctor", "--image", str(broken), PATH=str(tools), HYDRIA_DATA_PATH="/root/nowhere")
+    assert result.returncode == 1
+    assert "squashfuse             FAIL  not installed: needed for starting containers from image files" in result.stdout
+    assert "fix: install the Debian package squashfuse" in result.stdout
+    assert "HYDRIA_DATA_PATH       FAIL  /root/nowhere is not writable" in result.stdout
+    assert "fix: set HYDRIA_DATA_PATH to a directory this user can write" in result.stdout
+    assert "container start        FAIL" in result.stdout
+    assert "namespaces and mounts  skip" in result.stdout
+    assert result.stdout.rstrip().endswith("check(s) failed")
+    as_json = statuses(workspace.run("doctor", "--json", PATH=str(tools)).stdout)
+    assert as_json["squashfuse"] == "fail" and as_json["HYDRIA_DATA_PATH"] == "ok"
+
+
+def test_doctor_usage_errors(workspace: Workspace) -> None:
+    result = workspace.run("doctor", "-N2")
+    assert result.returncode == 1
+    result = workspace.run("doctor", "--", "-N2")
+    assert result.returncode == 1 and "SRUN_ARGS are for --cluster" in result.stderr
