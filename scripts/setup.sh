@@ -16,7 +16,7 @@ PACKAGES=(
     skopeo umoci                                                       # the independent peer pipeline
     zstd pigz uidmap acl python3-venv
     gcc libc6-dev                                                      # the SPANK shim, fake GPU driver libraries
-    slurm-wlm munge libslurm-dev iproute2                              # the Slurm test clusters (nodes: netns)
+    slurm-wlm munge libslurm-dev iproute2 openssh-server               # test clusters (nodes: netns; sshd per node)
     libpmix-dev libmpich-dev                                           # srun --mpi=pmix; the PMI2 test program
 )
 missing=()

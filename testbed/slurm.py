@@ -6,12 +6,11 @@ left alone), the plugstack with ``spank_hydria.so`` compiled by ``hydria slurm i
 state, spool and logs. munged runs as the munge user; slurmctld and slurmd as root, with no cgroup
 plugins.
 
-One node: slurmd on 127.0.0.1. Several nodes: each slurmd runs in a network namespace of its own
-(``hydria-nodeN``, address 10.199.0.1N on a bridge whose 10.199.0.1 is slurmctld's and the
-clients'), a UTS namespace whose host name is the node's, a PID namespace (a node sees only its
-own processes), and a mount namespace whose /etc/hosts names every node (``/etc/netns/NS/hosts``,
-where ``ip netns exec`` would look too) and whose Slurm ``TmpFS`` is the node's own. The file system is shared, as on a cluster
-with a shared home; what a node keeps locally belongs in paths that name ``$HOSTNAME``.
+One node: slurmd on 127.0.0.1. Several nodes: each slurmd runs on a node of testbed/nodes.py
+(network, UTS and mount namespaces: its own address, host name and /etc/hosts) in a PID namespace
+(a node sees only its own processes), with a Slurm ``TmpFS`` of its own. The file system is
+shared, as on a cluster with a shared home; what a node keeps locally belongs in paths that name
+``$HOSTNAME``.
 """
 
 from __future__ import annotations
@@ -24,26 +23,23 @@ import sys
 import time
 from pathlib import Path
 
+from testbed import nodes
 from testbed.users import run_as
 from testbed.workspace import Workspace
 
 ROOT = Path("/run/hydria-slurm")
 CONF = ROOT / "slurm.conf"
 NODE = "hydria-node"
-BRIDGE = "hydria-br"
-SUBNET = "10.199.0"  # a bridge and namespaces the test bed makes; nothing outside this machine
-CONTROLLER_ADDRESS = f"{SUBNET}.1"
-NETNS_ETC = Path("/etc/netns")
-# Run by each node's shell in its namespaces: NAME CONF HOSTS NODE_TMP TMPFS.
-NODE_SCRIPT = 'mount --bind "$3" /etc/hosts && mount --bind "$4" "$5" && hostname "$1" && exec slurmd -D -f "$2" -N "$1"'
+# Run on each node of a several-node cluster: NODE_TMP TMPFS CONF NAME
+NODE_SCRIPT = 'mount --bind "$1" "$2" && exec slurmd -D -f "$3" -N "$4"'
 
 
 def node_names(count: int) -> list[str]:
-    return [NODE] if count == 1 else [f"{NODE}{i}" for i in range(1, count + 1)]
+    return [NODE] if count == 1 else nodes.names(count)
 
 
 def node_address(count: int, index: int) -> str:
-    return "127.0.0.1" if count == 1 else f"{SUBNET}.{11 + index}"
+    return "127.0.0.1" if count == 1 else nodes.address(index)
 
 
 def node_tmp(name: str) -> Path:
@@ -52,13 +48,13 @@ def node_tmp(name: str) -> Path:
     return ROOT / "tmp" / name
 
 
-def slurm_conf(root: Path = ROOT, nodes: int = 1) -> str:
+def slurm_conf(root: Path = ROOT, count: int = 1) -> str:
     cpus = os.cpu_count() or 1
     host = os.uname().nodename.split(".")[0]
-    controller = "127.0.0.1" if nodes == 1 else CONTROLLER_ADDRESS
+    controller = "127.0.0.1" if count == 1 else nodes.HEAD_ADDRESS
     node_lines = "".join(
-        f"NodeName={name} NodeHostname={host if nodes == 1 else name} NodeAddr={node_address(nodes, i)} "
-        f"CPUs={cpus} State=UNKNOWN\n" for i, name in enumerate(node_names(nodes)))
+        f"NodeName={name} NodeHostname={host if count == 1 else name} NodeAddr={node_address(count, i)} "
+        f"CPUs={cpus} State=UNKNOWN\n" for i, name in enumerate(node_names(count)))
     return f"""\
 ClusterName=hydria-test
 SlurmctldHost={host}({controller})
@@ -81,12 +77,12 @@ LaunchParameters=use_interactive_step
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 PlugStackConfig={root}/plugstack.conf
-{"" if nodes == 1 else f"TmpFS={root}/node-tmp"}
+{"" if count == 1 else f"TmpFS={root}/node-tmp"}
 {node_lines}PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
 
 
-def start(hydria: str, plugin_options: list[str] | None = None, nodes: int = 1) -> None:
+def start(hydria: str, plugin_options: list[str] | None = None, count: int = 1) -> None:
     """Start munged, slurmctld and one slurmd per node (stopping an earlier cluster first) and
     wait until every node takes jobs. Raises RuntimeError with the daemons' logs when they do not
     come up."""
@@ -94,9 +90,9 @@ def start(hydria: str, plugin_options: list[str] | None = None, nodes: int = 1) 
     for sub in ("state", "spool", "tmp"):  # a fresh cluster: no recovered jobs, no drained node
         shutil.rmtree(ROOT / sub, ignore_errors=True)
     for sub in ("state", "spool", "plugstack.conf.d", "lib", "node-tmp",
-                *(f"tmp/{name}" for name in node_names(nodes))):
+                *(f"tmp/{name}" for name in node_names(count))):
         (ROOT / sub).mkdir(parents=True, exist_ok=True)
-    CONF.write_text(slurm_conf(nodes=nodes))
+    CONF.write_text(slurm_conf(count=count))
     (ROOT / "plugstack.conf").write_text(f"include {ROOT}/plugstack.conf.d/*.conf\n")
     subprocess.run([hydria, "slurm", "install-plugin", f"--plugin-dir={ROOT}/lib",
                     f"--plugstack-dir={ROOT}/plugstack.conf.d", *(plugin_options or [])],
@@ -106,51 +102,26 @@ def start(hydria: str, plugin_options: list[str] | None = None, nodes: int = 1) 
     subprocess.run(["runuser", "-u", "munge", "--", "munged"], check=True)
     env = {**os.environ, "SLURM_CONF": str(CONF)}
     subprocess.run(["slurmctld", "-f", str(CONF)], check=True, env=env)
-    if nodes == 1:
+    if count == 1:
         subprocess.run(["slurmd", "-f", str(CONF), "-N", NODE], check=True, env=env)
     else:
-        _network(nodes)
-        for name in node_names(nodes):
+        nodes.create(count)
+        for name in node_names(count):
             # In the foreground (-D) as PID 1 of the node's PID namespace: a daemonising slurmd
             # would end the namespace with the parent it leaves.
-            subprocess.Popen(["nsenter", f"--net=/run/netns/{name}", "unshare", "--uts", "--mount",
-                              "--propagation=slave", "--pid", "--fork", "--mount-proc", "sh", "-c",
-                              NODE_SCRIPT,
-                              "-", name, str(CONF), str(NETNS_ETC / name / "hosts"), str(node_tmp(name)),
-                              str(ROOT / "node-tmp")],
-                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True)
+            argv = ["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", NODE_SCRIPT, "-",
+                    str(node_tmp(name)), str(ROOT / "node-tmp"), str(CONF), name]
+            subprocess.Popen(nodes.in_node(name, argv), env=env, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         states = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True, env=env,
                                 check=False).stdout.split()
-        if len(states) == nodes and all(state in ("idle", "mix", "alloc") for state in states):
+        if len(states) == count and all(state in ("idle", "mix", "alloc") for state in states):
             return
         time.sleep(0.5)
     logs = "".join(path.read_text()[-2000:] for path in sorted(ROOT.glob("slurm*.log")))
     raise RuntimeError(f"the Slurm test cluster did not come up:\n{logs}")
-
-
-def _network(nodes: int) -> None:
-    """The bridge, and per node a network namespace joined to it by a veth pair, and its hosts file."""
-    def ip(*args: str) -> None:
-        subprocess.run(["ip", *args], check=True)
-
-    ip("link", "add", BRIDGE, "type", "bridge")
-    ip("addr", "add", f"{CONTROLLER_ADDRESS}/24", "dev", BRIDGE)
-    ip("link", "set", BRIDGE, "up")
-    hosts = "127.0.0.1 localhost\n" + "".join(
-        f"{node_address(nodes, i)} {name}\n" for i, name in enumerate(node_names(nodes)))
-    for i, name in enumerate(node_names(nodes)):
-        outside = f"hydria-v{i}"
-        ip("netns", "add", name)
-        ip("link", "add", outside, "type", "veth", "peer", "name", "eth0", "netns", name)
-        ip("link", "set", outside, "master", BRIDGE, "up")
-        ip("-n", name, "addr", "add", f"{node_address(nodes, i)}/24", "dev", "eth0")
-        ip("-n", name, "link", "set", "eth0", "up")
-        ip("-n", name, "link", "set", "lo", "up")
-        (NETNS_ETC / name).mkdir(parents=True, exist_ok=True)
-        (NETNS_ETC / name / "hosts").write_text(hosts)
 
 
 def stop() -> None:
@@ -167,10 +138,7 @@ def stop() -> None:
     while time.monotonic() < deadline and subprocess.run(["pgrep", "-x", "-f", "slurmd .*|slurmctld .*"],
                                                          stdout=subprocess.DEVNULL, check=False).returncode == 0:
         time.sleep(0.2)
-    for namespace in Path("/run/netns").glob(f"{NODE}*"):
-        subprocess.run(["ip", "netns", "delete", namespace.name], check=False)
-        shutil.rmtree(NETNS_ETC / namespace.name, ignore_errors=True)
-    subprocess.run(["ip", "link", "delete", BRIDGE], stderr=subprocess.DEVNULL, check=False)
+    nodes.destroy()
 
 
 class Submitter:
@@ -193,6 +161,6 @@ class Submitter:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["start"]:
-        start(str(Path(sys.executable).parent / "hydria"), nodes=int(sys.argv[2]) if len(sys.argv) > 2 else 1)
+        start(str(Path(sys.executable).parent / "hydria"), count=int(sys.argv[2]) if len(sys.argv) > 2 else 1)
     else:
         stop()

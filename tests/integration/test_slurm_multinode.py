@@ -37,7 +37,7 @@ else:
 
 @pytest.fixture(scope="module")
 def cluster(hydria_bin: str) -> Iterator[None]:
-    slurm.start(hydria_bin, nodes=2)
+    slurm.start(hydria_bin, count=2)
     yield
     slurm.stop()
 

@@ -24,6 +24,6 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
         raise HydriaError(f"Missing directive ENROOT_ROOTFS in {options.conf}",
                           hint="add a line #HYDRIA_ROOTFS=NAME|IMAGE (or #ENROOT_ROOTFS=) to the script")
     flags = argparse.Namespace(root=False, rw=False, pid=False, net=False, ipc=False, uts=False, env=[], mount=[],
-                               rc=None, command=options.command, target=rootfs)
+                               rc=None, conf=options.conf, command=options.command, target=rootfs)
     start_with(flags, settings, conf)
     return 1  # start() execs the container or raises

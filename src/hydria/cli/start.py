@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 from typing import TYPE_CHECKING
 
 from hydria.config import Settings
@@ -39,8 +40,6 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
 
 def load_conf(path: str) -> tuple[ConfScript, Settings]:
     """The configuration script and the settings with its directives applied over the environment."""
-    import os
-
     from hydria.config import load_settings
     from hydria.runtime.confscript import load
 
@@ -64,5 +63,24 @@ def start_with(options: argparse.Namespace, settings: Settings, conf: ConfScript
         unshare_ipc=settings.unshare_ipc or options.ipc,
         unshare_uts=settings.unshare_uts or options.uts,
     )
+    remote = None
+    if container is None:  # hydria start from the command line: MPI launchers may start it elsewhere
+        from hydria.launch import remote_start
+
+        remote = remote_start(start_arguments(options), options.target, os.environ)
     start(StartOptions(options.target, options.command, options.env, options.mount, options.rc, conf=conf,
-                       container=container), settings)
+                       container=container, remote_start=remote), settings)
+
+
+def start_arguments(options: argparse.Namespace) -> list[str]:
+    """The options of this start as another node must get them: paths absolute, and ``--env KEY``
+    with this host's value."""
+    words = ["--conf", os.path.abspath(options.conf)] if options.conf else []
+    for variable in options.env:
+        key = variable.split("=", 1)[0]
+        words += ["--env", variable if "=" in variable or key not in os.environ else f"{key}={os.environ[key]}"]
+    for mount in options.mount:
+        words += ["--mount", mount]
+    if options.rc:
+        words += ["--rc", os.path.abspath(options.rc)]
+    return words + [f"--{flag}" for flag in ("root", "rw", "pid", "net", "ipc", "uts") if getattr(options, flag)]

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hydria import launch
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.hooks import slurm_pmi
@@ -78,6 +79,9 @@ class StartOptions:
     slurm_hook: bool = True
     # A root filesystem resolved by the caller (a bundle's extracted tree); ``target`` names it then.
     container: rootfs.Container | None = None
+    # ``hydria start`` from the command line: the command that starts the same container on
+    # another node, for an MPI launcher's daemons (hydria/launch.py).
+    remote_start: str | None = None
 
 
 def resolve_target(target: str, settings: Settings) -> rootfs.Container:
@@ -141,10 +145,18 @@ def start(options: StartOptions, settings: Settings) -> None:
         environment.update(nvidia.run(root, environment, host, cwd, str(settings.nvidia_driver_root)))
     pmi_environment, pmi_mounts = slurm_pmi.run(os.environ) if options.slurm_hook else ({}, [])
     environment.update(pmi_environment)
+    launch_mounts: list[fstab.MountEntry] = []
+    if options.remote_start is not None and launch.is_launcher(options.command):
+        launch_environment, launch_mounts = launch.prepare(
+            options.remote_start, area, host_user.pw_name, host_user.pw_dir,
+            "/root" if settings.remap_root else host_user.pw_dir)
+        for name, value in launch_environment.items():
+            environment.setdefault(name, value)  # an agent the user chose is kept
     substitution = {**os.environ, "HYDRIA_ROOTFS": root, "ENROOT_ROOTFS": root}
     final = [*fstab.parse(_read(root, "etc/fstab"), "image fstab", substitution),
              *_config_files(settings, "mounts.d", "*.fstab", substitution), *pmi_mounts,
-             *fstab.parse(conf.mounts, f"{options.conf.path if options.conf else ''} mounts()"), *extra_mounts]
+             *fstab.parse(conf.mounts, f"{options.conf.path if options.conf else ''} mounts()"), *launch_mounts,
+             *extra_mounts]
     mount_entries(final, root, 0, cwd)
     if settings.mount_home and not settings.remap_root:
         mount_entries([fstab.MountEntry(host_user.pw_dir, host_user.pw_dir, "none",
