@@ -221,6 +221,7 @@ def test_exec_joins_a_running_container(images: dict[str, Path], workspace: Work
         env = workspace.run("exec", "-e", "EXTRA=1", pid, "env").stdout
         assert "MARK=inside" in env and "EXTRA=1" in env
         assert workspace.run("exec", pid, "sh", "-c", "exit 5").returncode == 5
+        assert "Seccomp:\t2" in workspace.run("exec", pid, "cat", "/proc/self/status").stdout  # the filter too
         assert "Process not found" in other_workspace.run("exec", pid, "true").stderr
     finally:
         process.kill()

@@ -44,6 +44,15 @@ def test_tasks_run_in_the_image(srun: Srun, images: dict[str, Path]) -> None:
     assert srun.ok(f"--container-image={images['busybox']}", "id", "-u") == f"{srun.workspace.user.uid}\n"
 
 
+@pytest.mark.parametrize("remap", [[], ["--container-remap-root"]])
+def test_tasks_have_the_seccomp_filter(srun: Srun, images: dict[str, Path], remap: list[str]) -> None:
+    out = srun.ok("-n", "2", f"--container-image={images['busybox']}", *remap, "sh", "-c",
+                  "grep '^Seccomp:' /proc/self/status; touch /tmp/f$SLURM_PROCID; "
+                  "chown 123:456 /tmp/f$SLURM_PROCID && stat -c %u /tmp/f$SLURM_PROCID")
+    owner = "0" if remap else str(srun.workspace.user.uid)
+    assert sorted(out.splitlines()) == sorted(["Seccomp:\t2", "Seccomp:\t2", owner, owner])
+
+
 def test_registry_image_and_cleanup(srun: Srun, busybox: PublishedImage, test_user: User) -> None:
     image = busybox.docker_uri.removeprefix("docker://")
     result = srun(f"--container-image={image}", "cat", "/etc/os-release")

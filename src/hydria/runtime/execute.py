@@ -13,6 +13,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from hydria.errors import HydriaError
+from hydria.runtime import seccomp
 from hydria.runtime import syscalls as sc
 
 # The user namespace first: it grants the capabilities that joining the others needs.
@@ -67,6 +68,7 @@ def execute(pid: int, command: Sequence[str], extra_env: Mapping[str, str]) -> N
         if child != 0:
             sc.exit_like(child)
     sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
+    seccomp.install()
     try:
         os.execvpe(command[0], list(command), environment)
     except OSError as e:

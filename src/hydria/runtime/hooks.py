@@ -101,6 +101,20 @@ def write_identity(root: str, user: pwd.struct_passwd, remap_root: bool) -> None
             continue  # a read-only unpacked root: leave it as it is
 
 
+def apt_as_root(root: str, remap_root: bool) -> None:
+    """Under ``--root`` on a Debian-family image, apt fetches as root instead of as its ``_apt``
+    sandbox user, which a user namespace of one uid cannot switch to (enroot's 10-aptfix hook)."""
+    if not remap_root or not os.path.isfile(os.path.join(root, "etc", "debian_version")):
+        return
+    try:
+        conf_dir = resolve_in_root(root, "/etc/apt/apt.conf.d")
+        os.makedirs(conf_dir, exist_ok=True)
+        with open(os.path.join(conf_dir, "hydria"), "w") as handle:
+            handle.write('APT::Sandbox::User "root";\n')
+    except (OSError, HydriaError):
+        return  # a read-only unpacked root: leave it as it is
+
+
 def copy_localtime(root: str, host_localtime: str = "/etc/localtime") -> None:
     """The host's time zone (the built-in equivalent of enroot's 10-localtime hook): when the host's
     /etc/localtime is a symlink, the link and the zone file it names are copied into the root

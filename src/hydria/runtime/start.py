@@ -7,7 +7,7 @@
 4. passwd/group entries, mounts of pass -1, hooks, mounts of pass 0 (image fstab, mounts.d,
    ``--mount``), the environment;
 5. read-only remount unless writable, pivot_root;
-6. ``exec`` of ``/bin/sh /etc/rc CMD...``: the program replaces hydria, so its exit status and
+6. the seccomp filter (runtime/seccomp.py), then ``exec`` of ``/bin/sh /etc/rc CMD...``: the program replaces hydria, so its exit status and
    signals are the container's, and nothing lingers (with ``--pid``, hydria stays as the parent
    of PID 1 and passes its status on).
 """
@@ -27,7 +27,7 @@ from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.hooks import slurm_pmi
 from hydria.paths import ensure_dir
-from hydria.runtime import environ, fstab, hooks, lock, namespaces, rootfs
+from hydria.runtime import environ, fstab, hooks, lock, namespaces, rootfs, seccomp
 from hydria.runtime import syscalls as sc
 from hydria.runtime.confscript import ConfOutput, ConfScript
 from hydria.runtime.mounts import mount_entries
@@ -121,6 +121,7 @@ def start(options: StartOptions, settings: Settings) -> None:
         lock.hold(container.home / LOCK_FILE)
     root = rootfs.mount_container(container, area, inner_uid, inner_gid)
     hooks.write_identity(root, host_user, settings.remap_root)
+    hooks.apt_as_root(root, settings.remap_root)
     hooks.copy_localtime(root)
 
     mounts = fstab.parse(SYSTEM_FSTAB + (NET_FSTAB if settings.unshare_net else "") + _dev_fstab(settings),
@@ -180,6 +181,7 @@ def start(options: StartOptions, settings: Settings) -> None:
     if settings.unshare_pid:
         _become_pid_one()
     sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
+    seccomp.install()
     argv = _program(options.command, rc_fd)
     sys.stdout.flush()
     try:

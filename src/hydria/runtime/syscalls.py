@@ -76,8 +76,9 @@ def pivot_root(new_root: str, put_old: str) -> None:
     _check(_libc.syscall(ctypes.c_long(number), _c(new_root), _c(put_old)), "pivot_root")
 
 
-def prctl(option: int, arg: int = 0) -> None:
-    _check(_libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0),
+def prctl(option: int, arg: int = 0, arg3: int = 0) -> None:
+    """``arg3`` may be an address (ctypes.addressof)."""
+    _check(_libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(arg3), ctypes.c_ulong(0),
                        ctypes.c_ulong(0)), "prctl")
 
 
