@@ -80,6 +80,7 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("RESTRICT_DEV", "bool", "false", "Give containers a minimal /dev instead of the host's"),
     SettingSpec("UNPACK", "bool", "false", "create unpacks images into a directory tree instead of mounting them"),
     SettingSpec("NVIDIA_DRIVER_ROOT", "path", "/", "Tree in which the NVIDIA hook finds the driver (proc, dev, ld.so.cache, utilities)"),
+    SettingSpec("RDMA_ROOT", "path", "/", "Tree in which the InfiniBand hook finds the node's /sys and /dev"),
 )
 SPEC_BY_NAME: Mapping[str, SettingSpec] = MappingProxyType({s.name: s for s in SPECS})
 
@@ -121,6 +122,7 @@ class Settings:
     restrict_dev: bool
     unpack: bool
     nvidia_driver_root: Path
+    rdma_root: Path
     environment: Mapping[str, str] = field(default_factory=dict)
     origins: Mapping[str, str] = field(default_factory=dict)
 

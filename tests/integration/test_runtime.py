@@ -370,3 +370,11 @@ def test_a_dev_of_its_own(images: dict[str, Path], workspace: Workspace, how: st
         (Path("/dev/shm") / marker).unlink(missing_ok=True)
     host_dev = output(workspace, str(images["busybox"]), "ls", "/dev").split()  # the host's /dev otherwise
     assert len(host_dev) > len(DEVICES) and set(host_dev) != set(DEVICES)
+
+
+def test_the_container_sees_its_own_cgroups(images: dict[str, Path], workspace: Workspace) -> None:
+    out = workspace.run("start", str(images["busybox"]), "sh", "-c",
+                        "cat /proc/self/cgroup; echo; touch /sys/fs/cgroup/x 2>/dev/null || echo read-only").stdout
+    groups, _, rest = out.partition("\n\n")
+    assert groups and all(line.endswith(":/") for line in groups.splitlines())  # a cgroup namespace of its own
+    assert rest == "read-only\n"

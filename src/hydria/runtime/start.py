@@ -126,7 +126,7 @@ def start(options: StartOptions, settings: Settings) -> None:
 
     mounts = fstab.parse(SYSTEM_FSTAB + (NET_FSTAB if settings.unshare_net else "") + _dev_fstab(settings),
                          "system fstab")
-    mount_entries(mounts, root, -1, cwd)
+    mount_entries([*mounts, *_own_cgroups()], root, -1, cwd)
     if settings.restrict_dev or settings.unshare_ipc:
         for name, target in DEV_LINKS.items():
             os.symlink(target, f"{root}/dev/{name}")
@@ -144,6 +144,10 @@ def start(options: StartOptions, settings: Settings) -> None:
         from hydria.hooks import nvidia
 
         environment.update(nvidia.run(root, environment, host, cwd, str(settings.nvidia_driver_root)))
+    if "MELLANOX_VISIBLE_DEVICES" in host or "MELLANOX_VISIBLE_DEVICES" in environment:
+        from hydria.hooks import infiniband
+
+        infiniband.run(root, host, environment, cwd, str(settings.rdma_root))
     pmi_environment, pmi_mounts = slurm_pmi.run(os.environ) if options.slurm_hook else ({}, [])
     environment.update(pmi_environment)
     launch_mounts: list[fstab.MountEntry] = []
@@ -178,6 +182,7 @@ def start(options: StartOptions, settings: Settings) -> None:
     sc.pivot_root(".", ".")
     sc.umount2(".", sc.MNT_DETACH)
     os.chdir("/")
+    sc.unshare(sc.CLONE_NEWCGROUP)  # /proc/self/cgroup reads "/" inside (with the cgroups hook's binds)
     if settings.unshare_pid:
         _become_pid_one()
     sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
@@ -189,6 +194,16 @@ def start(options: StartOptions, settings: Settings) -> None:
     except OSError as e:
         raise HydriaError(f"cannot run {argv[0]} in the container: {e.strerror}",
                           hint="hydria runs the image's /etc/rc with /bin/sh; the image needs one") from None
+
+
+def _own_cgroups() -> list[fstab.MountEntry]:
+    from hydria.hooks import cgroups
+
+    try:
+        with open("/proc/self/cgroup") as groups, open("/proc/self/mountinfo") as mountinfo:
+            return cgroups.mounts(groups.read(), mountinfo.read(), os.environ)
+    except OSError:
+        return []
 
 
 def _dev_fstab(settings: Settings) -> str:

@@ -1,0 +1,62 @@
+"""The built-in cgroups hook (enroot's ``10-cgroups.sh``): the container sees its own cgroups, not
+the host's tree. For each hierarchy the caller belongs to (``/proc/self/cgroup``: cgroup v1
+controllers and the v2 unified hierarchy), the caller's own subtree is bound read-only over that
+hierarchy's mount point in the container; in a Slurm step, the parent directory, so that the job's
+cgroup (its limits) is visible rather than only the step's. The start then enters a cgroup
+namespace of its own, so that ``/proc/self/cgroup`` reads ``/`` inside.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from hydria.runtime.fstab import MountEntry
+
+OPTIONS = ("rbind", "ro", "nosuid", "nodev", "noexec", "nofail", "silent")
+
+
+def mounts(self_cgroup: str, mountinfo: str, environment: Mapping[str, str]) -> list[MountEntry]:
+    """The binds for a process whose ``/proc/self/cgroup`` and ``/proc/self/mountinfo`` read as
+    given; ``environment`` tells whether it is a Slurm step."""
+    hierarchies = _hierarchies(mountinfo)
+    in_step = bool(environment.get("SLURM_STEP_ID"))
+    entries = []
+    for line in self_cgroup.splitlines():
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        wanted = set(controllers.split(",")) if controllers else None  # None: the v2 hierarchy
+        found = next(((point, root) for options, point, root in hierarchies
+                      if (options is None) == (wanted is None) and (wanted is None or wanted <= (options or set()))),
+                     None)
+        if found is None or not path.startswith("/"):
+            continue
+        mount_point, mount_root = found
+        if in_step and path != "/":
+            path = os.path.dirname(path.rstrip("/"))
+        relative = os.path.relpath(path, mount_root) if path.startswith(mount_root) else None
+        if relative is None or relative.startswith("..") or relative == ".":
+            continue  # outside what this mount shows (a nested cgroup namespace), or all of it
+        source = os.path.normpath(os.path.join(mount_point, relative))
+        entries.append(MountEntry(source, mount_point, "none", OPTIONS, passno=-1, origin="cgroups"))
+    return entries
+
+
+def _hierarchies(mountinfo: str) -> list[tuple[set[str] | None, str, str]]:
+    """(super options, or None for cgroup2; mount point; mount root) of each cgroup mount."""
+    found: list[tuple[set[str] | None, str, str]] = []
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if "-" not in fields or len(fields) < fields.index("-") + 4:
+            continue
+        separator = fields.index("-")
+        fstype, options = fields[separator + 1], set(fields[separator + 3].split(","))
+        if fstype in ("cgroup", "cgroup2"):
+            found.append((options if fstype == "cgroup" else None, _unescape(fields[4]), _unescape(fields[3])))
+    return found
+
+
+def _unescape(field: str) -> str:
+    """mountinfo writes space, tab, newline and backslash as octal escapes."""
+    for escaped, character in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        field = field.replace(escaped, character)
+    return field
