@@ -16,7 +16,6 @@ import os
 import platform
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -27,6 +26,7 @@ from typing import Any
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
+from hydria.paths import hydria_command
 
 # program, Debian package, needed for what (None: optional)
 TOOLS = (
@@ -115,7 +115,7 @@ def cluster_report(srun_arguments: Sequence[str], image: str | None = None) -> C
         raise HydriaError("Command not found: srun", hint="--cluster runs a Slurm step; run it where Slurm's clients are")
     # --label: each line says which task wrote it (srun interleaves tasks' output by lines, and
     # splits lines longer than its buffer: the JSON comes indented, in short lines)
-    command = ["srun", "--label", "--ntasks-per-node=1", *srun_arguments, _hydria(), "doctor", "--json",
+    command = ["srun", "--label", "--ntasks-per-node=1", *srun_arguments, *hydria_command(), "doctor", "--json",
                *(("--image", image) if image else ())]
     result = subprocess.run(command, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
     outputs: dict[str, list[str]] = {}
@@ -161,10 +161,6 @@ def render_cluster(report: ClusterReport) -> str:
                      (f"ok ({', '.join(report.step_nodes)})" if report.step_ok else f"FAIL: {report.step_error}"))
     lines.append("all nodes passed" if report.ok else "some nodes failed")
     return "\n".join(lines)
-
-
-def _hydria() -> str:
-    return str(Path(sys.executable).parent / "hydria")
 
 
 def _user_namespaces() -> Check:
@@ -267,7 +263,7 @@ def _start(image: str | None) -> Check:
     if image is None:
         return Check(name, "skip", "no --image given")
     started = time.monotonic()
-    result = subprocess.run([_hydria(), "start", image, "true"], capture_output=True, text=True, check=False,
+    result = subprocess.run([*hydria_command(), "start", image, "true"], capture_output=True, text=True, check=False,
                             stdin=subprocess.DEVNULL)
     if result.returncode != 0:
         first = (result.stderr.strip().splitlines() or [f"exit status {result.returncode}"])[0]

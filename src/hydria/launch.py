@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import os
 import shlex
-import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
+from hydria.paths import hydria_command
 from hydria.runtime.fstab import MountEntry
 
 LAUNCHERS = frozenset({"mpirun", "mpiexec", "orterun", "prterun", "oshrun"})
@@ -56,9 +55,8 @@ def remote_start(start_arguments: Sequence[str], target: str, environment: Mappi
                 if name.startswith(PASSED_SETTINGS) and value]
     if os.path.isfile(target):
         target = os.path.abspath(target)
-    hydria = str(Path(sys.executable).parent / "hydria")
-    words = ["env", *settings, hydria, "start", *start_arguments, target] if settings else \
-        [hydria, "start", *start_arguments, target]
+    words = ["env", *settings] if settings else []
+    words += [*hydria_command(), "start", *start_arguments, target]
     return shlex.join(words)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import sys
 from pathlib import Path
 
 from hydria.errors import HydriaError, PathNotUsable
@@ -92,3 +93,10 @@ def output_file(output: str | None, default: str, *, force: bool) -> Path:
     if not target.parent.is_dir():
         raise HydriaError(f"No such file or directory: {target.parent}")
     return target
+
+
+def hydria_command() -> list[str]:
+    """How to run this hydria again (another check, another node): its ``hydria`` script beside
+    this Python, or ``python -m hydria`` when it runs from a source tree."""
+    script = Path(sys.executable).parent / "hydria"
+    return [str(script)] if os.access(script, os.X_OK) else [sys.executable, "-m", "hydria"]
