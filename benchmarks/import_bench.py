@@ -31,7 +31,7 @@ from testbed.recipes import DEFAULT_CACHE, get_image
 from testbed.registry import Registry
 from testbed.tarbuild import LayerTar
 
-SQUASH_OPTIONS = "-comp zstd -Xcompression-level 3"
+SQUASH_OPTIONS = "-comp zstd -Xcompression-level 3"  # hydria's default; --squash-options to compare others
 HYDRIA = str(Path(sys.executable).parent / "hydria")
 
 
@@ -92,7 +92,7 @@ def big_image(size_mb: int, workdir: Path, zstd: bool = True) -> Image:
 
 
 def bench_image(name: str, image: Image, registry: Registry, workdir: Path, peers: bool,
-                peer_image: Image | None = None) -> list[Measure]:
+                peer_image: Image | None = None, squash: str = SQUASH_OPTIONS) -> list[Measure]:
     """``peer_image``: the same content for peers that cannot read zstd layers (umoci 0.4)."""
     push([image], registry.address, f"bench/{name}", "latest", workdir)
     push([peer_image or image], registry.address, f"bench/{name}-peers", "latest", workdir)
@@ -101,7 +101,7 @@ def bench_image(name: str, image: Image, registry: Registry, workdir: Path, peer
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir()
     cache = out / "cache"
-    env = {"HYDRIA_ALLOW_HTTP": "y", "HYDRIA_CACHE_PATH": str(cache), "HYDRIA_SQUASH_OPTIONS": SQUASH_OPTIONS}
+    env = {"HYDRIA_ALLOW_HTTP": "y", "HYDRIA_CACHE_PATH": str(cache), "HYDRIA_SQUASH_OPTIONS": squash}
     results = [timed("hydria cold", [[HYDRIA, "import", "-q", "-o", str(out / "cold.sqsh"), uri]], env),
                timed("hydria warm", [[HYDRIA, "import", "-q", "-o", str(out / "warm.sqsh"), uri]], env)]
     if not peers:
@@ -112,7 +112,7 @@ def bench_image(name: str, image: Image, registry: Registry, workdir: Path, peer
          f"oci:{layout}:latest"],
         ["umoci", "unpack", "--image", f"{layout}:latest", str(bundle)],
         ["mksquashfs", str(bundle / "rootfs"), str(out / "plain.sqsh"), "-no-progress", "-quiet",
-         "-processors", str(os.cpu_count()), *SQUASH_OPTIONS.split()],
+         "-processors", str(os.cpu_count()), *squash.split()],
     ]))
     shutil.rmtree(bundle, ignore_errors=True)
     if shutil.which("podman"):
@@ -147,18 +147,21 @@ def main() -> int:
     parser.add_argument("--size-mb", type=int, default=2048)
     parser.add_argument("--only", choices=["big", "debian"])
     parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument("--squash-options", default=SQUASH_OPTIONS, help="for hydria and mksquashfs alike")
     options = parser.parse_args()
+    print(f"squash options: {options.squash_options}")
     with tempfile.TemporaryDirectory(prefix="hydria-bench-") as tmp:
         workdir = Path(tmp)
         with Registry(workdir / "registry") as registry:
             if options.only != "big":
                 report("Debian test image (3 layers, 216 MB)",
-                       bench_image("debian", get_image("debian", workdir), registry, workdir, not options.no_peers))
+                       bench_image("debian", get_image("debian", workdir), registry, workdir, not options.no_peers,
+                                   squash=options.squash_options))
             if options.only != "debian":
                 image = big_image(options.size_mb, workdir)
                 report(f"{options.size_mb} MB image (7 layers, one zstd; all gzip for skopeo+umoci)",
                        bench_image("big", image, registry, workdir, not options.no_peers,
-                                   big_image(options.size_mb, workdir, zstd=False)))
+                                   big_image(options.size_mb, workdir, zstd=False), options.squash_options))
     return 0
 
 

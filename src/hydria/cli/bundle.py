@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from hydria.config import Settings
 
@@ -20,13 +19,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
-    from hydria.bundle.build import BundleOptions, build
+    from hydria import api
 
     for name in ("desc", "target"):
         if getattr(options, name) == "":
             from hydria.errors import UsageError
 
             raise UsageError(f"--{name} takes a non-empty value")
-    build(BundleOptions(Path(options.image), options.output, options.target, options.desc,
-                        options.checksum, options.all or settings.bundle_all, options.force), settings)
+    api.bundle(options.image, options.output, target=options.target, description=options.desc,
+               checksum=options.checksum, include_config=options.all, force=options.force, settings=settings)
     return 0

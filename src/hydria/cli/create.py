@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from hydria.config import Settings
 
@@ -17,8 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
-    from hydria.store import Store
+    from hydria import api
 
-    Store(settings).create(Path(options.image), options.name, force=options.force,
-                           unpack=options.unpack or settings.unpack)
+    api.create(options.image, options.name, force=options.force, unpack=options.unpack or settings.unpack,
+               settings=settings)
     return 0

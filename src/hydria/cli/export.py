@@ -14,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
-    from hydria.runtime.export import export
+    from hydria import api
 
-    export(options.name, options.output, options.force, settings)
+    api.export(options.name, options.output, force=options.force, settings=settings)
     return 0

@@ -17,9 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
-    from hydria.image.importer import import_image
+    from hydria import api
 
     if options.quiet:
         logging.getLogger("hydria").setLevel(logging.WARNING)
-    import_image(options.uri, settings, output=options.output, arch=options.arch)
+    api.import_image(options.uri, options.output, arch=options.arch, settings=settings)
     return 0
