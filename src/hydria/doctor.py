@@ -112,7 +112,8 @@ def cluster_report(srun_arguments: Sequence[str], image: str | None = None) -> C
     """The node checks on one task per node of a Slurm step (``srun --ntasks-per-node=1 ARGS``),
     and with an image, a step in that image through the plugin on the same nodes."""
     if shutil.which("srun") is None:
-        raise HydriaError("Command not found: srun", hint="--cluster runs a Slurm step; run it where Slurm's clients are")
+        raise HydriaError("Command not found: srun",
+                          hint="--cluster runs a Slurm step; run it where Slurm's clients are")
     # --label: each line says which task wrote it (srun interleaves tasks' output by lines, and
     # splits lines longer than its buffer: the JSON comes indented, in short lines)
     command = ["srun", "--label", "--ntasks-per-node=1", *srun_arguments, *hydria_command(), "doctor", "--json",
@@ -174,7 +175,8 @@ def _user_namespaces() -> Check:
                      "as root: sysctl -w kernel.unprivileged_userns_clone=1")
     if _read_int("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1:
         return Check(name, "fail", "AppArmor restricts unprivileged user namespaces",
-                     "as root: sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, or an AppArmor profile for hydria")
+                     "as root: sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, "
+                     "or an AppArmor profile for hydria")
     return Check(name, "ok", f"enabled (user.max_user_namespaces={maximum})")
 
 
@@ -214,7 +216,8 @@ def _path(settings: Settings, setting: str) -> Check:
     if not os.access(existing, os.W_OK | os.X_OK):
         where = "" if existing == path else f" (it does not exist and {existing} is not writable)"
         return Check(name, "fail", f"{path} is not writable{where}",
-                     f"set {name} to a directory this user can write, e.g. /tmp/hydria-$UID/{setting.removesuffix('_path')}")
+                     f"set {name} to a directory this user can write, "
+                     f"e.g. /tmp/hydria-$UID/{setting.removesuffix('_path')}")
     if existing == path and path.stat().st_uid != os.geteuid() and setting != "temp_path":
         return Check(name, "fail", f"{path} belongs to another user", f"remove it or set {name} elsewhere")
     return Check(name, "ok", str(path) if existing == path else f"{path} (will be created)")
@@ -249,7 +252,8 @@ def _mounts(settings: Settings) -> Check:
 
         started = time.monotonic()
         namespaces.in_child(inside)
-        return Check(name, "ok", f"user + mount namespace, squashfuse, overlay: {1000 * (time.monotonic() - started):.0f} ms")
+        elapsed = 1000 * (time.monotonic() - started)
+        return Check(name, "ok", f"user + mount namespace, squashfuse, overlay: {elapsed:.0f} ms")
     except HydriaError as e:
         return Check(name, "fail", e.message, e.hint or "")
     finally:
@@ -281,7 +285,8 @@ def _slurm_plugin() -> Check:
         return Check(name, "warn", f"cannot read Slurm's configuration: {last}",
                      "check SLURM_CONF and that slurmctld runs")
     config = dict(line.split("=", 1) for line in result.stdout.splitlines() if " = " in line)
-    plugstack = next((v.strip() for k, v in config.items() if k.strip() == "PlugStackConfig"), "/etc/slurm/plugstack.conf")
+    plugstack = next((v.strip() for k, v in config.items() if k.strip() == "PlugStackConfig"),
+                     "/etc/slurm/plugstack.conf")
     for line in _plugstack_lines(Path(plugstack)):
         fields = line.split()
         if len(fields) >= 2 and fields[1].endswith("spank_hydria.so"):

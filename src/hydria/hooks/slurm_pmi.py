@@ -58,7 +58,8 @@ def pmix_mounts(host: Mapping[str, str]) -> list[MountEntry]:
     names = [f"spmix_appdir_{os.getuid()}_{job}.{step}", f"spmix_appdir_{job}.{step}"]
     directories += [next((path for base in bases if base for name in names
                           if os.path.isdir(path := f"{base.rstrip('/')}/{name}")), "")]
-    return [MountEntry(path, path, "none", BIND, origin="slurm") for path in directories if path and os.path.isdir(path)]
+    return [MountEntry(path, path, "none", BIND, origin="slurm")
+            for path in directories if path and os.path.isdir(path)]
 
 
 def _slurm_tmpfs(host: Mapping[str, str]) -> str | None:

@@ -6,10 +6,10 @@
 3. the root filesystem: image file (squashfuse + overlay on the tmpfs) or named container;
 4. passwd/group entries, mounts of pass -1, hooks, mounts of pass 0 (image fstab, mounts.d,
    ``--mount``), the environment;
-5. read-only remount unless writable, pivot_root;
-6. the seccomp filter (runtime/seccomp.py), then ``exec`` of ``/bin/sh /etc/rc CMD...``: the program replaces hydria, so its exit status and
-   signals are the container's, and nothing lingers (with ``--pid``, hydria stays as the parent
-   of PID 1 and passes its status on).
+5. read-only remount unless writable, pivot_root, a cgroup namespace of its own;
+6. the seccomp filter (runtime/seccomp.py), then ``exec`` of ``/bin/sh /etc/rc CMD...``: the
+   program replaces hydria, so its exit status and signals are the container's, and nothing
+   lingers (with ``--pid``, hydria stays as the parent of PID 1 and passes its status on).
 """
 
 from __future__ import annotations
