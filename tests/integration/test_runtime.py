@@ -378,3 +378,15 @@ def test_the_container_sees_its_own_cgroups(images: dict[str, Path], workspace: 
     groups, _, rest = out.partition("\n\n")
     assert groups and all(line.endswith(":/") for line in groups.splitlines())  # a cgroup namespace of its own
     assert rest == "read-only\n"
+
+
+def test_allow_superuser_keeps_roots_privileges(images: dict[str, Path], hydria_bin: str, tmp_path: Path) -> None:
+    # real root (the test runner), as enroot's privileged mode: no user namespace, no seccomp filter
+    env = {"PATH": "/usr/bin:/bin", "HYDRIA_RUNTIME_PATH": str(tmp_path / "run"), "HYDRIA_DATA_PATH": str(tmp_path)}
+    show = "cat /proc/self/uid_map; grep '^Seccomp:' /proc/self/status; mknod /tmp/null c 1 3 && echo mknod-ok"
+    privileged = subprocess.run([hydria_bin, "start", str(images["busybox"]), "sh", "-c", show], capture_output=True,
+                                text=True, env={**env, "HYDRIA_ALLOW_SUPERUSER": "y"}, check=True).stdout.split()
+    assert privileged == ["0", "0", "4294967295", "Seccomp:", "0", "mknod-ok"]
+    plain = subprocess.run([hydria_bin, "start", str(images["busybox"]), "sh", "-c", show], capture_output=True,
+                           text=True, env=env, check=False).stdout.split()
+    assert plain[:5] == ["0", "0", "1", "Seccomp:", "2"] and "mknod-ok" not in plain  # a user namespace

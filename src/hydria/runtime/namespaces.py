@@ -14,8 +14,25 @@ from hydria.errors import HydriaError
 from hydria.runtime import syscalls as sc
 
 
+def privileged(settings: Settings, uid: int) -> bool:
+    """Real root with ``HYDRIA_ALLOW_SUPERUSER``: no user namespace, root keeps its privileges
+    (and no seccomp filter), as enroot's privileged mode."""
+    return uid == 0 and settings.allow_superuser
+
+
 def enter(settings: Settings, uid: int, gid: int) -> None:
-    """Unshare: one uid and gid mapped (the caller's, or 0 with remap_root), mounts made slave."""
+    """Unshare: one uid and gid mapped (the caller's, or 0 with remap_root), mounts made slave;
+    in privileged mode, no user namespace (the slave mounts keep root's mounts from the host)."""
+    if privileged(settings, uid):
+        flags = sc.CLONE_NEWNS
+        flags |= sc.CLONE_NEWNET if settings.unshare_net else 0
+        flags |= sc.CLONE_NEWIPC if settings.unshare_ipc else 0
+        flags |= sc.CLONE_NEWUTS if settings.unshare_uts else 0
+        sc.unshare(flags)
+        sc.mount(None, "/", None, sc.MS_REC | sc.MS_SLAVE)
+        if settings.unshare_net:
+            _loopback_up()
+        return
     flags = sc.CLONE_NEWUSER | sc.CLONE_NEWNS
     flags |= sc.CLONE_NEWNET if settings.unshare_net else 0
     flags |= sc.CLONE_NEWIPC if settings.unshare_ipc else 0

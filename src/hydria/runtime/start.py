@@ -185,8 +185,9 @@ def start(options: StartOptions, settings: Settings) -> None:
     sc.unshare(sc.CLONE_NEWCGROUP)  # /proc/self/cgroup reads "/" inside (with the cgroups hook's binds)
     if settings.unshare_pid:
         _become_pid_one()
-    sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
-    seccomp.install()
+    if not namespaces.privileged(settings, uid):
+        sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
+        seccomp.install()
     argv = _program(options.command, rc_fd)
     sys.stdout.flush()
     try:
