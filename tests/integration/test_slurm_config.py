@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from testbed import slurm
+from testbed.publish import PublishedImage
 from testbed.workspace import Workspace
 
 pytestmark = pytest.mark.integration
@@ -51,3 +52,44 @@ def test_sbatch_support_off_unregisters_the_options(hydria_bin: str, restart: sl
     assert result.returncode != 0 and "unrecognized option '--container-image" in result.stderr
     out = restart.ok("srun", f"--container-image={images['busybox']}", "head", "-1", "/etc/os-release")
     assert out == 'PRETTY_NAME="hydria busybox test image"\n'  # srun keeps them
+
+
+IMPORTER = """#!/bin/sh
+# pyxis's simple_importer, with hydria's import: the squashfs lives in the plugin's runtime path
+set -e
+image="$PYXIS_RUNTIME_PATH/$SLURM_JOB_UID/$SLURM_JOB_ID.$SLURM_STEP_ID.squashfs"
+echo "$1 ${2-} uid=$SLURM_JOB_UID" >> "{log}"
+case "$1" in
+get)
+    case "$2" in *missing*) echo "no such image: $2" >&2; exit 3 ;; esac
+    "{hydria}" import -q --output "$image" "$2" >&2
+    echo "$image" ;;
+release)
+    rm -f "$image" ;;
+esac
+"""
+
+
+def test_an_importer_plugin_makes_the_images(hydria_bin: str, restart: slurm.Submitter,
+                                            busybox: PublishedImage) -> None:
+    workspace = restart.workspace
+    log = workspace.out / "importer.log"
+    importer = slurm.ROOT / "importer.sh"
+    slurm.ROOT.mkdir(parents=True, exist_ok=True)
+    importer.write_text(IMPORTER.replace("{log}", str(log)).replace("{hydria}", hydria_bin))
+    importer.chmod(0o755)
+    runtime = slurm.ROOT / "runtime"
+    slurm.start(hydria_bin, [f"importer={importer}", f"runtime_path={runtime}"])
+    uri = busybox.docker_uri
+    out = restart.ok("srun", f"--container-image={uri}", "head", "-1", "/etc/os-release")
+    assert out == 'PRETTY_NAME="hydria busybox test image"\n'
+    restart.ok("srun", f"--container-image={uri}", "--container-name=from-plugin", "true")
+    uid = workspace.user.uid
+    assert log.read_text().splitlines() == [f"get {uri} uid={uid}", f"release  uid={uid}",  # unnamed: at the end
+                                            f"get {uri} uid={uid}", f"release  uid={uid}", f"release  uid={uid}"]
+    user_dir = runtime / str(uid)
+    assert user_dir.stat().st_uid == uid and user_dir.stat().st_mode & 0o777 == 0o700
+    assert list(user_dir.iterdir()) == []  # every release removed its file
+    failed = restart.run("srun", f"--container-image={uri.replace('busybox', 'missing')}", "true")
+    assert failed.returncode != 0
+    assert "no such image" in failed.stderr and "importer get failed with exit code 3" in failed.stderr

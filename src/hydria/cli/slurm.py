@@ -77,7 +77,8 @@ def _dispatch(action: str, args: list[str], settings: Settings) -> int:
     parsed = container_options.parse(arguments.options, os.environ)
     step = _step(arguments.step)
     if action == "cleanup":
-        step_lifecycle.cleanup(parsed, step, settings, os.environ, config.container_scope, arguments.export)
+        step_lifecycle.cleanup(parsed, step, settings, os.environ, config.container_scope, arguments.export,
+                               plugin=config)
         return 0
     if parsed.entrypoint is None:
         parsed.entrypoint = config.execute_entrypoint
@@ -86,7 +87,7 @@ def _dispatch(action: str, args: list[str], settings: Settings) -> int:
     if not parsed.enabled:
         return step_lifecycle.DISABLED_STATUS
     pid = step_lifecycle.start(parsed, step, settings, os.environ, scope=config.container_scope,
-                               batch_script=arguments.batch_script, attach=arguments.attach)
+                               batch_script=arguments.batch_script, attach=arguments.attach, plugin=config)
     print(f"@attach {pid}")  # the running container the shim's tasks join
     return step_lifecycle.ATTACH_STATUS
 

@@ -20,6 +20,9 @@ class PluginConfig:
     use_squashfuse: bool = True
 
 
+DEFAULT_PLUGIN = PluginConfig()
+
+
 def parse_plugin_config(arguments: Sequence[str]) -> PluginConfig:
     """Raises HydriaError for an unknown key or a bad value."""
     values: dict[str, object] = {}

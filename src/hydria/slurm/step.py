@@ -23,7 +23,9 @@ from hydria.errors import HydriaError
 from hydria.hooks import slurm_pmi
 from hydria.paths import ensure_dir
 from hydria.runtime.fstab import READ_ONLY_FILE_BIND, MountEntry
+from hydria.slurm import importer
 from hydria.slurm.options import ContainerOptions
+from hydria.slurm.plugin_config import DEFAULT_PLUGIN, PluginConfig
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +51,8 @@ def step_dir(settings: Settings, step: str) -> Path:
 
 
 def start(options: ContainerOptions, step: str, settings: Settings, environment: Mapping[str, str],
-          scope: str = "global", batch_script: str | None = None, attach: bool = True) -> int:
+          scope: str = "global", batch_script: str | None = None, attach: bool = True,
+          plugin: PluginConfig = DEFAULT_PLUGIN) -> int:
     """Set up the step's container and stop inside it (this process becomes the holder), or return
     the PID of the named container when it is running already, for the tasks to join (attach).
     Raises HydriaError."""
@@ -68,7 +71,7 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
             raise HydriaError(f"--container-mounts: source path does not exist: {entry.source}")
     settings = _step_settings(options, settings)
     scratch = step_dir(settings, step)
-    target = _container(options, _prefix(step, scope), step, settings, scratch, cwd)
+    target = _container(options, _prefix(step, scope), step, settings, scratch, cwd, plugin)
     if joinable:  # steps that start at once: the first sets the container up, the others join it
         from hydria.runtime import lock
         from hydria.runtime.start import LOCK_FILE
@@ -89,7 +92,7 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
                                   origin="hydria"))
     env = [f"{variable}={environment[variable]}" for variable in options.env if environment.get(variable)]
     temporary = options.name is None and options.save is not None
-    if scratch.exists() or temporary:
+    if scratch.exists() or temporary or _uses_importer(options, plugin):
         print(CLEANUP_MARK, flush=True)  # the shim runs `hydria slurm cleanup` only when told to
     start_container(StartOptions(target, STOP_COMMAND, env=env, entries=entries, slurm_hook=False), settings)
     raise AssertionError("start() execs the container or raises")
@@ -130,7 +133,7 @@ def _check_unshared(namespaces: Sequence[str], pid: int) -> None:
 
 
 def cleanup(options: ContainerOptions, step: str, settings: Settings, environment: Mapping[str, str],
-            scope: str = "global", export: bool = False) -> None:
+            scope: str = "global", export: bool = False, plugin: PluginConfig = DEFAULT_PLUGIN) -> None:
     """When the step ends: with ``export`` (every task started), write the container to the
     --container-save file; then remove the step's temporary container and scratch space.
     Raises HydriaError when the export fails (the rest is cleaned up all the same)."""
@@ -150,6 +153,8 @@ def cleanup(options: ContainerOptions, step: str, settings: Settings, environmen
         if options.name is None and name and Store(settings).path(name).is_dir():
             Store(settings).remove(name)
         shutil.rmtree(step_dir(settings, step), ignore_errors=True)
+        if _uses_importer(options, plugin):
+            importer.release(plugin.importer, plugin.runtime_path)
 
 
 def container_name(options: ContainerOptions, step: str, scope: str) -> str | None:
@@ -207,18 +212,19 @@ def _step_settings(options: ContainerOptions, settings: Settings) -> Settings:
 
 
 def _container(options: ContainerOptions, prefix: str, step: str, settings: Settings, scratch: Path,
-               cwd: str) -> str:
+               cwd: str, plugin: PluginConfig) -> str:
     """What to start: a container name, or an image file for an unnamed container."""
     from hydria.store import Store
 
     if options.name is None and not options.save:
         assert options.image is not None
-        return str(_image_file(options.image, scratch, settings, cwd))
+        return str(_image_file(options.image, scratch, settings, cwd, plugin))
     store = Store(settings)
     if options.name is None:  # a temporary container, so that the writes to save persist
         assert options.image is not None
         name = prefix + step
-        store.create(_image_file(options.image, scratch, settings, cwd), name, force=True, unpack=False)
+        store.create(_image_file(options.image, scratch, settings, cwd, plugin), name, force=True, unpack=False)
+        _release(options, plugin)
         return name
     name = prefix + options.name
     exists = store.path(name).is_dir()
@@ -231,7 +237,7 @@ def _container(options: ContainerOptions, prefix: str, step: str, settings: Sett
         return name
     if options.image is None:
         raise HydriaError(f'a container with name "{name}" does not exist, and --container-image is not set')
-    image = _image_file(options.image, scratch, settings, cwd)
+    image = _image_file(options.image, scratch, settings, cwd, plugin)
     user_log(f"creating container filesystem: {name}")
     try:
         store.create(image, name, force=False, unpack=settings.unpack)
@@ -239,11 +245,24 @@ def _container(options: ContainerOptions, prefix: str, step: str, settings: Sett
         if not store.path(name).is_dir():  # another step of the job may have just created it
             log.error("%s", e.message)
             raise HydriaError(f"failed to create container filesystem for image: {options.image}") from None
+    finally:
+        _release(options, plugin)
     return name
 
 
-def _image_file(image: str, scratch: Path, settings: Settings, cwd: str) -> Path:
-    """A squashfs path as given, or the registry image imported into the step's scratch space."""
+def _uses_importer(options: ContainerOptions, plugin: PluginConfig) -> bool:
+    return bool(plugin.importer) and options.image is not None and not options.image.startswith((".", "/"))
+
+
+def _release(options: ContainerOptions, plugin: PluginConfig) -> None:
+    """The container holds its own copy of the image now (a hardlink or copy)."""
+    if _uses_importer(options, plugin):
+        importer.release(plugin.importer, plugin.runtime_path)
+
+
+def _image_file(image: str, scratch: Path, settings: Settings, cwd: str, plugin: PluginConfig) -> Path:
+    """A squashfs path as given, or the registry image imported into the step's scratch space (or
+    by the admin's importer plugin)."""
     if image.startswith((".", "/")):
         path = Path(cwd, image)
         if not path.is_file():
@@ -252,6 +271,8 @@ def _image_file(image: str, scratch: Path, settings: Settings, cwd: str) -> Path
     from hydria.image.importer import import_image
 
     uri = image if image.startswith(("docker://", "dockerd://")) else f"docker://{image}"
+    if plugin.importer:
+        return importer.get(plugin.importer, uri, plugin.runtime_path)
     scratch.mkdir(mode=0o700, exist_ok=True)
     target = scratch / "image.sqsh"
     target.unlink(missing_ok=True)

@@ -273,12 +273,38 @@ static int validate(void)
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
+/* The plugstack's runtime_path (pyxis's; default /run/hydria) and, in it, the job user's own
+ * directory (0700), made here as root, where an importer plugin may put the squashfs files it
+ * makes (PYXIS_RUNTIME_PATH/UID). Only the last component of runtime_path is created, as pyxis.
+ * In slurmstepd's post_opt, which still runs as root (user_init runs as the user). */
+static void make_runtime_dir(spank_t sp)
+{
+    const char *base = "/run/hydria";
+    char path[PATH_MAX];
+    uid_t uid;
+    gid_t gid;
+
+    for (int i = 0; i < config_count; i++)
+        if (strncmp(config_args[i], "runtime_path=", 13) == 0)
+            base = config_args[i] + 13;
+    if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS ||
+        snprintf(path, sizeof path, "%s/%u", base, (unsigned)uid) >= (int)sizeof path)
+        return;
+    if (mkdir(base, 0755) < 0 && errno != EEXIST)
+        return;
+    if (mkdir(path, 0700) == 0 && chown(path, uid, gid) < 0)
+        slurm_error("hydria: cannot give %s to uid %u: %s", path, (unsigned)uid, strerror(errno));
+}
+
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
     (void)ac;
     (void)av;
     if (!spank_remote(sp) && wanted(sp))
         return validate();
+    if (spank_remote(sp) && wanted(sp))
+        make_runtime_dir(sp);
     return 0;
 }
 

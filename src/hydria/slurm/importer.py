@@ -1,0 +1,55 @@
+"""pyxis's importer plugin protocol (plugstack ``importer=PATH``): an admin's program, not hydria's
+built-in import, turns a step's registry image into a squashfs file (a site cache, a mirror, a
+pre-built image store).
+
+* ``IMPORTER get URI``: stdin /dev/null; the first line of its stdout is the absolute path of the
+  squashfs; its stderr is shown when it fails (``importer get failed with exit code N``,
+  ``... terminated with signal N``, ``importer did not return a squashfs path``).
+* ``IMPORTER release``: idempotent; called after a named container was created from the file, and
+  again when the step ends. A failing release is only logged.
+
+It runs as the job's user with the job's environment plus ``PYXIS_RUNTIME_PATH`` (the plugstack's
+``runtime_path``, where the per-user directory ``UID/`` is made by the plugin) and
+``SLURM_JOB_UID``/``SLURM_JOB_GID``, so pyxis's example importers run unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from hydria.errors import HydriaError
+
+log = logging.getLogger(__name__)
+
+
+def get(importer: str, uri: str, runtime_path: str) -> Path:
+    """Raises HydriaError when the importer fails or names no file."""
+    result = subprocess.run([importer, "get", uri], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                            env=_environment(runtime_path), check=False)
+    if result.returncode != 0:
+        sys.stderr.write(result.stderr)
+        if result.returncode < 0:
+            raise HydriaError(f"importer get terminated with signal {signal.Signals(-result.returncode).value}")
+        raise HydriaError(f"importer get failed with exit code {result.returncode}")
+    path = (result.stdout.splitlines() or [""])[0].strip()
+    if not path.startswith("/"):
+        sys.stderr.write(result.stderr)
+        raise HydriaError("importer did not return a squashfs path")
+    return Path(path)
+
+
+def release(importer: str, runtime_path: str) -> None:
+    result = subprocess.run([importer, "release"], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                            env=_environment(runtime_path), check=False)
+    if result.returncode != 0:
+        log.warning("importer release failed with exit code %d: %s", result.returncode, result.stderr.strip())
+
+
+def _environment(runtime_path: str) -> dict[str, str]:
+    return {**os.environ, "PYXIS_RUNTIME_PATH": runtime_path, "SLURM_JOB_UID": str(os.getuid()),
+            "SLURM_JOB_GID": str(os.getgid())}
