@@ -2,7 +2,8 @@
 
 Precedence, lowest first: built-in default, ``$HYDRIA_SYSCONF_PATH/hydria.conf``, its
 ``hydria.conf.d/*.conf`` in name order, the user's ``$HYDRIA_CONFIG_PATH/hydria.conf``, then a
-non-empty ``HYDRIA_*`` environment variable. Parsing and resolution are pure; only
+non-empty ``ENROOT_*`` environment variable (enroot's name; not for the ``*_PATH`` settings), then
+a non-empty ``HYDRIA_*`` one. Parsing and resolution are pure; only
 :func:`load_settings` reads files and the process state.
 """
 
@@ -225,8 +226,14 @@ def resolve(
     for layer in layers:
         for assignment in layer:
             chosen[assignment.key] = assignment
-    for key, value in env.items():
-        if value and (key.startswith(PREFIX) and key[len(PREFIX):] in SPEC_BY_NAME or _PASSTHROUGH.fullmatch(key)):
+    for key, value in sorted(env.items(), key=lambda item: not item[0].startswith(ENROOT_PREFIX)):
+        # ENROOT_X first, so that HYDRIA_X wins: enroot users' exported switches keep working.
+        # Not enroot's paths: they hold enroot's own files (its hooks, its containers).
+        if key.startswith(ENROOT_PREFIX):
+            spec = SPEC_BY_NAME.get(key[len(ENROOT_PREFIX):])
+            if value and spec is not None and spec.kind != "path":
+                chosen[PREFIX + spec.name] = Assignment(PREFIX + spec.name, value, True, f"environment variable {key}")
+        elif value and (key.startswith(PREFIX) and key[len(PREFIX):] in SPEC_BY_NAME or _PASSTHROUGH.fullmatch(key)):
             chosen[key] = Assignment(key, value, True, f"environment variable {key}")
 
     variables = _variables(env, context)

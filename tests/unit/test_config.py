@@ -103,6 +103,15 @@ def test_precedence_layers_then_environment() -> None:
     assert s.origins["HYDRIA_CONNECT_TIMEOUT"] == "environment variable HYDRIA_CONNECT_TIMEOUT"
 
 
+def test_enroot_environment_names_below_hydrias_and_never_for_paths() -> None:
+    s = settings_from("HYDRIA_MAX_CONNECTIONS 4", {**ENV, "ENROOT_MAX_CONNECTIONS": "6", "ENROOT_REMAP_ROOT": "y",
+                                                   "ENROOT_MOUNT_HOME": "y", "HYDRIA_MOUNT_HOME": "n",
+                                                   "ENROOT_DATA_PATH": "/enroot/data"})
+    assert (s.max_connections, s.remap_root, s.mount_home) == (6, True, False)
+    assert s.origins["HYDRIA_REMAP_ROOT"] == "environment variable ENROOT_REMAP_ROOT"
+    assert str(s.data_path) == "/home/ada/.local/share/hydria"  # enroot's containers stay enroot's
+
+
 def test_empty_environment_variable_does_not_override() -> None:
     s = settings_from("HYDRIA_MAX_CONNECTIONS 4", {**ENV, "HYDRIA_MAX_CONNECTIONS": ""})
     assert s.max_connections == 4
