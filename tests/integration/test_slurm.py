@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tempfile
 import time
@@ -239,3 +240,16 @@ def test_bad_image_fails_the_step(srun: Srun) -> None:
 
 def test_jobs_without_container_options_are_untouched(srun: Srun) -> None:
     assert srun.ok("cat", "/etc/debian_version").strip()[0].isdigit()
+
+
+def test_privileged_root_jobs(cluster: None, images: dict[str, Path], tmp_path: Path) -> None:
+    # root's step with HYDRIA_ALLOW_SUPERUSER, as pyxis's privileged mode: no user namespace, no filter
+    env = {"PATH": os.environ["PATH"], "SLURM_CONF": str(slurm.CONF), "HYDRIA_RUNTIME_PATH": str(tmp_path / "run"),
+           "HYDRIA_DATA_PATH": str(tmp_path / "data")}
+    show = ["sh", "-c", "cat /proc/self/uid_map; grep '^Seccomp:' /proc/self/status"]
+    privileged = subprocess.run(["srun", f"--container-image={images['busybox']}", *show], capture_output=True,
+                                text=True, env={**env, "HYDRIA_ALLOW_SUPERUSER": "y"}, cwd=tmp_path, timeout=120, check=False)
+    assert privileged.stdout.split() == ["0", "0", "4294967295", "Seccomp:", "0"], privileged.stderr
+    plain = subprocess.run(["srun", f"--container-image={images['busybox']}", *show], capture_output=True,
+                           text=True, env=env, cwd=tmp_path, timeout=120, check=False)
+    assert plain.stdout.split() == ["0", "0", "1", "Seccomp:", "2"], plain.stderr

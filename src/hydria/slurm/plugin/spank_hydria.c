@@ -470,17 +470,22 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 }
 
 /* setns into each of the holder's namespaces that differs from this task's. */
-static int join_all(void)
+/* Join the container's namespaces, those the task does not share already. Sets *privileged when
+ * the container has no user namespace of its own (root with HYDRIA_ALLOW_SUPERUSER). */
+static int join_all(int *privileged)
 {
     char self[64];
     struct stat theirs, ours;
+    *privileged = 0;
     for (size_t i = 0; i < NAMESPACE_COUNT; i++) {
         int fd = namespace_fds[i];
         snprintf(self, sizeof self, "/proc/self/ns/%s", NAMESPACES[i].name);
         if (fd < 0 || fstat(fd, &theirs) < 0)
             continue;  /* only cgroup may be missing (snapshot) */
-        if (stat(self, &ours) == 0 && theirs.st_ino == ours.st_ino && theirs.st_dev == ours.st_dev)
+        if (stat(self, &ours) == 0 && theirs.st_ino == ours.st_ino && theirs.st_dev == ours.st_dev) {
+            *privileged |= NAMESPACES[i].type == CLONE_NEWUSER;
             continue;
+        }
         if (setns(fd, NAMESPACES[i].type) < 0) {
             slurm_error("hydria: cannot join the container's %s namespace: %s", NAMESPACES[i].name, strerror(errno));
             return -1;
@@ -660,7 +665,8 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     }
     pmix_without_data_store(sp);
     pytorch_ranks(sp);
-    if (join_all() < 0)
+    int privileged;
+    if (join_all(&privileged) < 0)
         return -1;
     if (!dir)
         dir = *holder_cwd ? holder_cwd : "/";
@@ -668,7 +674,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         slurm_error("hydria: couldn't chdir to %s: %s", dir, strerror(errno));
         return -1;
     }
-    if (install_seccomp() < 0) {
+    if (!privileged && install_seccomp() < 0) {  /* as pyxis: no filter for privileged containers */
         slurm_error("hydria: cannot install the seccomp filter: %s", strerror(errno));
         return -1;
     }
