@@ -16,12 +16,15 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hydria import __version__
 from hydria.config import Settings
 from hydria.errors import HydriaError
-from hydria.runtime.confscript import ConfOutput, ConfScript
 from hydria.runtime.mounts import resolve_in_root
+
+if TYPE_CHECKING:
+    from hydria.runtime.confscript import ConfOutput, ConfScript
 
 
 class HookFailed(HydriaError):

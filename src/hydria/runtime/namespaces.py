@@ -6,7 +6,6 @@ import fcntl
 import os
 import socket
 import struct
-import traceback
 from collections.abc import Callable
 
 from hydria.config import Settings
@@ -75,6 +74,8 @@ def in_child(work: Callable[[], None]) -> None:
         except HydriaError as e:
             os.write(writer, e.message.encode())
         except BaseException:  # noqa: BLE001 the parent reports it
+            import traceback
+
             os.write(writer, traceback.format_exc().encode())
         finally:
             os._exit(status)

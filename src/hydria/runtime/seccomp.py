@@ -12,7 +12,7 @@ shim installs the same filter in each task (spank_hydria.c).
 from __future__ import annotations
 
 import ctypes
-import platform
+import os
 import struct
 
 from hydria.runtime import syscalls as sc
@@ -34,7 +34,7 @@ PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 def program(machine: str | None = None) -> list[tuple[int, int, int, int]] | None:
     """The BPF program (code, jt, jf, k) for ``machine`` (this one by default); None where the
     filter does not know the machine's numbers."""
-    known = ARCHITECTURES.get(machine or platform.machine())
+    known = ARCHITECTURES.get(machine or os.uname().machine)
     if known is None:
         return None
     audit_arch, ignored, fs_ids = known

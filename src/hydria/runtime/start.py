@@ -21,6 +21,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hydria import launch
 from hydria.config import Settings
@@ -29,8 +30,10 @@ from hydria.hooks import slurm_pmi
 from hydria.paths import ensure_dir
 from hydria.runtime import environ, fstab, hooks, lock, namespaces, rootfs, seccomp
 from hydria.runtime import syscalls as sc
-from hydria.runtime.confscript import ConfOutput, ConfScript
 from hydria.runtime.mounts import mount_entries
+
+if TYPE_CHECKING:  # confscript (and the secrets it needs) only for --conf
+    from hydria.runtime.confscript import ConfScript
 
 SYSTEM_FSTAB = """\
 /proc /proc none x-create=dir,rbind,rw,rslave 0 -1
@@ -134,11 +137,11 @@ def start(options: StartOptions, settings: Settings) -> None:
     hook_mounts = fstab.parse(hook_env.mounts, "hooks", dict(os.environ, HYDRIA_ROOTFS=root, ENROOT_ROOTFS=root))
     mount_entries(hook_mounts, root, 0, cwd)
     env_files = [text for _, text in _config_texts(settings, "environ.d", "*.env")]
-    conf = hook_env.conf or ConfOutput("", "", None)
-    if rc_text is None:
+    conf = hook_env.conf  # what --conf's environ(), mounts() and rc() printed
+    if rc_text is None and conf is not None:
         rc_text = conf.rc
     environment = environ.build(_read(root, "etc/environment"), env_files, hook_env.environ,
-                                env_options, os.environ, conf.environ)
+                                env_options, os.environ, conf.environ if conf else "")
     host = {**settings.environment, **os.environ}
     if "NVIDIA_VISIBLE_DEVICES" in host or "NVIDIA_VISIBLE_DEVICES" in environment:  # else not even imported
         from hydria.hooks import nvidia
@@ -160,7 +163,8 @@ def start(options: StartOptions, settings: Settings) -> None:
     substitution = {**os.environ, "HYDRIA_ROOTFS": root, "ENROOT_ROOTFS": root}
     final = [*fstab.parse(_read(root, "etc/fstab"), "image fstab", substitution),
              *_config_files(settings, "mounts.d", "*.fstab", substitution), *pmi_mounts,
-             *fstab.parse(conf.mounts, f"{options.conf.path if options.conf else ''} mounts()"), *launch_mounts,
+             *fstab.parse(conf.mounts if conf else "", f"{options.conf.path if options.conf else ''} mounts()"),
+             *launch_mounts,
              *extra_mounts]
     mount_entries(final, root, 0, cwd)
     if settings.mount_home and not settings.remap_root:
