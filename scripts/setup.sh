@@ -13,7 +13,7 @@ PACKAGES=(
     squashfs-tools squashfs-tools-ng squashfuse fuse-overlayfs fuse3   # build, mount, unpack images
     docker-registry                                                    # the local test registry
     busybox-static mmdebstrap                                          # test images from Debian packages
-    skopeo umoci                                                       # the independent peer pipeline
+    skopeo umoci podman                                                # the peer pipeline; podman:// tests
     zstd pigz uidmap acl python3-venv
     gcc libc6-dev                                                      # the SPANK shim, fake GPU driver libraries
     slurm-wlm munge libslurm-dev iproute2 openssh-server               # test clusters (nodes: netns; sshd per node)
