@@ -232,3 +232,18 @@ def test_blob_planted_by_another_user_is_detected(busybox: PublishedImage, regis
     assert result.returncode == 1
     assert f"Checksum mismatch: sha256:{layer}" in result.stderr
     assert not (workspace.out / "victim.sqsh").exists()
+
+
+def test_digest_names_the_platforms_manifest(busybox: PublishedImage, variants: dict[str, str],
+                                            workspace: Workspace) -> None:
+    plain = workspace.run("digest", busybox.docker_uri)
+    assert plain.returncode == 0 and plain.stdout == f"{busybox.digest}\n", plain.stderr
+    amd64, arm64 = (workspace.run("digest", "-a", arch, variants["multi"]).stdout.strip() for arch in ("amd64", "arm64"))
+    assert amd64.startswith("sha256:") and arm64.startswith("sha256:") and amd64 != arm64
+    pinned = workspace.run("import", "-a", "arm64", "-o", "pinned.sqsh",
+                           variants["multi"].replace(":latest", f"@{arm64}"))  # the digest names that manifest
+    assert pinned.returncode == 0, pinned.stderr
+    wrong = workspace.run("digest", "oci://somewhere")
+    assert wrong.returncode == 1 and "Invalid argument: oci://somewhere" in wrong.stderr
+    missing = workspace.run("digest", "-a", "s390x", variants["multi"])
+    assert missing.returncode == 1 and "s390x" in missing.stderr

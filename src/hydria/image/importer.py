@@ -71,6 +71,25 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
     return target
 
 
+def image_digest(uri: str, settings: Settings, *, arch: str | None = None) -> str:
+    """The registry's digest (``sha256:...``) of the manifest of ``uri`` for ``arch``.
+
+    Raises:
+        HydriaError: not a ``docker://`` reference, or the registry's errors.
+    """
+    if not uri.startswith("docker://"):
+        raise HydriaError(f"Invalid argument: {uri}", hint="digest takes docker:// images")
+    ref = parse(uri)
+    assert isinstance(ref, RegistryImage)
+    from hydria.image.sources.registry import RegistrySource
+
+    source = RegistrySource(ref, settings, BlobCache(settings.cache_path))
+    try:
+        return source.digest(mf.parse_platform(arch))
+    finally:
+        source.close()
+
+
 def _local_path_exists(uri: str, cwd: Path) -> bool:
     rest = uri.partition("://")[2]
     return bool(rest) and (cwd / rest).exists()

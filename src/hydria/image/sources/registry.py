@@ -194,10 +194,10 @@ class RegistrySource:
         """Find the manifest for ``want``, fetch its config, and start fetching the layers the
         cache lacks, top layer first, so the merge (which starts at the top) overlaps them."""
         where = f"{self.ref.registry}/{self.ref.repository}:{self.ref.reference}"
-        document, media_type = self._manifest(self.ref.reference, where)
+        document, media_type, _ = self._manifest(self.ref.reference, where)
         if media_type in mf.INDEX_TYPES:
             chosen = mf.choose_platform(mf.parse_index(document, where), want, where)
-            document, media_type = self._manifest(chosen.digest, where)
+            document, media_type, _ = self._manifest(chosen.digest, where)
         manifest = mf.parse_manifest(document, media_type, where)
         self.fetch([manifest.config])
         with self.open_blob(manifest.config) as blob:
@@ -205,14 +205,24 @@ class RegistrySource:
         self.fetch(list(reversed(manifest.layers)), wait=False)
         return mf.ResolvedImage(self.ref.uri, config, manifest.layers, self.open_blob)
 
-    def _manifest(self, reference: str, where: str) -> tuple[object, str]:
+    def digest(self, want: mf.Platform) -> str:
+        """``hydria digest``: the digest of the manifest for ``want`` (the index's entry for it,
+        or the tag's manifest), as the registry names it."""
+        where = f"{self.ref.registry}/{self.ref.repository}:{self.ref.reference}"
+        document, media_type, digest = self._manifest(self.ref.reference, where)
+        if media_type in mf.INDEX_TYPES:
+            return mf.choose_platform(mf.parse_index(document, where), want, where).digest
+        return digest
+
+    def _manifest(self, reference: str, where: str) -> tuple[object, str, str]:
+        """The manifest document, its media type and its digest."""
         with self._request(f"manifests/{reference}", mf.ACCEPT) as response:
             data = response.read()
             header = response.headers.get("Content-Type")
         if reference.startswith("sha256:") and digest_of(data) != reference:
             raise RegistryError(f"Checksum mismatch: manifest {reference} of {where}")
         document = mf.load_json(data, f"the manifest of {where}")
-        return document, mf.media_type_of(document, header)
+        return document, mf.media_type_of(document, header), digest_of(data)
 
     def fetch(self, descriptors: list[mf.Descriptor], *, wait: bool = True) -> None:
         """Download the blobs the cache lacks, in parallel, in the given order; without ``wait``
