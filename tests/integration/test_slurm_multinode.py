@@ -74,8 +74,10 @@ def test_a_named_container_lives_on_each_node(nodes: slurm.Submitter, images: di
     ("pmi2", "mpich-hello", "MPICH"),
 ])
 def test_mpi_across_nodes(nodes: slurm.Submitter, mpi_image: Path, mpi: str, program: str, library: str) -> None:
+    # The two nodes share one kernel and /dev/shm: UCX (MPICH's transport) would take its shared-memory
+    # paths between them and time out; a real cluster's nodes reach each other over their network.
     result = nodes.run("srun", "-N2", "-n2", "-l", f"--mpi={mpi}", f"--container-image={mpi_image}", "sh", "-c",
-                       f"hostname; exec {program}", HYDRIA_DATA_PATH="")
+                       f"hostname; exec {program}", HYDRIA_DATA_PATH="", UCX_TLS="tcp,self", UCX_NET_DEVICES="eth0")
     assert result.returncode == 0, result.stderr
     lines = sorted(result.stdout.splitlines())
     assert lines[0] == f"0: {NODES[0]}" and lines[2] == f"1: {NODES[1]}", result.stdout
