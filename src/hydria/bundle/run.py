@@ -13,8 +13,8 @@ import os
 import sys
 from pathlib import Path
 
-from hydria.cli.commands import ArgumentParser, report
-from hydria.cli.logsetup import setup_logging
+from hydria.cli.commands import ArgumentParser
+from hydria.cli.logsetup import report, setup_logging
 from hydria.cli.start import load_conf, start_with
 from hydria.config import load_settings
 from hydria.errors import HydriaError

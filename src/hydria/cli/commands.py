@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-from hydria.cli.logsetup import setup_logging
-from hydria.errors import HydriaError, UsageError
+from hydria.cli.logsetup import guarded, setup_logging
+from hydria.errors import UsageError
 
 log = logging.getLogger("hydria")
 
@@ -78,23 +78,8 @@ def run(argv: Sequence[str]) -> int:
             if args:
                 log.error("Unknown command: %s", args[0])
             return 1
-    try:
-        return _run(COMMAND_BY_NAME[args[0]], args[1:])
-    except HydriaError as e:
-        return report(e)
-    except KeyboardInterrupt:
-        return 130
-    except OSError as e:  # a file system error no module anticipated: one line, not a traceback
-        log.error("%s", f"{e.strerror}: {e.filename}" if e.strerror and e.filename else e)
-        return 1
-
-
-def report(error: HydriaError) -> int:
-    """Log ``error`` and its hint; returns its exit status."""
-    log.error("%s", error.message)
-    if error.hint:
-        log.info("hint: %s", error.hint)
-    return error.exit_code
+    command = COMMAND_BY_NAME[args[0]]
+    return guarded(lambda: _run(command, args[1:]))
 
 
 def _run(command: Command, args: list[str]) -> int:

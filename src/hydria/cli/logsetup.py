@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from typing import ClassVar
+
+from hydria.errors import HydriaError
 
 log = logging.getLogger("hydria")
 
@@ -38,3 +41,24 @@ def setup_logging() -> None:
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     log.propagate = False
+
+
+def report(error: HydriaError) -> int:
+    """Log ``error`` and its hint; returns its exit status."""
+    log.error("%s", error.message)
+    if error.hint:
+        log.info("hint: %s", error.hint)
+    return error.exit_code
+
+
+def guarded(action: Callable[[], int]) -> int:
+    """Run a command's action: its errors become one logged line and an exit status."""
+    try:
+        return action()
+    except HydriaError as e:
+        return report(e)
+    except KeyboardInterrupt:
+        return 130
+    except OSError as e:  # a file system error no module anticipated: one line, not a traceback
+        log.error("%s", f"{e.strerror}: {e.filename}" if e.strerror and e.filename else e)
+        return 1

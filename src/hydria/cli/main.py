@@ -19,6 +19,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from hydria.slurm.shim import validate
 
         return validate(args[2:])
+    if args[:1] == ["start"]:
+        from hydria.cli.quickstart import run as quick_start
+
+        status = quick_start(args[1:])
+        if status is not None:
+            return status
     if args[:1] == ["slurm"] and args[1:2] in (["start"], ["cleanup"], ["epilog"]):
         from hydria.cli.slurm import run_action
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 from typing import TYPE_CHECKING
@@ -10,11 +9,16 @@ from typing import TYPE_CHECKING
 from hydria.config import Settings
 
 if TYPE_CHECKING:
+    import argparse
+
     from hydria.runtime.confscript import ConfScript
     from hydria.runtime.rootfs import Container
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # imported here: a plain start runs without argparse (cli/quickstart.py)
+    from argparse import REMAINDER
+
     parser.add_argument("-c", "--conf", help="configuration script: environ(), mounts(), hooks(), rc() and "
                         "#HYDRIA_*= directives")
     parser.add_argument("-e", "--env", action="append", default=[], metavar="KEY[=VAL]",
@@ -27,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for ns in ("pid", "net", "ipc", "uts"):
         parser.add_argument(f"--{ns}", action="store_true", help=f"new {ns.upper()} namespace")
     parser.add_argument("target", metavar="NAME|IMAGE")
-    parser.add_argument("command", nargs=argparse.REMAINDER)
+    parser.add_argument("command", nargs=REMAINDER)
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
