@@ -320,15 +320,19 @@ def _plugstack_lines(path: Path, depth: int = 0) -> list[str]:
 
 
 def _gpus() -> Check:
+    from hydria.hooks import ldcache
     from hydria.hooks.nvidia import discover_gpus
 
     gpus = discover_gpus("/")
     if not gpus:
         return Check("gpus", "skip", "no NVIDIA GPU on this node")
-    if not any(Path(d, "libnvidia-ml.so.1").exists() for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64",
-                                                                "/usr/lib/aarch64-linux-gnu", "/usr/lib")):
-        return Check("gpus", "fail", f"{len(gpus)} GPU(s) but no libnvidia-ml.so.1 in the usual library directories",
-                     "install the NVIDIA driver's user-space libraries")
+    try:  # where the NVIDIA hook finds the driver's libraries
+        cache = Path("/etc/ld.so.cache").read_bytes()
+    except OSError:
+        cache = b""
+    if not any(soname == "libnvidia-ml.so.1" for soname, _ in ldcache.entries(cache)):
+        return Check("gpus", "fail", f"{len(gpus)} GPU(s) but no libnvidia-ml.so.1 in the loader cache",
+                     "install the NVIDIA driver's user-space libraries, then run ldconfig")
     return Check("gpus", "ok", ", ".join(f"{g.index}: {g.model}" for g in gpus))
 
 

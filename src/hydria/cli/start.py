@@ -68,10 +68,11 @@ def start_with(options: argparse.Namespace, settings: Settings, conf: ConfScript
         unshare_uts=settings.unshare_uts or options.uts,
     )
     remote = None
-    if container is None:  # hydria start from the command line: MPI launchers may start it elsewhere
-        from hydria.launch import remote_start
+    if container is None:  # hydria start from the command line: an MPI launcher starts it elsewhere too
+        from hydria.launch import is_launcher, remote_start
 
-        remote = remote_start(start_arguments(options), options.target, os.environ)
+        if is_launcher(options.command):
+            remote = remote_start(start_arguments(options), options.target, os.environ)
     start(StartOptions(options.target, options.command, options.env, options.mount, options.rc, conf=conf,
                        container=container, remote_start=remote), settings)
 

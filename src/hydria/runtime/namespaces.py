@@ -22,22 +22,22 @@ def privileged(settings: Settings, uid: int) -> bool:
 def enter(settings: Settings, uid: int, gid: int) -> None:
     """Unshare: one uid and gid mapped (the caller's, or 0 with remap_root), mounts made slave;
     in privileged mode, no user namespace (the slave mounts keep root's mounts from the host)."""
-    if privileged(settings, uid):
-        flags = sc.CLONE_NEWNS
-        flags |= sc.CLONE_NEWNET if settings.unshare_net else 0
-        flags |= sc.CLONE_NEWIPC if settings.unshare_ipc else 0
-        flags |= sc.CLONE_NEWUTS if settings.unshare_uts else 0
-        sc.unshare(flags)
-        sc.mount(None, "/", None, sc.MS_REC | sc.MS_SLAVE)
-        if settings.unshare_net:
-            _loopback_up()
-        return
-    flags = sc.CLONE_NEWUSER | sc.CLONE_NEWNS
+    flags = sc.CLONE_NEWNS
     flags |= sc.CLONE_NEWNET if settings.unshare_net else 0
     flags |= sc.CLONE_NEWIPC if settings.unshare_ipc else 0
     flags |= sc.CLONE_NEWUTS if settings.unshare_uts else 0
-    try:
+    if privileged(settings, uid):
         sc.unshare(flags)
+        sc.mount(None, "/", None, sc.MS_REC | sc.MS_SLAVE)
+    else:
+        _enter_user_namespace(flags, settings, uid, gid)
+    if settings.unshare_net:
+        _loopback_up()
+
+
+def _enter_user_namespace(flags: int, settings: Settings, uid: int, gid: int) -> None:
+    try:
+        sc.unshare(flags | sc.CLONE_NEWUSER)
         with open("/proc/self/setgroups", "w") as handle:
             handle.write("deny")
         inner = 0 if settings.remap_root else uid
@@ -49,8 +49,6 @@ def enter(settings: Settings, uid: int, gid: int) -> None:
     except OSError as e:
         raise HydriaError(f"cannot create the container's namespaces: {e.strerror}",
                           hint="unprivileged user namespaces must be enabled (sysctl user.max_user_namespaces)") from None
-    if settings.unshare_net:
-        _loopback_up()
 
 
 def _loopback_up() -> None:

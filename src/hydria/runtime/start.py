@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hydria import launch
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.hooks import slurm_pmi
@@ -82,8 +81,8 @@ class StartOptions:
     slurm_hook: bool = True
     # A root filesystem resolved by the caller (a bundle's extracted tree); ``target`` names it then.
     container: rootfs.Container | None = None
-    # ``hydria start`` from the command line: the command that starts the same container on
-    # another node, for an MPI launcher's daemons (hydria/launch.py).
+    # ``hydria start`` of an MPI launcher from the command line: the command that starts the same
+    # container on another node, for the launcher's daemons (hydria/launch.py).
     remote_start: str | None = None
 
 
@@ -154,7 +153,9 @@ def start(options: StartOptions, settings: Settings) -> None:
     pmi_environment, pmi_mounts = slurm_pmi.run(os.environ) if options.slurm_hook else ({}, [])
     environment.update(pmi_environment)
     launch_mounts: list[fstab.MountEntry] = []
-    if options.remote_start is not None and launch.is_launcher(options.command):
+    if options.remote_start is not None:
+        from hydria import launch
+
         launch_environment, launch_mounts = launch.prepare(
             options.remote_start, area, host_user.pw_name, host_user.pw_dir,
             "/root" if settings.remap_root else host_user.pw_dir)

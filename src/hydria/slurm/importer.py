@@ -29,8 +29,7 @@ log = logging.getLogger(__name__)
 
 def get(importer: str, uri: str, runtime_path: str) -> Path:
     """Raises HydriaError when the importer fails or names no file."""
-    result = subprocess.run([importer, "get", uri], stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                            env=_environment(runtime_path), check=False)
+    result = _run([importer, "get", uri], runtime_path)
     if result.returncode != 0:
         sys.stderr.write(result.stderr)
         if result.returncode < 0:
@@ -44,12 +43,13 @@ def get(importer: str, uri: str, runtime_path: str) -> Path:
 
 
 def release(importer: str, runtime_path: str) -> None:
-    result = subprocess.run([importer, "release"], stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                            env=_environment(runtime_path), check=False)
+    result = _run([importer, "release"], runtime_path)
     if result.returncode != 0:
         log.warning("importer release failed with exit code %d: %s", result.returncode, result.stderr.strip())
 
 
-def _environment(runtime_path: str) -> dict[str, str]:
-    return {**os.environ, "PYXIS_RUNTIME_PATH": runtime_path, "SLURM_JOB_UID": str(os.getuid()),
-            "SLURM_JOB_GID": str(os.getgid())}
+def _run(argv: list[str], runtime_path: str) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "PYXIS_RUNTIME_PATH": runtime_path, "SLURM_JOB_UID": str(os.getuid()),
+                   "SLURM_JOB_GID": str(os.getgid())}
+    return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=environment,
+                          check=False)

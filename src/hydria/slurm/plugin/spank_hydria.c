@@ -138,12 +138,18 @@ static int is_false(const char *value)
     return !strcmp(value, "0") || !strcmp(value, "false") || !strcmp(value, "no") || !strcmp(value, "n");
 }
 
-/* The plugstack arguments: hydria=PATH for us, the others passed on to Python. Returns whether the
- * options are wanted in sbatch and salloc (sbatch_support). */
-static int parse_arguments(int ac, char **av)
+/* The plugstack arguments: hydria=PATH for us, the others passed on to Python; of those, the
+ * shim itself reads sbatch_support, runtime_path and container_scope. */
+static int allocator_options = 1;               /* sbatch_support: the options in sbatch and salloc */
+static const char *runtime_path = "/run/hydria"; /* runtime_path */
+static int job_scope;                           /* container_scope=job */
+
+static void parse_arguments(int ac, char **av)
 {
-    int allocator_options = 1;
     config_count = 0;
+    allocator_options = 1;
+    runtime_path = "/run/hydria";
+    job_scope = 0;
     for (int i = 0; i < ac; i++) {
         if (strncmp(av[i], "hydria=", 7) == 0)
             hydria_path = av[i] + 7;
@@ -151,13 +157,16 @@ static int parse_arguments(int ac, char **av)
             config_args[config_count++] = av[i];
         if (strncmp(av[i], "sbatch_support=", 15) == 0)
             allocator_options = !is_false(av[i] + 15);
+        else if (strncmp(av[i], "runtime_path=", 13) == 0)
+            runtime_path = av[i] + 13;
+        else if (strcmp(av[i], "container_scope=job") == 0)
+            job_scope = 1;
     }
-    return allocator_options;
 }
 
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
-    int allocator_options = parse_arguments(ac, av);
+    parse_arguments(ac, av);
     for (int i = 0; options[i].name; i++) {
         options[i].val = i;
         if (spank_context() == S_CTX_SLURMD || spank_context() == S_CTX_JOB_SCRIPT ||
@@ -279,14 +288,11 @@ static int validate(void)
  * In slurmstepd's post_opt, which still runs as root (user_init runs as the user). */
 static void make_runtime_dir(spank_t sp)
 {
-    const char *base = "/run/hydria";
+    const char *base = runtime_path;
     char path[PATH_MAX];
     uid_t uid;
     gid_t gid;
 
-    for (int i = 0; i < config_count; i++)
-        if (strncmp(config_args[i], "runtime_path=", 13) == 0)
-            base = config_args[i] + 13;
     if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
         spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS ||
         snprintf(path, sizeof path, "%s/%u", base, (unsigned)uid) >= (int)sizeof path)
@@ -756,12 +762,10 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
     gid_t gid;
     uint32_t job;
     char ids[64];
-    int status, log, job_scope = 0;
+    int status, log;
     pid_t child;
 
     parse_arguments(ac, av);
-    for (int i = 0; i < ac; i++)
-        job_scope |= strcmp(av[i], "container_scope=job") == 0;
     if (!job_scope || spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
         spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS)
         return 0;
