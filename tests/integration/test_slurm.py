@@ -57,14 +57,15 @@ def test_tasks_have_the_seccomp_filter(srun: Srun, images: dict[str, Path], rema
 def test_registry_image_and_cleanup(srun: Srun, busybox: PublishedImage, test_user: User) -> None:
     image = busybox.docker_uri.removeprefix("docker://")
     result = srun(f"--container-image={image}", "cat", "/etc/os-release")
-    assert result.returncode == 0 and "hydria busybox test image" in result.stdout
+    assert result.returncode == 0 and "hydria busybox test image" in result.stdout, result.stderr
     # pyxis's log lines (the first only for steps of one task)
     assert f"hydria: importing docker image: {image}" in result.stderr, result.stderr
     assert f"hydria: imported docker image: {image}" in result.stderr
     result = srun("-n", "2", f"--container-image={image}", "true")
-    assert "importing" not in result.stderr and f"hydria: imported docker image: {image}" in result.stderr
+    assert "importing" not in result.stderr and f"hydria: imported docker image: {image}" in result.stderr, \
+        result.stderr
     result = srun(f"--container-image={image.rsplit(':', 1)[0]}:nosuchtag", "true")
-    assert result.returncode != 0 and "hydria: failed to import docker image: " in result.stderr
+    assert result.returncode != 0 and "hydria: failed to import docker image: " in result.stderr, result.stderr
     assert "@log" not in result.stderr and "@cleanup" not in result.stderr  # the shim's marks stay inside
     scratch = Path(tempfile.gettempdir(), f"hydria-slurm-{test_user.uid}")
     def steps_left() -> list[str]:

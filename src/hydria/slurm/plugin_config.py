@@ -14,7 +14,7 @@ class PluginConfig:
     execute_entrypoint: bool = False
     container_scope: str = "global"  # or "job"
     sbatch_support: bool = True
-    runtime_path: str = "/run/hydria"
+    runtime_path: str = "/run/hydria-spank"
     use_enroot_load: bool = False
     importer: str = ""
     use_squashfuse: bool = True

@@ -141,14 +141,14 @@ static int is_false(const char *value)
 /* The plugstack arguments: hydria=PATH for us, the others passed on to Python; of those, the
  * shim itself reads sbatch_support, runtime_path and container_scope. */
 static int allocator_options = 1;               /* sbatch_support: the options in sbatch and salloc */
-static const char *runtime_path = "/run/hydria"; /* runtime_path */
+static const char *runtime_path = "/run/hydria-spank"; /* runtime_path */
 static int job_scope;                           /* container_scope=job */
 
 static void parse_arguments(int ac, char **av)
 {
     config_count = 0;
     allocator_options = 1;
-    runtime_path = "/run/hydria";
+    runtime_path = "/run/hydria-spank";
     job_scope = 0;
     for (int i = 0; i < ac; i++) {
         if (strncmp(av[i], "hydria=", 7) == 0)
@@ -282,7 +282,7 @@ static int validate(void)
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
-/* The plugstack's runtime_path (pyxis's; default /run/hydria) and, in it, the job user's own
+/* The plugstack's runtime_path (pyxis's; default /run/hydria-spank) and, in it, the job user's own
  * directory (0700), made here as root, where an importer plugin may put the squashfs files it
  * makes (PYXIS_RUNTIME_PATH/UID). Only the last component of runtime_path is created, as pyxis.
  * In slurmstepd's post_opt, which still runs as root (user_init runs as the user). */
