@@ -13,10 +13,9 @@ import os
 import pwd
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from hydria.errors import ConfigError
 from hydria.expand import ExpansionError, expand
@@ -38,8 +37,7 @@ _TRUE = frozenset({"y", "yes", "true", "on", "1"})
 _FALSE = frozenset({"n", "no", "false", "off", "0"})
 
 
-@dataclass(frozen=True)
-class SettingSpec:
+class SettingSpec(NamedTuple):
     """One setting: its name without the ``HYDRIA_`` prefix, type, default template and meaning."""
 
     name: str
@@ -86,8 +84,7 @@ SPECS: tuple[SettingSpec, ...] = (
 SPEC_BY_NAME: Mapping[str, SettingSpec] = MappingProxyType({s.name: s for s in SPECS})
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(NamedTuple):
     """The resolved configuration. ``environment`` holds passthrough variables (NVIDIA_*, proxies);
     ``origins`` says where each setting came from (a file and line, the environment, or default)."""
 
@@ -124,8 +121,8 @@ class Settings:
     unpack: bool
     nvidia_driver_root: Path
     rdma_root: Path
-    environment: Mapping[str, str] = field(default_factory=dict)
-    origins: Mapping[str, str] = field(default_factory=dict)
+    environment: Mapping[str, str] = MappingProxyType({})
+    origins: Mapping[str, str] = MappingProxyType({})
 
     def as_variables(self) -> dict[str, str]:
         """The settings as ``HYDRIA_NAME=value`` strings, the form hooks and ``info`` show."""
@@ -136,8 +133,7 @@ class Settings:
         return out
 
 
-@dataclass(frozen=True)
-class Assignment:
+class Assignment(NamedTuple):
     """One ``KEY VALUE`` line of a configuration file, before expansion."""
 
     key: str
@@ -201,8 +197,7 @@ def _unquote(value: str, origin: str) -> tuple[str, bool]:
     return re.split(r"[ \t]+#", value, maxsplit=1)[0].strip(), False
 
 
-@dataclass(frozen=True)
-class Context:
+class Context(NamedTuple):
     """Facts about the process that defaults and expansion depend on."""
 
     uid: int

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import pwd
-import shutil
 import sys
 from pathlib import Path
 
@@ -76,6 +75,8 @@ def delete_tree(path: Path) -> None:
             child = os.path.join(directory, name)
             if not os.path.islink(child):
                 os.chmod(child, 0o700)
+    import shutil
+
     shutil.rmtree(path)
 
 

@@ -46,7 +46,7 @@ def test_every_reference_setting_exists() -> None:
 
 
 def test_runtime_default_without_a_login_session_is_per_user_under_tmpdir() -> None:
-    context = CONTEXT.__class__(**{**CONTEXT.__dict__, "runtime_default": "${TMPDIR:-/tmp}/hydria-runtime-${UID}"})
+    context = CONTEXT._replace(runtime_default="${TMPDIR:-/tmp}/hydria-runtime-${UID}")
     assert resolve([], ENV, context).runtime_path == Path("/tmp/hydria-runtime-1001")
     assert resolve([], {**ENV, "TMPDIR": "/scratch"}, context).runtime_path == Path("/scratch/hydria-runtime-1001")
 

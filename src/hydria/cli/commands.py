@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,8 +15,9 @@ from typing import NoReturn
 
 from hydria.cli.logsetup import guarded, setup_logging
 from hydria.errors import UsageError
+from hydria.log import Logger
 
-log = logging.getLogger("hydria")
+log = Logger("hydria")
 
 
 @dataclass(frozen=True)

@@ -1,46 +1,54 @@
-"""How hydria's messages look on standard error: ``[INFO] ...``, ``[WARN] ...``, ``[ERROR] ...``."""
+"""How hydria's messages look on standard error: ``[INFO] ...``, ``[WARN] ...``, ``[ERROR] ...``.
+
+The ``logging`` set-up waits for the first message (:mod:`hydria.log`): most commands, and every
+container start that goes well, write none.
+"""
 
 from __future__ import annotations
 
-import logging
-import sys
 from collections.abc import Callable
-from typing import ClassVar
 
 from hydria.errors import HydriaError
+from hydria.log import Logger, when_used
 
-log = logging.getLogger("hydria")
-
-
-class _LevelFormatter(logging.Formatter):
-    """enroot's stderr style: ``[INFO] ...``, ``[WARN] ...``, ``[ERROR] ...``."""
-
-    _TAGS: ClassVar[dict[int, str]] = {logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARN", logging.ERROR: "ERROR"}
-
-    def format(self, record: logging.LogRecord) -> str:
-        return f"[{self._TAGS.get(record.levelno, record.levelname)}] {record.getMessage()}"
-
-
-class _StderrHandler(logging.Handler):
-    """Writes to whatever ``sys.stderr`` is at the time of each message, not at setup."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            sys.stderr.write(self.format(record) + "\n")
-            sys.stderr.flush()
-        except (OSError, ValueError):
-            self.handleError(record)
+log = Logger("hydria")
+_TAGS = {10: "DEBUG", 20: "INFO", 30: "WARN", 40: "ERROR"}
 
 
 def setup_logging() -> None:
-    """hydria's messages on standard error, enroot's way (once per process)."""
-    if log.handlers:
+    """hydria's messages on standard error, enroot's way (once per process, at the first one)."""
+    when_used(_install_handler)
+
+
+def _install_handler() -> None:
+    import logging
+    import sys
+
+    class LevelFormatter(logging.Formatter):
+        """enroot's stderr style."""
+
+        def format(self, record: logging.LogRecord) -> str:
+            return f"[{_TAGS.get(record.levelno, record.levelname)}] {record.getMessage()}"
+
+    class StderrHandler(logging.Handler):
+        """Writes to whatever ``sys.stderr`` is at the time of each message, not at setup."""
+
+        def emit(self, record: logging.LogRecord) -> None:
+            try:
+                sys.stderr.write(self.format(record) + "\n")
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                self.handleError(record)
+
+    root = logging.getLogger("hydria")
+    if root.handlers:
         return
-    handler = _StderrHandler()
-    handler.setFormatter(_LevelFormatter())
-    log.addHandler(handler)
-    log.setLevel(logging.INFO)
-    log.propagate = False
+    handler = StderrHandler()
+    handler.setFormatter(LevelFormatter())
+    root.addHandler(handler)
+    if root.level == logging.NOTSET:
+        root.setLevel(logging.INFO)
+    root.propagate = False
 
 
 def report(error: HydriaError) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import TYPE_CHECKING
 
@@ -58,8 +57,7 @@ def start_with(options: argparse.Namespace, settings: Settings, conf: ConfScript
     of the target the options name, if given); execs or raises."""
     from hydria.runtime.start import StartOptions, start
 
-    settings = dataclasses.replace(
-        settings,
+    settings = settings._replace(
         remap_root=settings.remap_root or options.root,
         rootfs_writable=settings.rootfs_writable or options.rw,
         unshare_pid=settings.unshare_pid or options.pid,

@@ -23,7 +23,6 @@ asked for on the host side (``NVIDIA_VISIBLE_DEVICES`` in the caller's environme
 
 from __future__ import annotations
 
-import logging
 import os
 import subprocess
 from collections.abc import Mapping
@@ -32,10 +31,11 @@ from pathlib import Path
 
 from hydria.errors import HydriaError
 from hydria.hooks import ldcache
+from hydria.log import Logger
 from hydria.runtime.fstab import READ_ONLY_FILE_BIND, MountEntry
 from hydria.runtime.mounts import mount_entries, resolve_in_root
 
-log = logging.getLogger(__name__)
+log = Logger(__name__)
 
 CAPABILITIES = ("compute", "compat32", "display", "graphics", "utility", "video", "ngx")
 DEFAULT_CAPABILITIES = ("utility",)

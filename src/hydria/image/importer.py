@@ -6,7 +6,6 @@ complete, so an import that fails or is killed at any point leaves no file behin
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
@@ -23,8 +22,9 @@ from hydria.image.config import runtime_files
 from hydria.image.flatten import ExtraFile, LayerStream, flatten
 from hydria.image.reference import EngineImage, ImageReference, LocalImage, RegistryImage, parse
 from hydria.image.squashfs import SquashfsFailed, Tar2Sqfs, tar2sqfs_options
+from hydria.log import Logger
 
-log = logging.getLogger(__name__)
+log = Logger(__name__)
 
 
 class OutputExists(HydriaError):

@@ -9,7 +9,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-log = logging.getLogger(__name__)
+from hydria.log import Logger
+
+log = Logger(__name__)
 REDRAW_INTERVAL = 0.1
 
 
@@ -31,7 +33,7 @@ class Progress:
     """Thread-safe; ``live`` draws on stderr (a terminal), otherwise finished layers are logged."""
 
     def __init__(self, live: bool | None = None) -> None:
-        self.live = sys.stderr.isatty() and log.isEnabledFor(logging.INFO) if live is None else live
+        self.live = sys.stderr.isatty() and log.logger.isEnabledFor(logging.INFO) if live is None else live
         self._layers: dict[str, _Layer] = {}
         self._lock = threading.Lock()
         self._drawn = 0

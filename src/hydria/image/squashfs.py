@@ -6,7 +6,6 @@ existing configurations keep working; :func:`tar2sqfs_options` translates it.
 
 from __future__ import annotations
 
-import logging
 import shlex
 import shutil
 import subprocess
@@ -14,8 +13,9 @@ from pathlib import Path
 from typing import IO
 
 from hydria.errors import ConfigError, HydriaError
+from hydria.log import Logger
 
-log = logging.getLogger(__name__)
+log = Logger(__name__)
 
 TAR2SQFS = "tar2sqfs"
 COMPRESSORS = frozenset({"gzip", "lzma", "lzo", "xz", "lz4", "zstd"})

@@ -17,7 +17,6 @@ what those scripts did.
 
 from __future__ import annotations
 
-import logging
 import re
 import secrets
 import subprocess
@@ -26,8 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hydria.errors import HydriaError
+from hydria.log import Logger
 
-log = logging.getLogger(__name__)
+log = Logger(__name__)
 
 _DIRECTIVE = re.compile(r"#(?:HYDRIA|ENROOT)_([A-Z][A-Z0-9_]*)=(.*)")
 # Sources the script once, then prints environ(), a separator, mounts(), a separator and rc() as

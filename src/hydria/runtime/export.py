@@ -10,7 +10,6 @@ behind as mount points. The file appears under its name only when complete (atom
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shlex
 import stat
@@ -43,7 +42,7 @@ def export(name: str, output: str | None, force: bool, settings: Settings) -> Pa
 def _squash(container: rootfs.Container, output: Path, label: str, settings: Settings) -> None:
     uid, gid = os.getuid(), os.getgid()
     runtime = ensure_dir(settings.runtime_path, setting="HYDRIA_RUNTIME_PATH")
-    namespaces.enter(dataclasses.replace(settings, remap_root=True, unshare_net=False, unshare_ipc=False,
+    namespaces.enter(settings._replace(remap_root=True, unshare_net=False, unshare_ipc=False,
                                          unshare_uts=False), uid, gid)
     sc.mount("tmpfs", str(runtime), "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=700")
     area = f"{runtime}/{os.getpid()}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from hydria.errors import HydriaError
 from hydria.runtime import syscalls as sc
@@ -45,8 +45,7 @@ class FstabError(HydriaError):
     pass
 
 
-@dataclass(frozen=True)
-class MountEntry:
+class MountEntry(NamedTuple):
     source: str
     target: str
     fstype: str

@@ -12,11 +12,8 @@ from __future__ import annotations
 import grp
 import os
 import pwd
-import shutil
-import subprocess
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from hydria import __version__
 from hydria.config import Settings
@@ -31,8 +28,7 @@ class HookFailed(HydriaError):
     pass
 
 
-@dataclass(frozen=True)
-class HookOutput:
+class HookOutput(NamedTuple):
     environ: str
     mounts: str
     conf: ConfOutput | None = None
@@ -49,6 +45,8 @@ def run_hooks(settings: Settings, root: str, area: str, conf: ConfScript | None 
                for p in sorted(folder.glob("*.sh")) if p.is_file() and os.access(p, os.X_OK)]
     conf_output = None
     if scripts or conf is not None:
+        import subprocess  # here: a start with no hook scripts spares its import
+
         env = hook_environment(settings, root, area)
         for script in scripts:
             result = subprocess.run([str(script)], env=env, stdin=subprocess.DEVNULL,
@@ -133,7 +131,8 @@ def copy_localtime(root: str, host_localtime: str = "/etc/localtime") -> None:
     try:
         inside = resolve_in_root(root, named)
         os.makedirs(os.path.dirname(inside), exist_ok=True)
-        shutil.copyfile(zone, inside)
+        with open(zone, "rb") as source, open(inside, "wb") as copy:  # a few KB: no shutil import
+            copy.write(source.read())
         localtime = os.path.join(resolve_in_root(root, "/etc"), "localtime")
         if os.path.lexists(localtime):
             os.unlink(localtime)

@@ -6,16 +6,16 @@ can never lead out of it.
 
 from __future__ import annotations
 
-import logging
 import os
 import stat
 from collections.abc import Sequence
 
 from hydria.errors import HydriaError
+from hydria.log import Logger
 from hydria.runtime import syscalls as sc
 from hydria.runtime.fstab import MountEntry
 
-log = logging.getLogger(__name__)
+log = Logger(__name__)
 _LOCKED = sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC | sc.MS_NOATIME | sc.MS_NODIRATIME | sc.MS_RELATIME
 
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
-import socket
-import struct
 from collections.abc import Callable
 
 from hydria.config import Settings
@@ -52,6 +49,10 @@ def _enter_user_namespace(flags: int, settings: Settings, uid: int, gid: int) ->
 
 
 def _loopback_up() -> None:
+    import fcntl
+    import socket
+    import struct
+
     siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         request = struct.pack("16sH14x", b"lo", 0)

@@ -19,9 +19,8 @@ import pwd
 import signal
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
@@ -65,8 +64,7 @@ DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc
              "stderr": "/proc/self/fd/2", "ptmx": "pts/ptmx"}
 
 
-@dataclass
-class StartOptions:
+class StartOptions(NamedTuple):
     """``hydria start`` after parsing; settings already carry ``--root``, ``--rw`` and unshares."""
 
     target: str

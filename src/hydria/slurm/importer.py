@@ -15,7 +15,6 @@ It runs as the job's user with the job's environment plus ``PYXIS_RUNTIME_PATH``
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import subprocess
@@ -23,8 +22,9 @@ import sys
 from pathlib import Path
 
 from hydria.errors import HydriaError
+from hydria.log import Logger
 
-log = logging.getLogger(__name__)
+log = Logger(__name__)
 
 
 def get(importer: str, uri: str, runtime_path: str) -> Path:

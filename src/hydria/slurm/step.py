@@ -10,8 +10,6 @@ unpack or remove); named ones persist as ``hydria_NAME`` in the data path.
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 import os
 import shutil
 import sys
@@ -21,13 +19,14 @@ from pathlib import Path
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.hooks import slurm_pmi
+from hydria.log import Logger
 from hydria.paths import ensure_dir
 from hydria.runtime.fstab import READ_ONLY_FILE_BIND, MountEntry
 from hydria.slurm import importer
 from hydria.slurm.options import ContainerOptions
 from hydria.slurm.plugin_config import DEFAULT_PLUGIN, PluginConfig
 
-log = logging.getLogger(__name__)
+log = Logger(__name__)
 
 DISABLED_STATUS = 64  # no container for this step (the shim's DISABLED_STATUS)
 # Marked lines of our output tell the shim what it needs (its read_marks): a line for the user's
@@ -208,7 +207,7 @@ def _step_settings(options: ContainerOptions, settings: Settings) -> Settings:
                            ("rootfs_writable", options.writable)):
         if value is not None:
             changes[setting] = value
-    return dataclasses.replace(settings, **changes)  # type: ignore[arg-type]
+    return settings._replace(**changes)  # type: ignore[arg-type]
 
 
 def _container(options: ContainerOptions, prefix: str, step: str, settings: Settings, scratch: Path,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import getpass
-import logging
 import re
 import sys
 import time
@@ -28,8 +27,9 @@ from hydria.image.cache import BlobCache, VerifyingReader, Writer, digest_of
 from hydria.image.progress import Progress
 from hydria.image.reference import RegistryImage
 from hydria.image.sources import credentials
+from hydria.log import Logger
 
-log = logging.getLogger(__name__)
+log = Logger(__name__)
 
 CHUNK = 1 << 20
 _REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
