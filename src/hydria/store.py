@@ -11,8 +11,6 @@ directory tree instead, in ``rootfs/``.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 from hydria.config import Settings
@@ -109,10 +107,14 @@ def _link_or_copy(source: Path, target: Path) -> None:
     try:
         os.link(source, target)
     except OSError:
+        import shutil  # here: starts of named containers spare these imports
+
         shutil.copyfile(source, target)  # copy_file_range: a reflink where the file system can
 
 
 def _unsquash(image: Path, target: Path) -> None:
+    import subprocess
+
     result = subprocess.run(["unsquashfs", "-no-progress", "-quiet", "-user-xattrs", "-d", str(target), str(image)],
                             capture_output=True, text=True, check=False)
     if result.returncode != 0:

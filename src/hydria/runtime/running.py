@@ -12,14 +12,13 @@ import os
 import re
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 _OCTAL = re.compile(r"\\([0-7]{3})")
 
 
-@dataclass(frozen=True)
-class RunningProcess:
+class RunningProcess(NamedTuple):
     pid: int
     mount_namespace: str
     user_namespace: str

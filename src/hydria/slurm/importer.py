@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hydria.errors import HydriaError
 from hydria.log import Logger
+
+if TYPE_CHECKING:
+    import subprocess
 
 log = Logger(__name__)
 
@@ -49,6 +52,8 @@ def release(importer: str, runtime_path: str) -> None:
 
 
 def _run(argv: list[str], runtime_path: str) -> subprocess.CompletedProcess[str]:
+    import subprocess  # here: steps without an importer plugin spare its import
+
     environment = {**os.environ, "PYXIS_RUNTIME_PATH": runtime_path, "SLURM_JOB_UID": str(os.getuid()),
                    "SLURM_JOB_GID": str(os.getgid())}
     return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=environment,

@@ -7,7 +7,6 @@ The shim passes every occurrence as ``--name[=value]``, in order, so the rules a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 from hydria.errors import HydriaError
 from hydria.runtime.fstab import MountEntry
@@ -35,10 +34,11 @@ _BOOL_DEFAULTS = {"mount_home": "MOUNT_HOME", "remap_root": "REMAP_ROOT", "entry
 TRUE, FALSE = ("1", "true", "yes", "y"), ("0", "false", "no", "n")  # pyxis's booleans, case-sensitive
 
 
-@dataclass
 class ContainerOptions:
+    """A step's ``--container-*`` options, as :func:`parse` fills them in. A plain class: the
+    dataclasses module would cost every step ~25 ms of imports."""
+
     image: str | None = None
-    mounts: list[MountEntry] = field(default_factory=list)
     workdir: str | None = None
     name: str | None = None
     name_flag: str = "auto"
@@ -48,9 +48,12 @@ class ContainerOptions:
     entrypoint: bool | None = None
     entrypoint_log: bool = False
     writable: bool | None = None
-    env: list[str] = field(default_factory=list)
-    unshare: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+
+    def __init__(self) -> None:
+        self.mounts: list[MountEntry] = []
+        self.env: list[str] = []
+        self.unshare: list[str] = []
+        self.warnings: list[str] = []
 
     @property
     def enabled(self) -> bool:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from hydria.errors import HydriaError
 from hydria.slurm.options import FALSE, TRUE
 
 
-@dataclass(frozen=True)
-class PluginConfig:
+class PluginConfig(NamedTuple):
     execute_entrypoint: bool = False
     container_scope: str = "global"  # or "job"
     sbatch_support: bool = True
@@ -28,9 +27,9 @@ def parse_plugin_config(arguments: Sequence[str]) -> PluginConfig:
     values: dict[str, object] = {}
     for argument in arguments:
         key, _, value = argument.partition("=")
-        if key not in PluginConfig.__dataclass_fields__:
+        if key not in PluginConfig._field_defaults:
             raise HydriaError(f"unknown configuration option: {argument}")
-        default = PluginConfig.__dataclass_fields__[key].default
+        default = PluginConfig._field_defaults[key]
         if isinstance(default, bool):
             if value not in TRUE + FALSE:
                 raise HydriaError(f"{key}: invalid value: {value}")

@@ -11,20 +11,22 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from hydria.errors import HydriaError
 
 
-@dataclass
 class ShimArguments:
-    config: list[str] = field(default_factory=list)
+    """The shim's arguments to the Python side, as :func:`split` sorts them."""
+
     step: str = ""
     job: str = ""
     batch_script: str | None = None
     export: bool = False
     attach: bool = True  # False: the running container to join ended meanwhile; start another
-    options: list[str] = field(default_factory=list)  # the --container-* occurrences, in order
+
+    def __init__(self) -> None:
+        self.config: list[str] = []  # the plugstack arguments
+        self.options: list[str] = []  # the --container-* occurrences, in order
 
 
 def split(args: Sequence[str]) -> ShimArguments:

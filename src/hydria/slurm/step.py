@@ -11,7 +11,6 @@ unpack or remove); named ones persist as ``hydria_NAME`` in the data path.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -151,6 +150,8 @@ def cleanup(options: ContainerOptions, step: str, settings: Settings, environmen
     finally:
         if options.name is None and name and Store(settings).path(name).is_dir():
             Store(settings).remove(name)
+        import shutil
+
         shutil.rmtree(step_dir(settings, step), ignore_errors=True)
         if _uses_importer(options, plugin):
             importer.release(plugin.importer, plugin.runtime_path)
