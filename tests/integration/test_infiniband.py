@@ -41,3 +41,15 @@ def test_unknown_device_and_none(images: dict[str, Path], workspace: Workspace, 
     none = workspace.run("start", str(images["busybox"]), "sh", "-c", "test -e /dev/infiniband || echo none",
                          HYDRIA_RDMA_ROOT=str(fake_node), HYDRIA_RESTRICT_DEV="y", MELLANOX_VISIBLE_DEVICES="none")
     assert none.stdout == "none\n"
+
+
+def test_sharp_network_settings_reach_the_program(images: dict[str, Path], workspace: Workspace,
+                                                  fake_node: Path) -> None:
+    result = workspace.run("start", "-e", "NCCL_COLLNET_ENABLE=0", str(images["busybox"]), "sh", "-c",
+                           "env | grep -E '^(SHARP|NCCL)_' | sort", HYDRIA_RDMA_ROOT=str(fake_node),
+                           HYDRIA_RESTRICT_DEV="y", MELLANOX_VISIBLE_DEVICES="all", SLURM_NETWORK="sharp",
+                           SLURM_STEP_NUM_NODES="2")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["NCCL_COLLNET_ENABLE=0", "NCCL_SHARP_GROUP_SIZE_THRESH=2",
+                                     "SHARP_COLL_LOCK_ON_COMM_INIT=1",
+                                     "SHARP_COLL_NUM_COLL_GROUP_RESOURCE_ALLOC_THRESHOLD=0"]
