@@ -390,3 +390,22 @@ def test_allow_superuser_keeps_roots_privileges(images: dict[str, Path], hydria_
     plain = subprocess.run([hydria_bin, "start", str(images["busybox"]), "sh", "-c", show], capture_output=True,
                            text=True, env=env, check=False).stdout.split()
     assert plain[:5] == ["0", "0", "1", "Seccomp:", "2"] and "mknod-ok" not in plain  # a user namespace
+
+
+def test_the_squashfuse_daemon_keeps_no_descriptor_of_the_caller(images: dict[str, Path],
+                                                                 workspace: Workspace) -> None:
+    # A caller waiting for the end of a pipe it gave hydria (as srun, sshd or a test harness do)
+    # sees it as soon as the program closes its copy, not when the image's FUSE daemon ends.
+    reader, writer = os.pipe()
+    started = time.monotonic()
+    process = subprocess.Popen([workspace.hydria, "start", str(images["busybox"]), "sh", "-c",
+                                f"exec {writer}>&-; sleep 3"], pass_fds=(writer,), user=workspace.user.uid,
+                               group=workspace.user.gid, extra_groups=[], cwd=workspace.out,
+                               env=workspace.user.environment(workspace.env()))
+    os.close(writer)
+    try:
+        assert os.read(reader, 1) == b""  # every writer gone
+        assert time.monotonic() - started < 2.5, "a copy of the pipe outlived the program's own"
+    finally:
+        os.close(reader)
+        assert process.wait(timeout=30) == 0

@@ -68,13 +68,17 @@ def mount_squashfs(image: Path, target: str, uid: int, gid: int) -> None:
 
 def _become_squashfuse(argv: list[str], fuse: int, target: str) -> None:
     """In the forked child: a session and a mount namespace of its own, without the FUSE mount,
-    standard input and output on /dev/null, then squashfuse serving ``fuse``. Forked by hand, as
-    the subprocess module would cost every start ~15 ms of imports."""
+    standard input and output on /dev/null, no other descriptor than ``fuse`` past standard error
+    (as subprocess's close_fds: a caller's pipe must not stay open while the container runs), then
+    squashfuse serving ``fuse``. Forked by hand, as the subprocess module would cost every start
+    ~15 ms of imports."""
     try:
         os.setsid()
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)
         os.dup2(null, 1)
+        os.closerange(3, fuse)
+        os.closerange(fuse + 1, os.sysconf("SC_OPEN_MAX"))
         os.set_inheritable(fuse, True)
         sc.unshare(sc.CLONE_NEWNS)
         sc.umount2(target, sc.MNT_DETACH)
