@@ -239,8 +239,7 @@ def _mounts(settings: Settings) -> Check:
         uid, gid = os.getuid(), os.getgid()
 
         def inside() -> None:
-            plain = settings._replace(remap_root=False, unshare_net=False, unshare_ipc=False,
-                                        unshare_uts=False)
+            plain = settings._replace(remap_root=False, unshare_net=False, unshare_ipc=False, unshare_uts=False)
             namespaces.enter(plain, uid, gid)
             for sub in ("lower", "upper", "work", "root"):
                 (work / sub).mkdir()

@@ -42,8 +42,8 @@ def export(name: str, output: str | None, force: bool, settings: Settings) -> Pa
 def _squash(container: rootfs.Container, output: Path, label: str, settings: Settings) -> None:
     uid, gid = os.getuid(), os.getgid()
     runtime = ensure_dir(settings.runtime_path, setting="HYDRIA_RUNTIME_PATH")
-    namespaces.enter(settings._replace(remap_root=True, unshare_net=False, unshare_ipc=False,
-                                         unshare_uts=False), uid, gid)
+    namespaces.enter(settings._replace(remap_root=True, unshare_net=False, unshare_ipc=False, unshare_uts=False),
+                     uid, gid)
     sc.mount("tmpfs", str(runtime), "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=700")
     area = f"{runtime}/{os.getpid()}"
     root = rootfs.mount_container(container, area, 0, 0)

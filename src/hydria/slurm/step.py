@@ -153,8 +153,7 @@ def cleanup(options: ContainerOptions, step: str, settings: Settings, environmen
         import shutil
 
         shutil.rmtree(step_dir(settings, step), ignore_errors=True)
-        if _uses_importer(options, plugin):
-            importer.release(plugin.importer, plugin.runtime_path)
+        _release(options, plugin)
 
 
 def container_name(options: ContainerOptions, step: str, scope: str) -> str | None:
@@ -255,7 +254,8 @@ def _uses_importer(options: ContainerOptions, plugin: PluginConfig) -> bool:
 
 
 def _release(options: ContainerOptions, plugin: PluginConfig) -> None:
-    """The container holds its own copy of the image now (a hardlink or copy)."""
+    """Tell the importer plugin its file is no longer needed: the container holds its own copy
+    (a hardlink or copy), or the step has ended."""
     if _uses_importer(options, plugin):
         importer.release(plugin.importer, plugin.runtime_path)
 

@@ -141,14 +141,15 @@ static int is_false(const char *value)
 /* The plugstack arguments: hydria=PATH for us, the others passed on to Python; of those, the
  * shim itself reads sbatch_support, runtime_path and container_scope. */
 static int allocator_options = 1;               /* sbatch_support: the options in sbatch and salloc */
-static const char *runtime_path = "/run/hydria-spank"; /* runtime_path */
+#define DEFAULT_RUNTIME_PATH "/run/hydria-spank"
+static const char *runtime_path = DEFAULT_RUNTIME_PATH; /* runtime_path */
 static int job_scope;                           /* container_scope=job */
 
 static void parse_arguments(int ac, char **av)
 {
     config_count = 0;
     allocator_options = 1;
-    runtime_path = "/run/hydria-spank";
+    runtime_path = DEFAULT_RUNTIME_PATH;
     job_scope = 0;
     for (int i = 0; i < ac; i++) {
         if (strncmp(av[i], "hydria=", 7) == 0)
