@@ -409,3 +409,19 @@ def test_the_squashfuse_daemon_keeps_no_descriptor_of_the_caller(images: dict[st
     finally:
         os.close(reader)
         assert process.wait(timeout=30) == 0
+
+
+def test_namespaces_wait_for_a_leaving_thread(workspace: Workspace) -> None:
+    # A Slurm step imports its image in the process that then starts the container; unshare
+    # (CLONE_NEWUSER) refuses a process that still has a thread (EINVAL), as a thread Python has
+    # already joined can be for a moment. Here one lives 0.3 s past the call.
+    python = str(Path(workspace.hydria).with_name("python"))
+    program = ("import threading, time\n"
+               "from hydria.config import load_settings\n"
+               "from hydria.runtime import namespaces\n"
+               "threading.Thread(target=time.sleep, args=(0.3,)).start()\n"
+               "namespaces.enter(load_settings(), os.getuid(), os.getgid())\n"
+               "print(open('/proc/self/uid_map').read().split())\n")
+    result = run_as(workspace.user, [python, "-c", "import os\n" + program], env=workspace.env(), cwd=workspace.out)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"['{workspace.user.uid}', '{workspace.user.uid}', '1']"

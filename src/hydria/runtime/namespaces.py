@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import time
 from collections.abc import Callable
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.runtime import syscalls as sc
+
+THREAD_EXIT_WAIT = 5.0  # seconds for the threads of an in-process import to leave
 
 
 def privileged(settings: Settings, uid: int) -> bool:
@@ -34,7 +38,7 @@ def enter(settings: Settings, uid: int, gid: int) -> None:
 
 def _enter_user_namespace(flags: int, settings: Settings, uid: int, gid: int) -> None:
     try:
-        sc.unshare(flags | sc.CLONE_NEWUSER)
+        _unshare_user(flags | sc.CLONE_NEWUSER)
         with open("/proc/self/setgroups", "w") as handle:
             handle.write("deny")
         inner = 0 if settings.remap_root else uid
@@ -46,6 +50,29 @@ def _enter_user_namespace(flags: int, settings: Settings, uid: int, gid: int) ->
     except OSError as e:
         raise HydriaError(f"cannot create the container's namespaces: {e.strerror}",
                           hint="unprivileged user namespaces must be enabled (sysctl user.max_user_namespaces)") from None
+
+
+def _unshare_user(flags: int) -> None:
+    """unshare(CLONE_NEWUSER) fails with EINVAL while the process has other threads. A thread that
+    Python has joined (a Slurm step's import, just before its start) can still be leaving the
+    kernel's thread group for a moment: wait for that, then try again."""
+    try:
+        sc.unshare(flags)
+    except OSError as e:
+        if e.errno != errno.EINVAL or _thread_count() == 1:
+            raise
+        deadline = time.monotonic() + THREAD_EXIT_WAIT
+        while _thread_count() > 1:
+            if time.monotonic() > deadline:
+                raise HydriaError(f"cannot create the container's namespaces: {_thread_count() - 1} other "
+                                  f"thread(s) of this process are still running") from None
+            time.sleep(0.001)
+        sc.unshare(flags)
+
+
+def _thread_count() -> int:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("Threads:"))
 
 
 def _loopback_up() -> None:
