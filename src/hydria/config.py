@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import os
 import pwd
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Literal, NamedTuple
 
 from hydria.errors import ConfigError
 from hydria.expand import ExpansionError, expand
+from hydria.record import TYPE_CHECKING, Record
+
+if TYPE_CHECKING:
+    from typing import Literal
+
+    Kind = Literal["path", "bool", "int", "str"]
 
 PREFIX = "HYDRIA_"
 ENROOT_PREFIX = "ENROOT_"
@@ -26,18 +30,16 @@ DEFAULT_SYSCONF_PATH = Path("/etc/hydria")
 CONF_FILE = "hydria.conf"
 CONF_DIR = "hydria.conf.d"
 
-Kind = Literal["path", "bool", "int", "str"]
-
 # Variables a configuration file may set that are not hydria settings but are handed to the
 # programs hydria runs (hooks, registries), as enroot's configuration allows.
-_PASSTHROUGH = re.compile(
-    r"(?:NVIDIA_|MELLANOX_)[A-Z0-9_]+|SSL_CERT_DIR|SSL_CERT_FILE|all_proxy|no_proxy|http_proxy|https_proxy"
-)
+_PASSTHROUGH_NAMES = frozenset({"SSL_CERT_DIR", "SSL_CERT_FILE", "all_proxy", "no_proxy", "http_proxy", "https_proxy"})
+_PASSTHROUGH_PREFIXES = ("NVIDIA_", "MELLANOX_")
+_UPPER_NAME_CHARACTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _TRUE = frozenset({"y", "yes", "true", "on", "1"})
 _FALSE = frozenset({"n", "no", "false", "off", "0"})
 
 
-class SettingSpec(NamedTuple):
+class SettingSpec(Record):
     """One setting: its name without the ``HYDRIA_`` prefix, type, default template and meaning."""
 
     name: str
@@ -84,7 +86,7 @@ SPECS: tuple[SettingSpec, ...] = (
 SPEC_BY_NAME: Mapping[str, SettingSpec] = MappingProxyType({s.name: s for s in SPECS})
 
 
-class Settings(NamedTuple):
+class Settings(Record):
     """The resolved configuration. ``environment`` holds passthrough variables (NVIDIA_*, proxies);
     ``origins`` says where each setting came from (a file and line, the environment, or default)."""
 
@@ -133,7 +135,7 @@ class Settings(NamedTuple):
         return out
 
 
-class Assignment(NamedTuple):
+class Assignment(Record):
     """One ``KEY VALUE`` line of a configuration file, before expansion."""
 
     key: str
@@ -142,7 +144,9 @@ class Assignment(NamedTuple):
     origin: str  # "FILE:LINE"
 
 
-_LINE = re.compile(r"^(?P<key>[A-Za-z_][A-Za-z0-9_]*)(?:[ \t]*=[ \t]*|[ \t]+)(?P<value>.*)$")
+# Patterns as text: ``re`` is imported only where a configuration file is read (a start without
+# one is spared its import, see docs/runtime.md).
+_LINE = r"^(?P<key>[A-Za-z_][A-Za-z0-9_]*)(?:[ \t]*=[ \t]*|[ \t]+)(?P<value>.*)$"
 
 
 def parse_conf(text: str, source: str) -> list[Assignment]:
@@ -154,13 +158,15 @@ def parse_conf(text: str, source: str) -> list[Assignment]:
     Raises:
         ConfigError: a line that is not an assignment, or names no known setting.
     """
+    import re
+
     result = []
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
         origin = f"{source}:{number}"
-        match = _LINE.match(line)
+        match = re.match(_LINE, line)
         if not match:
             raise ConfigError(
                 f"Invalid configuration file: {origin}: expected 'HYDRIA_NAME value', got {line!r}",
@@ -175,7 +181,7 @@ def parse_conf(text: str, source: str) -> list[Assignment]:
                     f"Invalid configuration file: {origin}: unknown setting {match['key']}",
                     hint="run 'hydria info' to list the settings",
                 )
-        elif not _PASSTHROUGH.fullmatch(key):
+        elif not _is_passthrough(key):
             raise ConfigError(
                 f"Invalid configuration file: {origin}: {key} is not a hydria setting",
                 hint="only HYDRIA_* settings, NVIDIA_*, MELLANOX_*, SSL_CERT_* and proxy variables may be set here",
@@ -194,10 +200,21 @@ def _unquote(value: str, origin: str) -> tuple[str, bool]:
         if end < 0 or rest and not rest.startswith("#"):
             raise ConfigError(f"Invalid configuration file: {origin}: unbalanced quotes in {value!r}")
         return value[1:end], quote == "'"
+    import re
+
     return re.split(r"[ \t]+#", value, maxsplit=1)[0].strip(), False
 
 
-class Context(NamedTuple):
+def _is_passthrough(key: str) -> bool:
+    """NVIDIA_*, MELLANOX_* (capitals, digits, _), SSL_CERT_DIR/FILE or a proxy variable."""
+    if key in _PASSTHROUGH_NAMES:
+        return True
+    prefix = next((p for p in _PASSTHROUGH_PREFIXES if key.startswith(p)), None)
+    rest = key[len(prefix):] if prefix else ""
+    return bool(rest) and all(c in _UPPER_NAME_CHARACTERS for c in rest)
+
+
+class Context(Record):
     """Facts about the process that defaults and expansion depend on."""
 
     uid: int
@@ -228,7 +245,7 @@ def resolve(
             spec = SPEC_BY_NAME.get(key[len(ENROOT_PREFIX):])
             if value and spec is not None and spec.kind != "path":
                 chosen[PREFIX + spec.name] = Assignment(PREFIX + spec.name, value, True, f"environment variable {key}")
-        elif value and (key.startswith(PREFIX) and key[len(PREFIX):] in SPEC_BY_NAME or _PASSTHROUGH.fullmatch(key)):
+        elif value and (key.startswith(PREFIX) and key[len(PREFIX):] in SPEC_BY_NAME or _is_passthrough(key)):
             chosen[key] = Assignment(key, value, True, f"environment variable {key}")
 
     variables = _variables(env, context)

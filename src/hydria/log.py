@@ -9,10 +9,12 @@ usual: a program using :mod:`hydria.api` configures them the standard way.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+
+from hydria.record import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import logging
+    from typing import Any
 
 _pending: list[Callable[[], None]] = []
 _in_use = False

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from hydria.config import Settings
+from hydria.record import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import argparse

@@ -9,14 +9,15 @@ of surrounding quotes is removed from the value.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 
 from hydria.errors import HydriaError
 from hydria.runtime.fstab import substitute
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_ENV_OPTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(=|$)")
+
+def is_name(text: str) -> bool:
+    """A shell variable name, ``[A-Za-z_][A-Za-z0-9_]*`` (without ``re``: see docs/runtime.md)."""
+    return text.isascii() and text.isidentifier()
 
 
 def parse_env_lines(text: str) -> list[tuple[str, str]]:
@@ -27,7 +28,7 @@ def parse_env_lines(text: str) -> list[tuple[str, str]]:
         if not line or line.startswith("#"):
             continue
         name, equals, value = line.partition("=")
-        if not equals or not _NAME.fullmatch(name) or name.startswith(("HYDRIA_", "ENROOT_")):
+        if not equals or not is_name(name) or name.startswith(("HYDRIA_", "ENROOT_")):
             continue
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
             value = value[1:-1]
@@ -37,9 +38,9 @@ def parse_env_lines(text: str) -> list[tuple[str, str]]:
 
 def env_option(value: str, host: Mapping[str, str]) -> tuple[str, str]:
     """``--env NAME=VALUE`` verbatim, ``--env NAME`` copies the host's value. Raises HydriaError."""
-    if not _ENV_OPTION.match(value):
-        raise HydriaError(f"Invalid argument: {value}")
     name, equals, rest = value.partition("=")
+    if not is_name(name):
+        raise HydriaError(f"Invalid argument: {value}")
     return name, rest if equals else host.get(name, "")
 
 

@@ -7,11 +7,10 @@ options are given). The sixth field is the pass: -1 mounts before hooks, 0 after
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from typing import NamedTuple
 
 from hydria.errors import HydriaError
+from hydria.record import Record
 from hydria.runtime import syscalls as sc
 
 FLAGS: Mapping[str, tuple[int, bool]] = {  # option -> (flag, set?)
@@ -45,7 +44,7 @@ class FstabError(HydriaError):
     pass
 
 
-class MountEntry(NamedTuple):
+class MountEntry(Record):
     source: str
     target: str
     fstype: str
@@ -83,15 +82,22 @@ class MountEntry(NamedTuple):
         return flags, propagation, ",".join(data), bool(flags & sc.MS_REC)
 
 
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
+# ``re`` is imported only for the lines that need it (see docs/runtime.md).
 
 def substitute(text: str, env: Mapping[str, str]) -> str:
     """enroot's substitution: only ``${NAME}``; an unset variable becomes empty."""
-    return _VAR.sub(lambda m: env.get(m.group(1), ""), text)
+    if "${" not in text:
+        return text
+    import re
+
+    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: env.get(m.group(1), ""), text)
 
 
 def _unescape(field: str) -> str:
+    if "\\" not in field:
+        return field
+    import re
+
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
@@ -143,7 +149,7 @@ def parse(text: str, origin: str, env: Mapping[str, str] | None = None) -> list[
 
 def from_mount_option(value: str) -> MountEntry:
     """``--mount SRC:DST[:TYPE[:OPTIONS]]``: fstab fields separated by ``:``. Raises FstabError."""
-    if not re.fullmatch(r"\S+(:\S+)*", value):
+    if not all(value.split(":")) or any(c.isspace() for c in value):  # \S+(:\S+)*
         raise FstabError(f"Invalid argument: {value}")
     entry = parse_line(value.replace(":", " "), "--mount")
     if entry is None:

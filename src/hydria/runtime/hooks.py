@@ -13,11 +13,11 @@ import grp
 import os
 import pwd
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
 
 from hydria import __version__
 from hydria.config import Settings
 from hydria.errors import HydriaError
+from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime.mounts import resolve_in_root
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ class HookFailed(HydriaError):
     pass
 
 
-class HookOutput(NamedTuple):
+class HookOutput(Record):
     environ: str
     mounts: str
     conf: ConfOutput | None = None

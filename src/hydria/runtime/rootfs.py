@@ -16,16 +16,16 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import NamedTuple
 
 from hydria.errors import HydriaError
 from hydria.paths import delete_tree
+from hydria.record import Record
 from hydria.runtime import syscalls as sc
 
 SQUASHFS_MAGIC = b"hsqs"
 
 
-class Container(NamedTuple):
+class Container(Record):
     """Where the root filesystem comes from."""
 
     name: str

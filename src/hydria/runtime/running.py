@@ -13,12 +13,13 @@ import re
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import NamedTuple
+
+from hydria.record import Record
 
 _OCTAL = re.compile(r"\\([0-7]{3})")
 
 
-class RunningProcess(NamedTuple):
+class RunningProcess(Record):
     pid: int
     mount_namespace: str
     user_namespace: str

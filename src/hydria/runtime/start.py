@@ -20,12 +20,12 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.hooks import slurm_pmi
 from hydria.paths import ensure_dir
+from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime import environ, fstab, hooks, lock, namespaces, rootfs, seccomp
 from hydria.runtime import syscalls as sc
 from hydria.runtime.mounts import mount_entries
@@ -64,7 +64,7 @@ DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc
              "stderr": "/proc/self/fd/2", "ptmx": "pts/ptmx"}
 
 
-class StartOptions(NamedTuple):
+class StartOptions(Record):
     """``hydria start`` after parsing; settings already carry ``--root``, ``--rw`` and unshares."""
 
     target: str

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from hydria.errors import HydriaError
+from hydria.record import Record
 from hydria.slurm.options import FALSE, TRUE
 
 
-class PluginConfig(NamedTuple):
+class PluginConfig(Record):
     execute_entrypoint: bool = False
     container_scope: str = "global"  # or "job"
     sbatch_support: bool = True
