@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 import pwd
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from types import MappingProxyType
 
 from hydria.errors import ConfigError
 from hydria.expand import ExpansionError, expand
+from hydria.paths import listed
 from hydria.record import TYPE_CHECKING, Record
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 PREFIX = "HYDRIA_"
 ENROOT_PREFIX = "ENROOT_"
-DEFAULT_SYSCONF_PATH = Path("/etc/hydria")
+DEFAULT_SYSCONF_PATH = "/etc/hydria"
 CONF_FILE = "hydria.conf"
 CONF_DIR = "hydria.conf.d"
 
@@ -50,7 +50,7 @@ class SettingSpec(Record):
 
 SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("LIBRARY_PATH", "path", "${HYDRIA_PACKAGE_DIR}/lib", "Shell helpers that hooks may source"),
-    SettingSpec("SYSCONF_PATH", "path", str(DEFAULT_SYSCONF_PATH), "System configuration: hooks.d, mounts.d, environ.d"),
+    SettingSpec("SYSCONF_PATH", "path", DEFAULT_SYSCONF_PATH, "System configuration: hooks.d, mounts.d, environ.d"),
     SettingSpec("RUNTIME_PATH", "path", "${HYDRIA_RUNTIME_DEFAULT}", "Per-start working area (private, 0700)"),
     SettingSpec("CONFIG_PATH", "path", "${XDG_CONFIG_HOME}/hydria", "User configuration: .credentials, hooks.d, mounts.d, environ.d"),
     SettingSpec("CACHE_PATH", "path", "${XDG_CACHE_HOME}/hydria", "Content-addressed blob cache"),
@@ -90,13 +90,13 @@ class Settings(Record):
     """The resolved configuration. ``environment`` holds passthrough variables (NVIDIA_*, proxies);
     ``origins`` says where each setting came from (a file and line, the environment, or default)."""
 
-    library_path: Path
-    sysconf_path: Path
-    runtime_path: Path
-    config_path: Path
-    cache_path: Path
-    data_path: Path
-    temp_path: Path
+    library_path: str
+    sysconf_path: str
+    runtime_path: str
+    config_path: str
+    cache_path: str
+    data_path: str
+    temp_path: str
     gzip_program: str
     zstd_options: str
     squash_options: str
@@ -121,8 +121,8 @@ class Settings(Record):
     mount_home: bool
     restrict_dev: bool
     unpack: bool
-    nvidia_driver_root: Path
-    rdma_root: Path
+    nvidia_driver_root: str
+    rdma_root: str
     environment: Mapping[str, str] = MappingProxyType({})
     origins: Mapping[str, str] = MappingProxyType({})
 
@@ -311,7 +311,7 @@ def _convert(spec: SettingSpec, assignment: Assignment, variables: Mapping[str, 
         if not text.startswith("/"):
             raise ConfigError(f"Invalid configuration: {where}: {text!r} is not an absolute path",
                               hint="paths may use $HOME, $UID, $USER, $HOSTNAME and ${XDG_*_HOME}")
-        return Path(os.path.normpath(text))
+        return os.path.normpath(text)
     return text
 
 
@@ -329,7 +329,7 @@ def current_context(env: Mapping[str, str]) -> Context:
         home=home,
         hostname=os.uname().nodename,
         nproc=len(os.sched_getaffinity(0)),
-        package_dir=str(Path(__file__).parent),
+        package_dir=os.path.dirname(os.path.abspath(__file__)),
         runtime_default=_runtime_default(uid, env),
     )
 
@@ -355,20 +355,21 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """
     env = os.environ if env is None else env
     context = current_context(env)
-    sysconf = Path(env.get(PREFIX + "SYSCONF_PATH") or DEFAULT_SYSCONF_PATH)
-    system_files = [sysconf / CONF_FILE, *sorted((sysconf / CONF_DIR).glob("*.conf"))]
-    system_layers = [parse_conf(text, str(path)) for path in system_files if (text := _read(path)) is not None]
+    sysconf = env.get(PREFIX + "SYSCONF_PATH") or DEFAULT_SYSCONF_PATH
+    system_files = [os.path.join(sysconf, CONF_FILE), *listed(os.path.join(sysconf, CONF_DIR), ".conf")]
+    system_layers = [parse_conf(text, path) for path in system_files if (text := _read(path)) is not None]
     # The user's file lives in CONFIG_PATH, which the system files or the environment may move.
     config_path = resolve(system_layers, env, context).config_path
-    user_file = config_path / CONF_FILE
+    user_file = os.path.join(config_path, CONF_FILE)
     user_text = _read(user_file)
-    user_layers = [parse_conf(user_text, str(user_file))] if user_text is not None else []
+    user_layers = [parse_conf(user_text, user_file)] if user_text is not None else []
     return resolve([*system_layers, *user_layers], env, context)
 
 
-def _read(path: Path) -> str | None:
+def _read(path: str) -> str | None:
     try:
-        return path.read_text()
+        with open(path) as handle:
+            return handle.read()
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as e:

@@ -208,7 +208,7 @@ def _tool(program: str, package: str, needed_for: str | None) -> Check:
 
 
 def _path(settings: Settings, setting: str) -> Check:
-    path: Path = getattr(settings, setting)
+    path = Path(getattr(settings, setting))
     name = f"HYDRIA_{setting.upper()}"
     existing = next(p for p in (path, *path.parents) if os.path.exists(p))  # False where it cannot look
     if existing == path and not path.is_dir():
@@ -243,7 +243,7 @@ def _mounts(settings: Settings) -> Check:
             namespaces.enter(plain, uid, gid)
             for sub in ("lower", "upper", "work", "root"):
                 (work / sub).mkdir()
-            rootfs.mount_squashfs(work / "probe.sqsh", str(work / "lower"), uid, gid)
+            rootfs.mount_squashfs(str(work / "probe.sqsh"), str(work / "lower"), uid, gid)
             rootfs.mount_overlay(str(work / "lower"), str(work / "upper"), str(work / "work"), str(work / "root"))
             if (work / "root" / "probe").read_text() != "hydria\n":
                 raise HydriaError("the image's file reads back wrong through squashfuse and the overlay")

@@ -17,7 +17,6 @@ read-only into the container for it). A launch agent the user chose is kept.
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Mapping, Sequence
 
 from hydria.paths import hydria_command
@@ -57,6 +56,8 @@ def remote_start(start_arguments: Sequence[str], target: str, environment: Mappi
         target = os.path.abspath(target)
     words = ["env", *settings] if settings else []
     words += [*hydria_command(), "start", *start_arguments, target]
+    import shlex  # here: its import (re) would cost every start
+
     return shlex.join(words)
 
 
@@ -65,6 +66,8 @@ def prepare(remote: str, area: str, login: str, host_home: str,
     """Write the agent for ``remote`` into ``area``; returns the variables that select it and the
     mounts that bring it (and the user's ~/.ssh) into the container. ``login`` is the user's
     name on the host (inside, with --root, the client would log in as root)."""
+    import shlex
+
     agent = f"{area}/launch-agent"
     with open(agent, "w") as handle:
         handle.write(AGENT_SCRIPT.format(prefix=shlex.quote(remote), login=shlex.quote(login), agent=AGENT))

@@ -10,14 +10,17 @@ from __future__ import annotations
 import os
 import pwd
 import sys
-from pathlib import Path
 
 from hydria.errors import HydriaError, PathNotUsable
+from hydria.record import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 PRIVATE_MODE = 0o700
 
 
-def ensure_dir(path: Path, *, setting: str, private: bool = True) -> Path:
+def ensure_dir(path: str, *, setting: str, private: bool = True) -> str:
     """Create ``path`` (and missing parents, same mode) if needed; check this user can use it.
 
     A private directory is created with mode 0700 and must be owned by the caller, so that a
@@ -28,11 +31,12 @@ def ensure_dir(path: Path, *, setting: str, private: bool = True) -> Path:
             (when private) belongs to another user.
     """
     mode = PRIVATE_MODE if private else 0o755
+    path = os.path.abspath(path)
     try:
-        for missing in reversed([path, *path.parents]):
-            if not missing.is_dir():
-                missing.mkdir(mode=mode, exist_ok=True)  # parents too: ~/.cache is private as well
-        info = path.stat()
+        for missing in reversed(_self_and_parents(path)):
+            if not os.path.isdir(missing):
+                _make_dir(missing, mode)  # parents too: ~/.cache is private as well
+        info = os.stat(path)
     except FileExistsError:
         raise _unusable(path, setting, "exists but is not a directory", fix="remove it or") from None
     except OSError as e:
@@ -46,7 +50,32 @@ def ensure_dir(path: Path, *, setting: str, private: bool = True) -> Path:
     return path
 
 
-def _unusable(path: Path, setting: str, problem: str, *, fix: str = "ask an administrator to create it for you, or") -> PathNotUsable:
+def _make_dir(path: str, mode: int) -> None:
+    try:
+        os.mkdir(path, mode)
+    except FileExistsError:
+        if not os.path.isdir(path):  # else another process made it first
+            raise
+
+
+def _self_and_parents(path: str) -> list[str]:
+    paths = [path]
+    while (parent := os.path.dirname(paths[-1])) != paths[-1]:
+        paths.append(parent)
+    return paths
+
+
+def listed(folder: str, suffix: str) -> list[str]:
+    """The paths of ``folder``'s entries named ``*SUFFIX``, in name order, as ``glob`` lists them
+    (hidden names left out; none for a missing folder), without the ``glob`` module's ``re``."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return [os.path.join(folder, name) for name in sorted(names) if name.endswith(suffix) and not name.startswith(".")]
+
+
+def _unusable(path: str, setting: str, problem: str, *, fix: str = "ask an administrator to create it for you, or") -> PathNotUsable:
     user = _user_name(os.geteuid())
     return PathNotUsable(
         f"{path} ({setting}) {problem} (user {user}, uid {os.geteuid()})",
@@ -66,7 +95,7 @@ def _user_name(uid: int) -> str:
         return str(uid)
 
 
-def delete_tree(path: Path) -> None:
+def delete_tree(path: str | Path) -> None:
     """Delete a tree, first making its directories accessible: overlay work directories and
     images can hold directories without owner permissions."""
     os.chmod(path, 0o700)
@@ -86,6 +115,8 @@ def output_file(output: str | None, default: str, *, force: bool) -> Path:
     or it exists and ``force`` is not given."""
     if output is not None and (not output or output.endswith("/")):
         raise HydriaError(f"Invalid argument: {output}", hint="--output takes a file name")
+    from pathlib import Path  # not on the start path (see docs/runtime.md)
+
     target = Path(output or default).absolute()
     if target.is_dir():
         raise HydriaError(f"Is a directory: {target}")
@@ -99,5 +130,5 @@ def output_file(output: str | None, default: str, *, force: bool) -> Path:
 def hydria_command() -> list[str]:
     """How to run this hydria again (another check, another node): its ``hydria`` script beside
     this Python, or ``python -m hydria`` when it runs from a source tree."""
-    script = Path(sys.executable).parent / "hydria"
-    return [str(script)] if os.access(script, os.X_OK) else [sys.executable, "-m", "hydria"]
+    script = os.path.join(os.path.dirname(sys.executable), "hydria")
+    return [script] if os.access(script, os.X_OK) else [sys.executable, "-m", "hydria"]

@@ -16,39 +16,22 @@ from pathlib import Path
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.paths import delete_tree, ensure_dir
+from hydria.runtime.named import IMAGE, ROOTFS, container_path, find
 from hydria.runtime.rootfs import Container, is_squashfs
 from hydria.runtime.running import RunningProcess, running
-
-IMAGE = "image.sqsh"
-NAME_MAX = 255
-
-
-def validate_name(name: str) -> str:
-    """Raises HydriaError for names that cannot be a container (empty, ``/``, ``.``, overlong)."""
-    if not name or "/" in name or name in (".", "..") or len(name.encode()) > NAME_MAX or "\0" in name:
-        raise HydriaError(f"Invalid argument: {name}",
-                          hint="a container name is a single path component: no '/', not '.' or '..', "
-                               f"at most {NAME_MAX} bytes")
-    return name
 
 
 class Store:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.root = settings.data_path
+        self.root = Path(settings.data_path)
 
     def path(self, name: str) -> Path:
-        return self.root / validate_name(name)
+        return Path(container_path(str(self.root), name))
 
     def container(self, name: str) -> Container:
         """Raises HydriaError when there is no such container."""
-        path = self.path(name)
-        if (path / IMAGE).is_file():
-            return Container(name, path / IMAGE, home=path)
-        if (path / "rootfs").is_dir():
-            return Container(name, None, home=path, directory=path / "rootfs")
-        raise HydriaError(f"No such file or directory: {path}",
-                          hint=f"create it first: hydria create --name {name} IMAGE")
+        return find(str(self.root), name)
 
     def create(self, image: Path, name: str | None, *, force: bool, unpack: bool) -> Path:
         """Raises HydriaError for a bad image or name, or an existing container without force."""
@@ -60,7 +43,7 @@ class Store:
             raise HydriaError(f"Invalid image format: {image}")
         name = name if name is not None else image.name.removesuffix(".sqsh")
         target = self.path(name)
-        ensure_dir(self.root, setting="HYDRIA_DATA_PATH")
+        ensure_dir(str(self.root), setting="HYDRIA_DATA_PATH")
         if target.exists() or target.is_symlink():
             if not (force or self.settings.force_override):
                 raise HydriaError(f"File already exists: {target}", hint="use --force to replace it")
@@ -69,7 +52,7 @@ class Store:
         try:
             staging.mkdir(mode=0o700)
             if unpack:
-                _unsquash(image, staging / "rootfs")
+                _unsquash(image, staging / ROOTFS)
             else:
                 _link_or_copy(image.resolve(), staging / IMAGE)
                 (staging / "upper").mkdir()

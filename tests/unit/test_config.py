@@ -21,12 +21,12 @@ def settings_from(text: str, env: dict[str, str] | None = None):
 
 def test_defaults_follow_enroot_with_hydria_names() -> None:
     s = resolve([], ENV, CONTEXT)
-    assert s.data_path == Path("/home/ada/.local/share/hydria")
-    assert s.cache_path == Path("/home/ada/.cache/hydria")
-    assert s.config_path == Path("/home/ada/.config/hydria")
-    assert s.runtime_path == Path("/run/user/1001/hydria")
-    assert s.sysconf_path == Path("/etc/hydria")
-    assert s.temp_path == Path("/tmp")
+    assert s.data_path == "/home/ada/.local/share/hydria"
+    assert s.cache_path == "/home/ada/.cache/hydria"
+    assert s.config_path == "/home/ada/.config/hydria"
+    assert s.runtime_path == "/run/user/1001/hydria"
+    assert s.sysconf_path == "/etc/hydria"
+    assert s.temp_path == "/tmp"
     assert s.max_processors == 4 and s.max_connections == 10
     assert s.connect_timeout == 30 and s.transfer_timeout == 0 and s.transfer_retries == 0
     assert s.login_shell and s.native_overlayfs
@@ -47,14 +47,14 @@ def test_every_reference_setting_exists() -> None:
 
 def test_runtime_default_without_a_login_session_is_per_user_under_tmpdir() -> None:
     context = CONTEXT._replace(runtime_default="${TMPDIR:-/tmp}/hydria-runtime-${UID}")
-    assert resolve([], ENV, context).runtime_path == Path("/tmp/hydria-runtime-1001")
-    assert resolve([], {**ENV, "TMPDIR": "/scratch"}, context).runtime_path == Path("/scratch/hydria-runtime-1001")
+    assert resolve([], ENV, context).runtime_path == "/tmp/hydria-runtime-1001"
+    assert resolve([], {**ENV, "TMPDIR": "/scratch"}, context).runtime_path == "/scratch/hydria-runtime-1001"
 
 
 def test_xdg_variables_move_the_defaults() -> None:
     s = resolve([], {**ENV, "XDG_DATA_HOME": "/scratch/ada", "XDG_RUNTIME_DIR": "/run/user/1001"},
                 CONTEXT)
-    assert s.data_path == Path("/scratch/ada/hydria")
+    assert s.data_path == "/scratch/ada/hydria"
 
 
 @pytest.mark.parametrize("line", [
@@ -67,7 +67,7 @@ def test_xdg_variables_move_the_defaults() -> None:
 ])
 def test_line_forms(line: str) -> None:
     s = settings_from(line)
-    assert s.data_path == Path("/scratch/ada/containers")
+    assert s.data_path == "/scratch/ada/containers"
     assert s.origins["HYDRIA_DATA_PATH"] == "/etc/hydria/hydria.conf:1"
 
 
@@ -78,8 +78,8 @@ def test_single_quotes_are_literal() -> None:
 def test_expansion_of_identity_and_tmpdir() -> None:
     s = settings_from("HYDRIA_CACHE_PATH ${TMPDIR:-/tmp}/hydria-$UID-$HOSTNAME\n"
                       "HYDRIA_RUNTIME_PATH /run/hydria/${XDG_CACHE_HOME}")
-    assert s.cache_path == Path("/tmp/hydria-1001-node07")
-    assert s.runtime_path == Path("/run/hydria/home/ada/.cache")
+    assert s.cache_path == "/tmp/hydria-1001-node07"
+    assert s.runtime_path == "/run/hydria/home/ada/.cache"
 
 
 def test_comments_and_blank_lines_are_skipped() -> None:
@@ -173,7 +173,7 @@ def test_load_reads_system_dropins_in_order_then_user_file(tmp_path: Path) -> No
 
 def test_load_without_any_file_gives_defaults(tmp_path: Path) -> None:
     s = load_settings({"HOME": str(tmp_path), "HYDRIA_SYSCONF_PATH": str(tmp_path / "none")})
-    assert s.cache_path == tmp_path / ".cache" / "hydria"
+    assert s.cache_path == str(tmp_path / ".cache" / "hydria")
 
 
 def test_load_reports_the_broken_dropin(tmp_path: Path) -> None:

@@ -148,7 +148,7 @@ def _runtime_tar(settings: Settings, include_config: bool, mtime: int) -> bytes:
         add(package, ".hydria/lib/hydria")
         for path in _package_files(package):
             add(path, f".hydria/lib/hydria/{path.relative_to(package)}")
-        sources = [("system", settings.sysconf_path)] + ([("user", settings.config_path)] if include_config else [])
+        sources = [("system", Path(settings.sysconf_path))] + ([("user", Path(settings.config_path))] if include_config else [])
         for kind, base in sources:
             for folder in CONFIG_FOLDERS:
                 if (base / folder).is_dir():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from hydria import __version__
 from hydria.config import CONF_FILE, Settings
@@ -15,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
     print(f"Hydria version: {__version__}")
-    print(f"Config file: {settings.sysconf_path / CONF_FILE}")
+    print(f"Config file: {os.path.join(settings.sysconf_path, CONF_FILE)}")
     variables = {**settings.as_variables(), **settings.environment}
     for name in sorted(variables):
         origin = f"  # {settings.origins[name]}" if options.verbose else ""

@@ -19,6 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
+    from pathlib import Path
+
     from hydria.errors import HydriaError
     from hydria.image.importer import import_image
     from hydria.image.reference import parse
@@ -33,7 +35,7 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     target = store.path(name)
     if target.exists() and not (options.force or settings.force_override):  # before any download
         raise HydriaError(f"File already exists: {target}", hint="use --force to replace it")
-    staging = ensure_dir(settings.data_path, setting="HYDRIA_DATA_PATH") / f".{name}.loading.{os.getpid()}.sqsh"
+    staging = Path(ensure_dir(settings.data_path, setting="HYDRIA_DATA_PATH"), f".{name}.loading.{os.getpid()}.sqsh")
     try:
         import_image(options.uri, settings, output=str(staging), arch=options.arch)
         store.create(staging, name, force=options.force, unpack=settings.unpack)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from hydria.runtime.fstab import MountEntry
+from hydria.runtime.fstab import MountEntry, unescape
 
 OPTIONS = ("rbind", "ro", "nosuid", "nodev", "noexec", "nofail", "silent")
 
@@ -51,12 +51,6 @@ def _hierarchies(mountinfo: str) -> list[tuple[set[str] | None, str, str]]:
         separator = fields.index("-")
         fstype, options = fields[separator + 1], set(fields[separator + 3].split(","))
         if fstype in ("cgroup", "cgroup2"):
-            found.append((options if fstype == "cgroup" else None, _unescape(fields[4]), _unescape(fields[3])))
+            found.append((options if fstype == "cgroup" else None, unescape(fields[4]), unescape(fields[3])))
     return found
 
-
-def _unescape(field: str) -> str:
-    """mountinfo writes space, tab, newline and backslash as octal escapes."""
-    for escaped, character in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
-        field = field.replace(escaped, character)
-    return field

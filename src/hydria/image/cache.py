@@ -60,11 +60,12 @@ class CachedBlob:
 class BlobCache:
     """Blobs under ``root``, which is created 0700 unless it already exists (shared or not)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: str | Path) -> None:
+        root = Path(root)
         self.root = root
         shared = root.is_dir() and stat.S_IMODE(root.stat().st_mode) & SHARED_MODE == SHARED_MODE
         if not root.exists():
-            ensure_dir(root, setting="HYDRIA_CACHE_PATH")
+            ensure_dir(str(root), setting="HYDRIA_CACHE_PATH")
         self.shared = shared
         self.blobs = self._subdir("blobs", "sha256")
         self.locks = self._subdir("locks")

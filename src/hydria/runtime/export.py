@@ -48,7 +48,7 @@ def _squash(container: rootfs.Container, output: Path, label: str, settings: Set
     area = f"{runtime}/{os.getpid()}"
     root = rootfs.mount_container(container, area, 0, 0)
     excludes = Path(area, "excludes")
-    written = container.directory or (container.home / "upper" if container.home else None)
+    written = container.directory or (f"{container.home}/upper" if container.home else None)
     excludes.write_text("".join(f"{p}\n" for p in ["dev/*", *_placeholders(Path(written or root))]))
     command = ["mksquashfs", root, str(output), "-all-root", "-noappend", "-no-progress", "-quiet",
                *(("-processors", str(settings.max_processors)) if settings.max_processors > 0 else ()),

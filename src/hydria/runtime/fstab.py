@@ -93,12 +93,19 @@ def substitute(text: str, env: Mapping[str, str]) -> str:
     return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: env.get(m.group(1), ""), text)
 
 
-def _unescape(field: str) -> str:
+def unescape(field: str) -> str:
+    """fstab and mountinfo write space, tab, newline and backslash (any byte) as ``\\ooo``."""
     if "\\" not in field:
         return field
-    import re
-
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+    first, *rest = field.split("\\")
+    pieces = [first]
+    for piece in rest:
+        code = piece[:3]
+        if len(code) == 3 and all(c in "01234567" for c in code):
+            pieces.append(chr(int(code, 8)) + piece[3:])
+        else:
+            pieces.append("\\" + piece)
+    return "".join(pieces)
 
 
 def parse_line(line: str, origin: str = "") -> MountEntry | None:
@@ -119,7 +126,7 @@ def parse_line(line: str, origin: str = "") -> MountEntry | None:
         fields = [fields[0], fields[1], "none", fields[2]]
     if len(fields) < 3:
         raise FstabError(f'invalid fstab entry: "{line.strip()}" at {origin or "command line"}')
-    source, target, fstype = (_unescape(f) for f in fields[:3])
+    source, target, fstype = (unescape(f) for f in fields[:3])
     options = tuple(o for o in (fields[3] if len(fields) > 3 else "").split(",") if o)
     if fstype == "none" and source != "tmpfs" and not {"bind", "rbind"} & set(options) \
             and not any(o.startswith(("x-detach", "x-move")) for o in options):

@@ -12,11 +12,11 @@ from __future__ import annotations
 import grp
 import os
 import pwd
-from pathlib import Path
 
 from hydria import __version__
 from hydria.config import Settings
 from hydria.errors import HydriaError
+from hydria.paths import listed
 from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime.mounts import resolve_in_root
 
@@ -40,9 +40,9 @@ def run_hooks(settings: Settings, root: str, area: str, conf: ConfScript | None 
     Raises HookFailed, or HydriaError for a failing configuration script."""
     environ_file, mounts_file = hook_files(area)
     for path in (environ_file, mounts_file):
-        Path(path).touch()
-    scripts = [p for folder in (settings.sysconf_path / "hooks.d", settings.config_path / "hooks.d")
-               for p in sorted(folder.glob("*.sh")) if p.is_file() and os.access(p, os.X_OK)]
+        open(path, "a").close()
+    scripts = [p for folder in (settings.sysconf_path, settings.config_path)
+               for p in listed(os.path.join(folder, "hooks.d"), ".sh") if os.path.isfile(p) and os.access(p, os.X_OK)]
     conf_output = None
     if scripts or conf is not None:
         import subprocess  # here: a start with no hook scripts spares its import
@@ -55,7 +55,7 @@ def run_hooks(settings: Settings, root: str, area: str, conf: ConfScript | None 
                 raise HookFailed(f"{script} exited with return code {result.returncode}")
         if conf is not None:
             conf_output = conf.run(env)
-    return HookOutput(Path(environ_file).read_text(), Path(mounts_file).read_text(), conf_output)
+    return HookOutput(_read(environ_file), _read(mounts_file), conf_output)
 
 
 def hook_files(area: str) -> tuple[str, str]:
@@ -81,8 +81,8 @@ def hook_environment(settings: Settings, root: str, area: str) -> dict[str, str]
 def write_identity(root: str, user: pwd.struct_passwd, remap_root: bool) -> None:
     """Put root and the caller in the container's passwd and group files, first, so that ``id``,
     ``whoami`` and ``~`` work (the built-in equivalent of enroot's 10-shadow hook)."""
-    etc = Path(root, "etc")
-    if not etc.is_dir():
+    etc = os.path.join(root, "etc")
+    if not os.path.isdir(etc):
         return
     shell = _shell(root)
     entries = [f"root:x:0:0:root:/root:{shell}"]
@@ -91,13 +91,14 @@ def write_identity(root: str, user: pwd.struct_passwd, remap_root: bool) -> None
         entries.append(f"{user.pw_name}:x:{user.pw_uid}:{user.pw_gid}:{user.pw_gecos}:{user.pw_dir}:{shell}")
         groups.append(f"{_group_name(user.pw_gid)}:x:{user.pw_gid}:")
     for name, new in (("passwd", entries), ("group", groups)):
-        path = etc / name
+        path = os.path.join(etc, name)
         try:
-            old = path.read_text().splitlines() if path.exists() else []
+            old = _read(path).splitlines() if os.path.exists(path) else []
             taken = {line.split(":")[0] for line in new} | {line.split(":")[2] for line in new}
             kept = [line for line in old if line.count(":") >= 2 and
                     line.split(":")[0] not in taken and line.split(":")[2] not in taken]
-            path.write_text("\n".join([*new, *kept]) + "\n")
+            with open(path, "w") as handle:
+                handle.write("\n".join([*new, *kept]) + "\n")
         except OSError:
             continue  # a read-only unpacked root: leave it as it is
 
@@ -142,7 +143,12 @@ def copy_localtime(root: str, host_localtime: str = "/etc/localtime") -> None:
 
 
 def _shell(root: str) -> str:
-    return "/bin/bash" if Path(root, "bin/bash").exists() else "/bin/sh"
+    return "/bin/bash" if os.path.exists(os.path.join(root, "bin/bash")) else "/bin/sh"
+
+
+def _read(path: str) -> str:
+    with open(path) as handle:
+        return handle.read()
 
 
 def _group_name(gid: int) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from pathlib import Path
 
 from hydria.errors import HydriaError
 
@@ -16,10 +15,9 @@ TIMEOUT = 30  # seconds, as enroot's
 _held: dict[str, int] = {}  # lock file -> descriptor, so that taking it again in this process is a no-op
 
 
-def hold(path: Path, timeout: float = TIMEOUT) -> None:
+def hold(path: str, timeout: float = TIMEOUT) -> None:
     """Take the exclusive lock on ``path`` (created when missing). Raises HydriaError on timeout."""
-    key = str(path)
-    if key in _held:
+    if path in _held:
         return
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     deadline = time.monotonic() + timeout
@@ -33,15 +31,15 @@ def hold(path: Path, timeout: float = TIMEOUT) -> None:
                 raise HydriaError(f"Could not acquire rootfs lock: {path}",
                                   hint=f"another start of this container has been setting it up for {timeout:.0f} s") from None
             time.sleep(0.02)
-    _held[key] = fd
+    _held[path] = fd
 
 
-def release(path: Path) -> None:
-    fd = _held.pop(str(path), None)
+def release(path: str) -> None:
+    fd = _held.pop(path, None)
     if fd is not None:
         os.close(fd)
 
 
 def release_all() -> None:
     for key in list(_held):
-        release(Path(key))
+        release(key)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 from hydria.errors import HydriaError
 from hydria.paths import delete_tree
@@ -29,22 +28,22 @@ class Container(Record):
     """Where the root filesystem comes from."""
 
     name: str
-    image: Path | None  # squashfs to mount
+    image: str | None  # squashfs to mount
     # A named container's directory in the data path (its lock; with an image, the ``upper/``
     # and ``work/`` directories of its persistent writes); None for an image file or a bundle.
-    home: Path | None = None
-    directory: Path | None = None  # an unpacked root filesystem
+    home: str | None = None
+    directory: str | None = None  # an unpacked root filesystem
 
 
-def is_squashfs(path: Path) -> bool:
+def is_squashfs(path: str | os.PathLike[str]) -> bool:
     try:
-        with path.open("rb") as handle:
+        with open(path, "rb") as handle:
             return handle.read(4) == SQUASHFS_MAGIC
     except OSError:
         return False
 
 
-def mount_squashfs(image: Path, target: str, uid: int, gid: int) -> None:
+def mount_squashfs(image: str, target: str, uid: int, gid: int) -> None:
     """Mount ``image`` read-only at ``target`` with a squashfuse daemon. Raises HydriaError."""
     binary = find_program("squashfuse")
     if binary is None:
@@ -119,7 +118,7 @@ def mount_container(container: Container, area: str, uid: int, gid: int) -> str:
     mount_squashfs(container.image, f"{area}/lower", uid, gid)
     upper, work = f"{area}/upper", f"{area}/work"
     if container.home is not None:
-        upper, work = str(container.home / "upper"), _instance_workdir(container.home / "work")
+        upper, work = f"{container.home}/upper", _instance_workdir(f"{container.home}/work")
     mount_overlay(f"{area}/lower", upper, work, root)
     return root
 
@@ -127,19 +126,20 @@ def mount_container(container: Container, area: str, uid: int, gid: int) -> str:
 STALE_AFTER = 60  # seconds: a work directory this old that no mount uses is left from an ended start
 
 
-def _instance_workdir(parent: Path) -> str:
+def _instance_workdir(parent: str) -> str:
     """A work directory of this start's own under ``parent``: several starts of one named container
     may run at once (Slurm steps), and overlay mounts must not share one. Work directories of
     starts that have ended (no mount uses them) are removed on the way."""
     from hydria.runtime.running import workdirs_in_use
 
     in_use = workdirs_in_use()
-    for entry in parent.iterdir():
-        try:
-            if str(entry) not in in_use and time.time() - entry.lstat().st_mtime > STALE_AFTER:
-                delete_tree(entry)
-        except OSError:
-            continue  # another start removed it first
+    with os.scandir(parent) as entries:
+        for entry in entries:
+            try:
+                if entry.path not in in_use and time.time() - entry.stat(follow_symlinks=False).st_mtime > STALE_AFTER:
+                    delete_tree(entry.path)
+            except OSError:
+                continue  # another start removed it first
     import tempfile
 
     return tempfile.mkdtemp(dir=parent)

@@ -9,14 +9,14 @@ namespace is represented by its lowest PID, which is the container's first proce
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Iterable
-from pathlib import Path
 
-from hydria.record import Record
+from hydria.record import TYPE_CHECKING, Record
+from hydria.runtime.fstab import unescape
 
-_OCTAL = re.compile(r"\\([0-7]{3})")
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 class RunningProcess(Record):
@@ -25,14 +25,14 @@ class RunningProcess(Record):
     user_namespace: str
 
 
-def running(containers: dict[str, Path]) -> dict[str, list[RunningProcess]]:
+def running(containers: dict[str, str | Path]) -> dict[str, list[RunningProcess]]:
     """The running processes of each container, given as name -> its directory in the data path
     (lowest PID of each mount namespace, in PID order). Containers not running are left out."""
-    uppers = {str(path / "upper"): name for name, path in containers.items()}
+    uppers = {os.path.join(path, "upper"): name for name, path in containers.items()}
     trees = {}
     for name, path in containers.items():
         try:
-            info = os.stat(path / "rootfs")
+            info = os.stat(os.path.join(path, "rootfs"))
             trees[(info.st_dev, info.st_ino)] = name
         except OSError:
             continue
@@ -70,8 +70,10 @@ def workdirs_in_use() -> set[str]:
                 text = handle.read()
         except OSError:
             continue
-        for option in re.findall(r"[ ,]workdir=([^ ,]+)", text):
-            found.add(_OCTAL.sub(lambda m: chr(int(m.group(1), 8)), option))
+        for line in text.splitlines():
+            for option in line.rsplit(" ", 1)[-1].split(","):  # the super options
+                if option.startswith("workdir="):
+                    found.add(unescape(option.removeprefix("workdir=")))
     return found
 
 
@@ -90,7 +92,7 @@ def _owner(pid: int, uppers: dict[str, str], trees: dict[tuple[int, int], str]) 
             continue
         for option in fields[1].split()[-1].split(","):
             if option.startswith("upperdir="):
-                upper = _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), option.removeprefix("upperdir="))
+                upper = unescape(option.removeprefix("upperdir="))
                 if upper in uppers:
                     return uppers[upper]
     return None

@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import os
 import pwd
-import signal
+import stat
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.hooks import slurm_pmi
-from hydria.paths import ensure_dir
+from hydria.paths import ensure_dir, listed
 from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime import environ, fstab, hooks, lock, namespaces, rootfs, seccomp
 from hydria.runtime import syscalls as sc
@@ -88,16 +87,15 @@ def resolve_target(target: str, settings: Settings) -> rootfs.Container:
     """An image file, or the name of a container in the data path. Raises HydriaError."""
     if not target:
         raise HydriaError("Invalid argument")
-    path = Path(target)
-    if path.is_file() and rootfs.is_squashfs(path):
-        return rootfs.Container(path.name, path.resolve())
+    if os.path.isfile(target) and rootfs.is_squashfs(target):
+        return rootfs.Container(os.path.basename(target), os.path.realpath(target))
     if "/" in target:
-        if path.exists():
+        if os.path.exists(target):
             raise HydriaError(f"Invalid image format: {target}")
-        raise HydriaError(f"No such file or directory: {path.resolve()}")
-    from hydria.store import Store
+        raise HydriaError(f"No such file or directory: {os.path.realpath(target)}")
+    from hydria.runtime import named
 
-    return Store(settings).container(target)
+    return named.find(settings.data_path, target)
 
 
 def start(options: StartOptions, settings: Settings) -> None:
@@ -105,9 +103,9 @@ def start(options: StartOptions, settings: Settings) -> None:
     container = options.container or resolve_target(options.target, settings)
     env_options = [environ.env_option(e, os.environ) for e in options.env]
     extra_mounts = [*(fstab.from_mount_option(m) for m in options.mounts), *options.entries]
-    if options.rc is not None and not (Path(options.rc).is_file() or Path(options.rc).is_fifo()):
+    if options.rc is not None and not (os.path.isfile(options.rc) or _is_fifo(options.rc)):
         raise HydriaError(f"No such file or directory: {options.rc}")
-    rc_text = Path(options.rc).read_text() if options.rc else None
+    rc_text = _read_file(options.rc) if options.rc else None
     runtime = ensure_dir(settings.runtime_path, setting="HYDRIA_RUNTIME_PATH")
     uid, gid = os.getuid(), os.getgid()
     host_user = pwd.getpwuid(uid)
@@ -118,7 +116,7 @@ def start(options: StartOptions, settings: Settings) -> None:
     area = f"{runtime}/{os.getpid()}"
     sc.mount("tmpfs", str(runtime), "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=700")
     if container.home is not None:
-        lock.hold(container.home / LOCK_FILE)
+        lock.hold(os.path.join(container.home, LOCK_FILE))
     root = rootfs.mount_container(container, area, inner_uid, inner_gid)
     hooks.write_identity(root, host_user, settings.remap_root)
     hooks.apt_as_root(root, settings.remap_root)
@@ -133,7 +131,7 @@ def start(options: StartOptions, settings: Settings) -> None:
     hook_env = hooks.run_hooks(settings, root, area, options.conf)
     hook_mounts = fstab.parse(hook_env.mounts, "hooks", dict(os.environ, HYDRIA_ROOTFS=root, ENROOT_ROOTFS=root))
     mount_entries(hook_mounts, root, 0, cwd)
-    env_files = [text for _, text in _config_texts(settings, "environ.d", "*.env")]
+    env_files = [text for _, text in _config_texts(settings, "environ.d", ".env")]
     conf = hook_env.conf  # what --conf's environ(), mounts() and rc() printed
     if rc_text is None and conf is not None:
         rc_text = conf.rc
@@ -162,7 +160,7 @@ def start(options: StartOptions, settings: Settings) -> None:
             environment.setdefault(name, value)  # an agent the user chose is kept
     substitution = {**os.environ, "HYDRIA_ROOTFS": root, "ENROOT_ROOTFS": root}
     final = [*fstab.parse(_read(root, "etc/fstab"), "image fstab", substitution),
-             *_config_files(settings, "mounts.d", "*.fstab", substitution), *pmi_mounts,
+             *_config_files(settings, "mounts.d", ".fstab", substitution), *pmi_mounts,
              *fstab.parse(conf.mounts if conf else "", f"{options.conf.path if options.conf else ''} mounts()"),
              *launch_mounts,
              *extra_mounts]
@@ -182,6 +180,8 @@ def start(options: StartOptions, settings: Settings) -> None:
     rc_fd = os.open(rc_path, os.O_RDONLY) if rc_path else None  # read by the shell as /proc/self/fd/N
     if rc_fd is not None:
         os.set_inheritable(rc_fd, True)
+    if settings.unshare_pid:
+        import signal  # noqa: F401  for _become_pid_one, after pivot_root, when the host's library is out of reach
     os.chdir(root)
     sc.pivot_root(".", ".")
     sc.umount2(".", sc.MNT_DETACH)
@@ -217,6 +217,18 @@ def _dev_fstab(settings: Settings) -> str:
     return DEV_FSTAB + (PRIVATE_IPC_FSTAB if settings.unshare_ipc else SHARED_IPC_FSTAB)
 
 
+def _is_fifo(path: str) -> bool:
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _read_file(path: str) -> str:
+    with open(path) as handle:
+        return handle.read()
+
+
 def _read(root: str, relative: str) -> str:
     try:
         with open(os.path.join(root, relative)) as handle:
@@ -225,17 +237,17 @@ def _read(root: str, relative: str) -> str:
         return ""
 
 
-def _config_texts(settings: Settings, folder: str, pattern: str) -> list[tuple[Path, str]]:
-    files = [*sorted((settings.sysconf_path / folder).glob(pattern)),
-             *sorted((settings.config_path / folder).glob(pattern))]
-    return [(path, path.read_text()) for path in files if path.is_file()]
+def _config_texts(settings: Settings, folder: str, suffix: str) -> list[tuple[str, str]]:
+    files = [*listed(os.path.join(settings.sysconf_path, folder), suffix),
+             *listed(os.path.join(settings.config_path, folder), suffix)]
+    return [(path, _read_file(path)) for path in files if os.path.isfile(path)]
 
 
-def _config_files(settings: Settings, folder: str, pattern: str,
+def _config_files(settings: Settings, folder: str, suffix: str,
                   substitution: dict[str, str]) -> list[fstab.MountEntry]:
     entries = []
-    for path, text in _config_texts(settings, folder, pattern):
-        entries += fstab.parse(text, str(path), substitution)
+    for path, text in _config_texts(settings, folder, suffix):
+        entries += fstab.parse(text, path, substitution)
     return entries
 
 
@@ -254,6 +266,8 @@ def _program(command: Sequence[str], rc_fd: int | None) -> list[str]:
 def _become_pid_one() -> None:
     """``--pid``: the program is PID 1 of a new PID namespace; this process waits for it,
     forwards SIGINT and SIGTERM, and exits with its status."""
+    import signal  # imported before pivot_root by start() (its enum import would cost every start)
+
     sc.unshare(sc.CLONE_NEWPID)
     child = os.fork()
     if child == 0:

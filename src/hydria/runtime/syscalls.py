@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import signal
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -42,6 +41,7 @@ MS_LAZYTIME = 0x2000000
 MNT_DETACH = 0x2
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
+SIG_DFL = 0
 
 
 def _check(result: int, what: str) -> None:
@@ -87,7 +87,9 @@ def exit_like(child: int) -> None:
     same signal (falling back to 128 + signal when that signal does not kill this process)."""
     _, status = os.waitpid(child, 0)
     if os.WIFSIGNALED(status):
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        # The default action through libc: the signal module (and its enum import) would cost
+        # every start, and after pivot_root or setns the host's library is out of reach.
+        _libc.signal(ctypes.c_int(os.WTERMSIG(status)), ctypes.c_void_p(SIG_DFL))
         os.kill(os.getpid(), os.WTERMSIG(status))
         os._exit(128 + os.WTERMSIG(status))
     os._exit(os.waitstatus_to_exitcode(status))

@@ -40,7 +40,7 @@ PREFIX = "hydria_"
 
 def user_dir(settings: Settings) -> Path:
     """The user's scratch space on this node: the rc.local override, the steps' folders."""
-    return ensure_dir(settings.temp_path / f"hydria-slurm-{os.getuid()}", setting="HYDRIA_TEMP_PATH")
+    return Path(ensure_dir(os.path.join(settings.temp_path, f"hydria-slurm-{os.getuid()}"), setting="HYDRIA_TEMP_PATH"))
 
 
 def step_dir(settings: Settings, step: str) -> Path:
@@ -75,7 +75,7 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
         from hydria.runtime.start import LOCK_FILE
         from hydria.store import Store
 
-        lock_file = Store(settings).path(name) / LOCK_FILE
+        lock_file = str(Store(settings).path(name) / LOCK_FILE)
         lock.hold(lock_file)
         if (pid := _running_pid(name, settings)) is not None:
             lock.release(lock_file)

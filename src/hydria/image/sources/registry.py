@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 from typing import IO
 
 import httpx
@@ -141,7 +142,7 @@ class RegistrySource:
         if self._login_resolved:
             return self._login
         self._login_resolved = True
-        entries = credentials.load(self.settings.config_path / ".credentials")
+        entries = credentials.load(Path(self.settings.config_path, ".credentials"))
         entry = credentials.find(entries, self.ref.registry, self.ref.user)
         user = self.ref.user or (entry.login if entry else None)
         if user is None:
