@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
+from hydria.record import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import argparse
@@ -101,6 +100,7 @@ def _step(step: str) -> str:
 
 def _install(args: list[str]) -> int:
     import argparse
+    from pathlib import Path
 
     from hydria.slurm.install import install_plugin
 

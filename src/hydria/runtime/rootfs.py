@@ -140,6 +140,10 @@ def _instance_workdir(parent: str) -> str:
                     delete_tree(entry.path)
             except OSError:
                 continue  # another start removed it first
-    import tempfile
-
-    return tempfile.mkdtemp(dir=parent)
+    while True:  # tempfile.mkdtemp without its imports (random, shutil: see docs/runtime.md)
+        path = os.path.join(parent, f"tmp{os.urandom(6).hex()}")
+        try:
+            os.mkdir(path, 0o700)
+            return path
+        except FileExistsError:
+            continue

@@ -16,13 +16,11 @@ It runs as the job's user with the job's environment plus ``PYXIS_RUNTIME_PATH``
 from __future__ import annotations
 
 import os
-import signal
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from hydria.errors import HydriaError
 from hydria.log import Logger
+from hydria.record import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import subprocess
@@ -30,19 +28,19 @@ if TYPE_CHECKING:
 log = Logger(__name__)
 
 
-def get(importer: str, uri: str, runtime_path: str) -> Path:
+def get(importer: str, uri: str, runtime_path: str) -> str:
     """Raises HydriaError when the importer fails or names no file."""
     result = _run([importer, "get", uri], runtime_path)
     if result.returncode != 0:
         sys.stderr.write(result.stderr)
         if result.returncode < 0:
-            raise HydriaError(f"importer get terminated with signal {signal.Signals(-result.returncode).value}")
+            raise HydriaError(f"importer get terminated with signal {-result.returncode}")
         raise HydriaError(f"importer get failed with exit code {result.returncode}")
     path = (result.stdout.splitlines() or [""])[0].strip()
     if not path.startswith("/"):
         sys.stderr.write(result.stderr)
         raise HydriaError("importer did not return a squashfs path")
-    return Path(path)
+    return path
 
 
 def release(importer: str, runtime_path: str) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
@@ -21,6 +20,7 @@ from hydria.hooks import slurm_pmi
 from hydria.log import Logger
 from hydria.paths import ensure_dir
 from hydria.runtime.fstab import READ_ONLY_FILE_BIND, MountEntry
+from hydria.runtime.named import container_path
 from hydria.slurm import importer
 from hydria.slurm.options import ContainerOptions
 from hydria.slurm.plugin_config import DEFAULT_PLUGIN, PluginConfig
@@ -38,14 +38,14 @@ STOP_COMMAND = ("sh", "-c", "kill -STOP $$; exit 0")
 PREFIX = "hydria_"
 
 
-def user_dir(settings: Settings) -> Path:
+def user_dir(settings: Settings) -> str:
     """The user's scratch space on this node: the rc.local override, the steps' folders."""
-    return Path(ensure_dir(os.path.join(settings.temp_path, f"hydria-slurm-{os.getuid()}"), setting="HYDRIA_TEMP_PATH"))
+    return ensure_dir(os.path.join(settings.temp_path, f"hydria-slurm-{os.getuid()}"), setting="HYDRIA_TEMP_PATH")
 
 
-def step_dir(settings: Settings, step: str) -> Path:
+def step_dir(settings: Settings, step: str) -> str:
     """A step's scratch space (made only when the step imports an image)."""
-    return user_dir(settings) / step
+    return os.path.join(user_dir(settings), step)
 
 
 def start(options: ContainerOptions, step: str, settings: Settings, environment: Mapping[str, str],
@@ -73,9 +73,8 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
     if joinable:  # steps that start at once: the first sets the container up, the others join it
         from hydria.runtime import lock
         from hydria.runtime.start import LOCK_FILE
-        from hydria.store import Store
 
-        lock_file = str(Store(settings).path(name) / LOCK_FILE)
+        lock_file = os.path.join(container_path(settings.data_path, name), LOCK_FILE)
         lock.hold(lock_file)
         if (pid := _running_pid(name, settings)) is not None:
             lock.release(lock_file)
@@ -86,11 +85,11 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
                                   origin="hydria"))
     entries += slurm_pmi.pmix_mounts(environment)  # srun --mpi=pmix: the step's directories, when ready
     if not options.entrypoint:
-        entries.append(MountEntry(str(_rc_local(settings)), "/etc/rc.local", "none", READ_ONLY_FILE_BIND,
+        entries.append(MountEntry(_rc_local(settings), "/etc/rc.local", "none", READ_ONLY_FILE_BIND,
                                   origin="hydria"))
     env = [f"{variable}={environment[variable]}" for variable in options.env if environment.get(variable)]
     temporary = options.name is None and options.save is not None
-    if scratch.exists() or temporary or _uses_importer(options, plugin):
+    if os.path.exists(scratch) or temporary or _uses_importer(options, plugin):
         print(CLEANUP_MARK, flush=True)  # the shim runs `hydria slurm cleanup` only when told to
     start_container(StartOptions(target, STOP_COMMAND, env=env, entries=entries, slurm_hook=False), settings)
     raise AssertionError("start() execs the container or raises")
@@ -115,10 +114,9 @@ def _running_pid(name: str, settings: Settings) -> int | None:
     """The first process of container ``name`` when it is running (another step's holder, or a
     ``hydria start``), else None."""
     from hydria.runtime.running import running
-    from hydria.store import Store
 
-    path = Store(settings).path(name)
-    processes = running({name: path}).get(name, []) if path.is_dir() else []
+    path = container_path(settings.data_path, name)
+    processes = running({name: path}).get(name, []) if os.path.isdir(path) else []
     return processes[0].pid if processes else None
 
 
@@ -135,20 +133,20 @@ def cleanup(options: ContainerOptions, step: str, settings: Settings, environmen
     """When the step ends: with ``export`` (every task started), write the container to the
     --container-save file; then remove the step's temporary container and scratch space.
     Raises HydriaError when the export fails (the rest is cleaned up all the same)."""
-    from hydria.store import Store
-
     name = container_name(options, step, scope)
     try:
         if export and options.save and name:
             from hydria.runtime.export import export as export_container
 
-            path = Path(_job_cwd(environment), options.save)
-            export_container(name, str(path), True, settings)
+            path = os.path.join(_job_cwd(environment), options.save)
+            export_container(name, path, True, settings)
             print(f"hydria: exported container {name} to {path}", file=sys.stderr)
     except HydriaError as e:
         raise HydriaError(f"failed to export container {name} to {options.save}: {e.message}") from None
     finally:
-        if options.name is None and name and Store(settings).path(name).is_dir():
+        if options.name is None and name and os.path.isdir(container_path(settings.data_path, name)):
+            from hydria.store import Store
+
             Store(settings).remove(name)
         import shutil
 
@@ -164,14 +162,21 @@ def container_name(options: ContainerOptions, step: str, scope: str) -> str | No
     return _prefix(step, scope) + step if options.save else None
 
 
-def _rc_local(settings: Settings) -> Path:
+def _rc_local(settings: Settings) -> str:
     """The user's rc.local override, written once (atomically) and shared by the steps."""
-    path = user_dir(settings) / "rc.local"
-    if not path.is_file() or path.read_text() != RC_LOCAL:
-        staging = path.with_name(f".rc.local.{os.getpid()}")
-        staging.write_text(RC_LOCAL)
-        staging.replace(path)
+    folder = user_dir(settings)
+    path = os.path.join(folder, "rc.local")
+    if not os.path.isfile(path) or _read(path) != RC_LOCAL:
+        staging = os.path.join(folder, f".rc.local.{os.getpid()}")
+        with open(staging, "w") as handle:
+            handle.write(RC_LOCAL)
+        os.replace(staging, path)
     return path
+
+
+def _read(path: str) -> str:
+    with open(path) as handle:
+        return handle.read()
 
 
 def _job_cwd(environment: Mapping[str, str]) -> str:
@@ -210,23 +215,20 @@ def _step_settings(options: ContainerOptions, settings: Settings) -> Settings:
     return settings._replace(**changes)  # type: ignore[arg-type]
 
 
-def _container(options: ContainerOptions, prefix: str, step: str, settings: Settings, scratch: Path,
+def _container(options: ContainerOptions, prefix: str, step: str, settings: Settings, scratch: str,
                cwd: str, plugin: PluginConfig) -> str:
     """What to start: a container name, or an image file for an unnamed container."""
-    from hydria.store import Store
-
     if options.name is None and not options.save:
         assert options.image is not None
-        return str(_image_file(options.image, scratch, settings, cwd, plugin))
-    store = Store(settings)
+        return _image_file(options.image, scratch, settings, cwd, plugin)
     if options.name is None:  # a temporary container, so that the writes to save persist
         assert options.image is not None
         name = prefix + step
-        store.create(_image_file(options.image, scratch, settings, cwd, plugin), name, force=True, unpack=False)
+        _create(_image_file(options.image, scratch, settings, cwd, plugin), name, settings, force=True, unpack=False)
         _release(options, plugin)
         return name
     name = prefix + options.name
-    exists = store.path(name).is_dir()
+    exists = os.path.isdir(container_path(settings.data_path, name))
     if options.name_flag == "create" and exists:
         raise HydriaError('"create" flag was passed to --container-name but the container already exists')
     if options.name_flag == "exec":
@@ -239,14 +241,24 @@ def _container(options: ContainerOptions, prefix: str, step: str, settings: Sett
     image = _image_file(options.image, scratch, settings, cwd, plugin)
     user_log(f"creating container filesystem: {name}")
     try:
-        store.create(image, name, force=False, unpack=settings.unpack)
+        _create(image, name, settings, force=False, unpack=settings.unpack)
     except HydriaError as e:
-        if not store.path(name).is_dir():  # another step of the job may have just created it
+        if not os.path.isdir(container_path(settings.data_path, name)):  # another step of the job may have just created it
             log.error("%s", e.message)
             raise HydriaError(f"failed to create container filesystem for image: {options.image}") from None
     finally:
         _release(options, plugin)
     return name
+
+
+def _create(image: str, name: str, settings: Settings, *, force: bool, unpack: bool) -> None:
+    from pathlib import (
+        Path,  # here: a step that starts an existing container spares pathlib's import
+    )
+
+    from hydria.store import Store
+
+    Store(settings).create(Path(image), name, force=force, unpack=unpack)
 
 
 def _uses_importer(options: ContainerOptions, plugin: PluginConfig) -> bool:
@@ -260,12 +272,12 @@ def _release(options: ContainerOptions, plugin: PluginConfig) -> None:
         importer.release(plugin.importer, plugin.runtime_path)
 
 
-def _image_file(image: str, scratch: Path, settings: Settings, cwd: str, plugin: PluginConfig) -> Path:
+def _image_file(image: str, scratch: str, settings: Settings, cwd: str, plugin: PluginConfig) -> str:
     """A squashfs path as given, or the registry image imported into the step's scratch space (or
     by the admin's importer plugin)."""
     if image.startswith((".", "/")):
-        path = Path(cwd, image)
-        if not path.is_file():
+        path = os.path.normpath(os.path.join(cwd, image))
+        if not os.path.isfile(path):
             raise HydriaError(f"--container-image: no such file: {path}")
         return path
     from hydria.image.importer import import_image
@@ -273,13 +285,14 @@ def _image_file(image: str, scratch: Path, settings: Settings, cwd: str, plugin:
     uri = image if image.startswith(("docker://", "dockerd://")) else f"docker://{image}"
     if plugin.importer:
         return importer.get(plugin.importer, uri, plugin.runtime_path)
-    scratch.mkdir(mode=0o700, exist_ok=True)
-    target = scratch / "image.sqsh"
-    target.unlink(missing_ok=True)
+    os.makedirs(scratch, mode=0o700, exist_ok=True)
+    target = os.path.join(scratch, "image.sqsh")
+    if os.path.lexists(target):
+        os.unlink(target)
     if int(os.environ.get("SLURM_STEP_NUM_TASKS") or os.environ.get("SLURM_NTASKS") or 1) <= 1:
         user_log(f"importing docker image: {image}")  # as pyxis: not once per task of a large step
     try:
-        imported = import_image(uri, settings, output=str(target))
+        imported = str(import_image(uri, settings, output=target))
     except HydriaError as e:
         log.error("%s", e.message)
         raise HydriaError(f"failed to import docker image: {image}", hint=e.hint) from None
