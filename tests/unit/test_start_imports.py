@@ -1,0 +1,20 @@
+"""What a start imports (docs/runtime.md, start latency): none of the standard modules whose
+imports cost a start several milliseconds each."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+HEAVY = {"typing", "re", "pathlib", "enum", "signal", "shlex", "subprocess", "shutil", "tempfile", "logging",
+         "dataclasses", "argparse", "socket", "json"}
+
+
+def test_the_start_path_imports_no_heavy_module() -> None:
+    program = ("import sys\n"
+               "import hydria.cli.main, hydria.cli.quickstart, hydria.cli.start, hydria.runtime.start,\\\n"
+               "    hydria.runtime.named, hydria.runtime.running, hydria.slurm.step, hydria.cli.slurm\n"
+               f"print(' '.join(sorted(set(sys.modules) & {HEAVY!r})))\n")
+    found = subprocess.run([sys.executable, "-S", "-c", program], capture_output=True, text=True, check=True,
+                           env={"PYTHONPATH": ":".join(p for p in sys.path if p)})
+    assert found.stdout.strip() == ""
