@@ -1,14 +1,14 @@
-"""hydria's loggers, made on first use.
+"""hydria's loggers.
 
-The standard ``logging`` package costs every container start ~10 ms of imports, and a start that
-goes well logs nothing, so modules hold a :class:`Logger` that imports ``logging`` only when a
-message is written (or the real logger is asked for). Messages then go through ``logging`` as
-usual: a program using :mod:`hydria.api` configures them the standard way.
+The standard ``logging`` package costs a container start ~10 ms of imports. So the command line
+writes hydria's messages itself, enroot's way (``[INFO] ...`` on standard error: :func:`to_stderr`),
+and no command imports ``logging`` for them; a program using :mod:`hydria.api` gets ordinary
+``logging`` loggers instead (looked up at the first message) and configures them the standard way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
 
 from hydria.record import TYPE_CHECKING
 
@@ -16,21 +16,20 @@ if TYPE_CHECKING:
     import logging
     from typing import Any
 
-_pending: list[Callable[[], None]] = []
-_in_use = False
+DEBUG, INFO, WARNING, ERROR = 10, 20, 30, 40
+_TAGS = {DEBUG: "DEBUG", INFO: "INFO", WARNING: "WARN", ERROR: "ERROR"}
+_stderr_level: int | None = None  # set by the command line: messages go straight to standard error
 
 
-def when_used(action: Callable[[], None]) -> None:
-    """Run ``action`` (a ``logging`` set-up) before the first message of any of these loggers, or
-    now when one is in use already."""
-    if _in_use:
-        action()
-    else:
-        _pending.append(action)
+def to_stderr(level: int | None = INFO) -> None:
+    """Write messages of ``level`` and above as ``[TAG] message`` lines on standard error (whatever
+    ``sys.stderr`` is at the time of each), not through ``logging``; None: through ``logging``."""
+    global _stderr_level
+    _stderr_level = level
 
 
 class Logger:
-    """A ``logging.Logger`` by name, looked up when first needed."""
+    """A ``logging.Logger`` by name, looked up when first needed, or the command line's writer."""
 
     __slots__ = ("_logger", "name")
 
@@ -40,24 +39,33 @@ class Logger:
 
     @property
     def logger(self) -> logging.Logger:
-        global _in_use
         if self._logger is None:
             import logging
 
-            _in_use = True
-            while _pending:
-                _pending.pop(0)()
             self._logger = logging.getLogger(self.name)
         return self._logger
 
+    def enabled_for(self, level: int) -> bool:
+        return level >= _stderr_level if _stderr_level is not None else self.logger.isEnabledFor(level)
+
     def debug(self, message: str, *args: Any) -> None:
-        self.logger.debug(message, *args)
+        self._write(DEBUG, message, args)
 
     def info(self, message: str, *args: Any) -> None:
-        self.logger.info(message, *args)
+        self._write(INFO, message, args)
 
     def warning(self, message: str, *args: Any) -> None:
-        self.logger.warning(message, *args)
+        self._write(WARNING, message, args)
 
     def error(self, message: str, *args: Any) -> None:
-        self.logger.error(message, *args)
+        self._write(ERROR, message, args)
+
+    def _write(self, level: int, message: str, args: tuple[Any, ...]) -> None:
+        if _stderr_level is None:
+            self.logger.log(level, message, *args)
+        elif level >= _stderr_level:
+            try:
+                sys.stderr.write(f"[{_TAGS[level]}] {message % args if args else message}\n")
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass  # standard error is closed: nowhere to say it

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import logging
 
 from hydria.config import Settings
+from hydria.log import WARNING, to_stderr
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,6 +20,6 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     from hydria import api
 
     if options.quiet:
-        logging.getLogger("hydria").setLevel(logging.WARNING)
+        to_stderr(WARNING)
     api.import_image(options.uri, options.output, arch=options.arch, settings=settings)
     return 0

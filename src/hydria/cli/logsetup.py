@@ -1,54 +1,19 @@
-"""How hydria's messages look on standard error: ``[INFO] ...``, ``[WARN] ...``, ``[ERROR] ...``.
-
-The ``logging`` set-up waits for the first message (:mod:`hydria.log`): most commands, and every
-container start that goes well, write none.
-"""
+"""How hydria's messages look on standard error: ``[INFO] ...``, ``[WARN] ...``, ``[ERROR] ...``,
+written by :mod:`hydria.log` without the ``logging`` package."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from hydria.errors import HydriaError
-from hydria.log import Logger, when_used
+from hydria.log import Logger, to_stderr
 
 log = Logger("hydria")
-_TAGS = {10: "DEBUG", 20: "INFO", 30: "WARN", 40: "ERROR"}
 
 
 def setup_logging() -> None:
-    """hydria's messages on standard error, enroot's way (once per process, at the first one)."""
-    when_used(_install_handler)
-
-
-def _install_handler() -> None:
-    import logging
-    import sys
-
-    class LevelFormatter(logging.Formatter):
-        """enroot's stderr style."""
-
-        def format(self, record: logging.LogRecord) -> str:
-            return f"[{_TAGS.get(record.levelno, record.levelname)}] {record.getMessage()}"
-
-    class StderrHandler(logging.Handler):
-        """Writes to whatever ``sys.stderr`` is at the time of each message, not at setup."""
-
-        def emit(self, record: logging.LogRecord) -> None:
-            try:
-                sys.stderr.write(self.format(record) + "\n")
-                sys.stderr.flush()
-            except (OSError, ValueError):
-                self.handleError(record)
-
-    root = logging.getLogger("hydria")
-    if root.handlers:
-        return
-    handler = StderrHandler()
-    handler.setFormatter(LevelFormatter())
-    root.addHandler(handler)
-    if root.level == logging.NOTSET:
-        root.setLevel(logging.INFO)
-    root.propagate = False
+    """hydria's messages on standard error, enroot's way."""
+    to_stderr()
 
 
 def report(error: HydriaError) -> int:

@@ -3,13 +3,12 @@ one log line per finished layer, so batch logs stay readable."""
 
 from __future__ import annotations
 
-import logging
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 
-from hydria.log import Logger
+from hydria.log import INFO, Logger
 
 log = Logger(__name__)
 REDRAW_INTERVAL = 0.1
@@ -33,7 +32,7 @@ class Progress:
     """Thread-safe; ``live`` draws on stderr (a terminal), otherwise finished layers are logged."""
 
     def __init__(self, live: bool | None = None) -> None:
-        self.live = sys.stderr.isatty() and log.logger.isEnabledFor(logging.INFO) if live is None else live
+        self.live = sys.stderr.isatty() and log.enabled_for(INFO) if live is None else live
         self._layers: dict[str, _Layer] = {}
         self._lock = threading.Lock()
         self._drawn = 0
