@@ -16,7 +16,7 @@ from types import MappingProxyType
 
 from hydria.errors import ConfigError
 from hydria.expand import ExpansionError, expand
-from hydria.paths import listed
+from hydria.paths import listed, read_text
 from hydria.record import TYPE_CHECKING, Record
 
 if TYPE_CHECKING:
@@ -368,8 +368,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
 
 def _read(path: str) -> str | None:
     try:
-        with open(path) as handle:
-            return handle.read()
+        return read_text(path)
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as e:

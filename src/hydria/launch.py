@@ -50,14 +50,14 @@ def remote_start(start_arguments: Sequence[str], target: str, environment: Mappi
     """The shell command that starts the same container on another node, to which the daemon's
     command is appended: the ``HYDRIA_*`` settings in effect, then ``hydria start`` with the
     same options and target (an image file made absolute)."""
+    import shlex  # here: its import (re) would cost every start
+
     settings = [f"{name}={value}" for name, value in sorted(environment.items())
                 if name.startswith(PASSED_SETTINGS) and value]
     if os.path.isfile(target):
         target = os.path.abspath(target)
     words = ["env", *settings] if settings else []
     words += [*hydria_command(), "start", *start_arguments, target]
-    import shlex  # here: its import (re) would cost every start
-
     return shlex.join(words)
 
 

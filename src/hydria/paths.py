@@ -50,6 +50,12 @@ def ensure_dir(path: str, *, setting: str, private: bool = True) -> str:
     return path
 
 
+def read_text(path: str) -> str:
+    """A text file's whole content, as ``Path.read_text`` (without ``pathlib`` on the start path)."""
+    with open(path) as handle:
+        return handle.read()
+
+
 def _make_dir(path: str, mode: int) -> None:
     try:
         os.mkdir(path, mode)

@@ -27,11 +27,11 @@ class Store:
         self.root = Path(settings.data_path)
 
     def path(self, name: str) -> Path:
-        return Path(container_path(str(self.root), name))
+        return Path(container_path(self.settings.data_path, name))
 
     def container(self, name: str) -> Container:
         """Raises HydriaError when there is no such container."""
-        return find(str(self.root), name)
+        return find(self.settings.data_path, name)
 
     def create(self, image: Path, name: str | None, *, force: bool, unpack: bool) -> Path:
         """Raises HydriaError for a bad image or name, or an existing container without force."""
@@ -43,7 +43,7 @@ class Store:
             raise HydriaError(f"Invalid image format: {image}")
         name = name if name is not None else image.name.removesuffix(".sqsh")
         target = self.path(name)
-        ensure_dir(str(self.root), setting="HYDRIA_DATA_PATH")
+        ensure_dir(self.settings.data_path, setting="HYDRIA_DATA_PATH")
         if target.exists() or target.is_symlink():
             if not (force or self.settings.force_override):
                 raise HydriaError(f"File already exists: {target}", hint="use --force to replace it")

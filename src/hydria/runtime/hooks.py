@@ -16,7 +16,7 @@ import pwd
 from hydria import __version__
 from hydria.config import Settings
 from hydria.errors import HydriaError
-from hydria.paths import listed
+from hydria.paths import listed, read_text
 from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime.mounts import resolve_in_root
 
@@ -55,7 +55,7 @@ def run_hooks(settings: Settings, root: str, area: str, conf: ConfScript | None 
                 raise HookFailed(f"{script} exited with return code {result.returncode}")
         if conf is not None:
             conf_output = conf.run(env)
-    return HookOutput(_read(environ_file), _read(mounts_file), conf_output)
+    return HookOutput(read_text(environ_file), read_text(mounts_file), conf_output)
 
 
 def hook_files(area: str) -> tuple[str, str]:
@@ -93,7 +93,7 @@ def write_identity(root: str, user: pwd.struct_passwd, remap_root: bool) -> None
     for name, new in (("passwd", entries), ("group", groups)):
         path = os.path.join(etc, name)
         try:
-            old = _read(path).splitlines() if os.path.exists(path) else []
+            old = read_text(path).splitlines() if os.path.exists(path) else []
             taken = {line.split(":")[0] for line in new} | {line.split(":")[2] for line in new}
             kept = [line for line in old if line.count(":") >= 2 and
                     line.split(":")[0] not in taken and line.split(":")[2] not in taken]
@@ -145,10 +145,6 @@ def copy_localtime(root: str, host_localtime: str = "/etc/localtime") -> None:
 def _shell(root: str) -> str:
     return "/bin/bash" if os.path.exists(os.path.join(root, "bin/bash")) else "/bin/sh"
 
-
-def _read(path: str) -> str:
-    with open(path) as handle:
-        return handle.read()
 
 
 def _group_name(gid: int) -> str:

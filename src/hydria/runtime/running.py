@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime.fstab import unescape
+from hydria.runtime.named import ROOTFS
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -32,7 +33,7 @@ def running(containers: dict[str, str | Path]) -> dict[str, list[RunningProcess]
     trees = {}
     for name, path in containers.items():
         try:
-            info = os.stat(os.path.join(path, "rootfs"))
+            info = os.stat(os.path.join(path, ROOTFS))
             trees[(info.st_dev, info.st_ino)] = name
         except OSError:
             continue
@@ -71,7 +72,7 @@ def workdirs_in_use() -> set[str]:
         except OSError:
             continue
         for line in text.splitlines():
-            for option in line.rsplit(" ", 1)[-1].split(","):  # the super options
+            for option in _super_options(line):
                 if option.startswith("workdir="):
                     found.add(unescape(option.removeprefix("workdir=")))
     return found
@@ -90,12 +91,17 @@ def _owner(pid: int, uppers: dict[str, str], trees: dict[tuple[int, int], str]) 
         fields = line.split(" - ", 1)
         if len(fields) != 2 or fields[0].split()[4] != "/":
             continue
-        for option in fields[1].split()[-1].split(","):
+        for option in _super_options(line):
             if option.startswith("upperdir="):
                 upper = unescape(option.removeprefix("upperdir="))
                 if upper in uppers:
                     return uppers[upper]
     return None
+
+
+def _super_options(line: str) -> list[str]:
+    """A mountinfo line's last field: the file system's own options (an overlay's upperdir, ...)."""
+    return line.rsplit(" ", 1)[-1].split(",")
 
 
 def _link(pid: int | str, name: str) -> str | None:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.hooks import slurm_pmi
-from hydria.paths import ensure_dir, listed
+from hydria.paths import ensure_dir, listed, read_text
 from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime import environ, fstab, hooks, lock, namespaces, rootfs, seccomp
 from hydria.runtime import syscalls as sc
@@ -105,7 +105,7 @@ def start(options: StartOptions, settings: Settings) -> None:
     extra_mounts = [*(fstab.from_mount_option(m) for m in options.mounts), *options.entries]
     if options.rc is not None and not (os.path.isfile(options.rc) or _is_fifo(options.rc)):
         raise HydriaError(f"No such file or directory: {options.rc}")
-    rc_text = _read_file(options.rc) if options.rc else None
+    rc_text = read_text(options.rc) if options.rc else None
     runtime = ensure_dir(settings.runtime_path, setting="HYDRIA_RUNTIME_PATH")
     uid, gid = os.getuid(), os.getgid()
     host_user = pwd.getpwuid(uid)
@@ -224,11 +224,6 @@ def _is_fifo(path: str) -> bool:
         return False
 
 
-def _read_file(path: str) -> str:
-    with open(path) as handle:
-        return handle.read()
-
-
 def _read(root: str, relative: str) -> str:
     try:
         with open(os.path.join(root, relative)) as handle:
@@ -240,7 +235,7 @@ def _read(root: str, relative: str) -> str:
 def _config_texts(settings: Settings, folder: str, suffix: str) -> list[tuple[str, str]]:
     files = [*listed(os.path.join(settings.sysconf_path, folder), suffix),
              *listed(os.path.join(settings.config_path, folder), suffix)]
-    return [(path, _read_file(path)) for path in files if os.path.isfile(path)]
+    return [(path, read_text(path)) for path in files if os.path.isfile(path)]
 
 
 def _config_files(settings: Settings, folder: str, suffix: str,

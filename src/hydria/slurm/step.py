@@ -18,7 +18,7 @@ from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.hooks import slurm_pmi
 from hydria.log import Logger
-from hydria.paths import ensure_dir
+from hydria.paths import ensure_dir, read_text
 from hydria.runtime.fstab import READ_ONLY_FILE_BIND, MountEntry
 from hydria.runtime.named import container_path
 from hydria.slurm import importer
@@ -166,17 +166,12 @@ def _rc_local(settings: Settings) -> str:
     """The user's rc.local override, written once (atomically) and shared by the steps."""
     folder = user_dir(settings)
     path = os.path.join(folder, "rc.local")
-    if not os.path.isfile(path) or _read(path) != RC_LOCAL:
+    if not os.path.isfile(path) or read_text(path) != RC_LOCAL:
         staging = os.path.join(folder, f".rc.local.{os.getpid()}")
         with open(staging, "w") as handle:
             handle.write(RC_LOCAL)
         os.replace(staging, path)
     return path
-
-
-def _read(path: str) -> str:
-    with open(path) as handle:
-        return handle.read()
 
 
 def _job_cwd(environment: Mapping[str, str]) -> str:
@@ -252,9 +247,8 @@ def _container(options: ContainerOptions, prefix: str, step: str, settings: Sett
 
 
 def _create(image: str, name: str, settings: Settings, *, force: bool, unpack: bool) -> None:
-    from pathlib import (
-        Path,  # here: a step that starts an existing container spares pathlib's import
-    )
+    # here: a step that starts an existing container spares pathlib's import
+    from pathlib import Path
 
     from hydria.store import Store
 
