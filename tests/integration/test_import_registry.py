@@ -247,3 +247,24 @@ def test_digest_names_the_platforms_manifest(busybox: PublishedImage, variants: 
     assert wrong.returncode == 1 and "Invalid argument: oci://somewhere" in wrong.stderr
     missing = workspace.run("digest", "-a", "s390x", variants["multi"])
     assert missing.returncode == 1 and "s390x" in missing.stderr
+
+
+def test_blob_corrupted_by_the_registry_is_rejected_while_streaming(busybox: PublishedImage, registry: Registry,
+                                                                    workspace: Workspace, image_workdir: Path) -> None:
+    """The merge reads the top layer while it downloads; wrong bytes must still fail the import,
+    name the registry, image and digest, and leave neither an image nor a cache entry."""
+    work = image_workdir / "corrupt"
+    work.mkdir()
+    payload = os.urandom(6 << 20)
+    top = make_layer(layer_file(work / "top.tar", ("opt/big.bin", payload.hex())), work, "gzip")
+    push([Image([busybox.image.layers[0], top], busybox.image.config)], registry.address, "hydria/corrupt", "latest", work)
+    hex_digest = top.blob.digest.split(":")[1]
+    stored = registry.directory / "storage/docker/registry/v2/blobs/sha256" / hex_digest[:2] / hex_digest / "data"
+    data = bytearray(stored.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # still a valid gzip header; the content is wrong
+    stored.write_bytes(bytes(data))
+    result = workspace.run("import", "-o", "corrupt.sqsh", f"docker://{registry.address}#hydria/corrupt:latest")
+    assert result.returncode == 1
+    assert f"{registry.address}/hydria/corrupt: Checksum mismatch: sha256:{hex_digest}" in result.stderr
+    assert not (workspace.out / "corrupt.sqsh").exists()
+    assert not (workspace.cache / "blobs" / "sha256" / hex_digest).exists()

@@ -26,6 +26,7 @@ from typing import IO, Protocol
 
 from hydria.anonfile import anonymous_file
 from hydria.errors import HydriaError
+from hydria.image.growing import GrowingBlob
 from hydria.paths import ensure_dir
 
 SHARED_MODE = 0o1777
@@ -97,8 +98,10 @@ class BlobCache:
             return None
         return CachedBlob(path, owner in (os.geteuid(), 0))
 
-    def fetch(self, digest: str, download: Callable[[Writer], None]) -> CachedBlob:
-        """The blob ``digest``, downloading it with ``download(file)`` unless present.
+    def fetch(self, digest: str, download: Callable[[Writer], None],
+              growing: GrowingBlob | None = None) -> CachedBlob:
+        """The blob ``digest``, downloading it with ``download(file)`` unless present;
+        ``growing`` is told about the download's file and each write, for a reader that follows.
 
         Raises:
             DigestMismatch: the downloaded content has another digest; nothing is kept.
@@ -110,14 +113,15 @@ class BlobCache:
             found = self.lookup(digest)
             if found:
                 return found
-            with anonymous_file(self.path(digest)) as blob, open(blob.fd, "wb", closefd=False) as handle:
-                hashing = _HashingWriter(handle)
+            with anonymous_file(self.path(digest)) as blob:
+                if growing is not None:
+                    growing.started(blob.fd)
+                hashing = _HashingWriter(blob.fd, growing.grew if growing is not None else None)
                 download(hashing)
                 actual = "sha256:" + hashing.hash.hexdigest()
                 if actual != digest:
                     raise DigestMismatch(f"Checksum mismatch: {digest} (received {actual})",
                                          hint="the registry or the network corrupted the blob; try again")
-                handle.flush()
                 blob.commit()  # False: another writer published the same content first
         return CachedBlob(self.path(digest), True)
 
@@ -132,15 +136,21 @@ class BlobCache:
 
 
 class _HashingWriter:
-    """A write-only file that hashes what passes through it."""
+    """Writes to ``fd`` unbuffered (so a following reader sees every byte written), hashing it."""
 
-    def __init__(self, target: IO[bytes]) -> None:
-        self.target = target
+    def __init__(self, fd: int, grew: Callable[[int], None] | None) -> None:
+        self.fd = fd
+        self.grew = grew
         self.hash = hashlib.sha256()
 
     def write(self, data: bytes) -> int:
         self.hash.update(data)
-        return self.target.write(data)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
+        if self.grew is not None:
+            self.grew(len(data))
+        return len(data)
 
 
 class VerifyingReader:

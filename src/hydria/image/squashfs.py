@@ -6,6 +6,7 @@ existing configurations keep working; :func:`tar2sqfs_options` translates it.
 
 from __future__ import annotations
 
+import fcntl
 import shlex
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ from hydria.log import Logger
 log = Logger(__name__)
 
 TAR2SQFS = "tar2sqfs"
+PIPE_SIZE = 1 << 20
 COMPRESSORS = frozenset({"gzip", "lzma", "lzo", "xz", "lz4", "zstd"})
 # mksquashfs options tar2sqfs has no use for: hydria already does what they ask, or they only
 # affect mksquashfs's own reporting.
@@ -109,6 +111,10 @@ class Tar2Sqfs:
                                          stderr=subprocess.PIPE, pass_fds=pass_fds)
         assert self._process.stdin is not None
         self.stdin: IO[bytes] = self._process.stdin
+        try:  # fewer, larger pipe transfers: the whole image passes through this pipe
+            fcntl.fcntl(self.stdin.fileno(), fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+        except OSError:
+            pass  # above /proc/sys/fs/pipe-max-size or the user's pipe quota: the default works
 
     def finish(self) -> None:
         """Close the stream and wait. Raises SquashfsFailed with tar2sqfs's own message."""

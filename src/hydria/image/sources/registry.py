@@ -3,7 +3,8 @@
 Authentication escalates as registries ask: anonymous, then, on a 401, a Bearer token from the
 ``WWW-Authenticate`` realm (with the user's credentials when there are any) or Basic credentials.
 A token is kept for the whole import, so every blob reuses it. Blobs are downloaded in parallel
-(``HYDRIA_MAX_CONNECTIONS``) into the blob cache, verified as they stream.
+(``HYDRIA_MAX_CONNECTIONS``) into the blob cache, verified as they stream, and the merge reads
+each layer while it downloads (:mod:`hydria.image.growing`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.image import manifest as mf
 from hydria.image.cache import BlobCache, VerifyingReader, Writer, digest_of
+from hydria.image.growing import GrowingBlob
 from hydria.image.progress import Progress
 from hydria.image.reference import RegistryImage
 from hydria.image.sources import credentials
@@ -64,6 +66,7 @@ class RegistrySource:
         self._login_resolved = False
         self.progress = Progress()
         self._pending: dict[str, Future[None]] = {}
+        self._growing: dict[str, GrowingBlob] = {}
         self._pool = ThreadPoolExecutor(max_workers=settings.max_connections or 32)
         limit = settings.max_connections or None
         self.client = httpx.Client(
@@ -236,12 +239,22 @@ class RegistrySource:
         if len(descriptors) > 1:
             log.info("Downloading %d missing layers...", len(missing))
         for descriptor in missing:
-            self._pending[descriptor.digest] = self._pool.submit(self._download, descriptor)
+            growing = self._growing[descriptor.digest] = GrowingBlob()
+            self._pending[descriptor.digest] = self._pool.submit(self._download, descriptor, growing)
         if wait:
             for descriptor in missing:
+                self._growing.pop(descriptor.digest)
                 self._pending.pop(descriptor.digest).result()
 
-    def _download(self, descriptor: mf.Descriptor) -> None:
+    def _download(self, descriptor: mf.Descriptor, growing: GrowingBlob) -> None:
+        try:
+            self._download_to_cache(descriptor, growing)
+        except BaseException as error:
+            growing.ended(error)
+            raise
+        growing.ended()
+
+    def _download_to_cache(self, descriptor: mf.Descriptor, growing: GrowingBlob) -> None:
         started = time.monotonic()
 
         def download(out: Writer) -> None:
@@ -256,7 +269,7 @@ class RegistrySource:
                                             f"HYDRIA_TRANSFER_TIMEOUT ({self.settings.transfer_timeout} s)")
 
         try:
-            self.cache.fetch(descriptor.digest, download)
+            self.cache.fetch(descriptor.digest, download, growing)
         except HydriaError as e:
             e.message = f"{self.ref.registry}/{self.ref.repository}: {e.message}"
             raise
@@ -264,8 +277,21 @@ class RegistrySource:
 
     @contextmanager
     def open_blob(self, descriptor: mf.Descriptor) -> Iterator[IO[bytes]]:
-        """A cached blob; one another user wrote is verified as it is read."""
+        """A blob still downloading (read as it arrives), or a cached one (one another user
+        wrote is verified as it is read)."""
+        growing = self._growing.pop(descriptor.digest, None)
         pending = self._pending.pop(descriptor.digest, None)
+        following = growing.follow() if growing is not None else None
+        if following is not None:
+            with following:  # its end is the download's verified end, or its error
+                try:
+                    yield following  # type: ignore[misc]
+                except Exception as error:  # not an interrupt: that must not wait for the download
+                    cause = following.download_error()
+                    if cause is not None and cause is not error:
+                        raise cause from None
+                    raise
+            return
         if pending is not None:
             pending.result()
         found = self.cache.lookup(descriptor.digest)
