@@ -4,7 +4,8 @@ Images: a ~2 GB image in 7 layers (compressible and incompressible data, one zst
 once by this harness and cached, and the Debian test image. Each is served by a local registry.
 Tools, each with the same squash options:
 
-* hydria import, cold (empty cache) and warm (blobs cached);
+* hydria import, cold (empty cache), warm (the image kept in the cache: a hardlink) and warm
+  with the layers only (``HYDRIA_CACHE_IMAGES=0``: merged and squashed again from cached blobs);
 * the plain pipeline: skopeo copy + umoci unpack + mksquashfs;
 * podman pull, and Charliecloud ch-image pull, when installed (they do not make a squashfs).
 
@@ -103,7 +104,9 @@ def bench_image(name: str, image: Image, registry: Registry, workdir: Path, peer
     cache = out / "cache"
     env = {"HYDRIA_ALLOW_HTTP": "y", "HYDRIA_CACHE_PATH": str(cache), "HYDRIA_SQUASH_OPTIONS": squash}
     results = [timed("hydria cold", [[HYDRIA, "import", "-q", "-o", str(out / "cold.sqsh"), uri]], env),
-               timed("hydria warm", [[HYDRIA, "import", "-q", "-o", str(out / "warm.sqsh"), uri]], env)]
+               timed("hydria warm", [[HYDRIA, "import", "-q", "-o", str(out / "warm.sqsh"), uri]], env),
+               timed("hydria warm, layers only", [[HYDRIA, "import", "-q", "-o", str(out / "layers.sqsh"), uri]],
+                     {**env, "HYDRIA_CACHE_IMAGES": "0"})]
     if not peers:
         return results
     layout, bundle = out / "layout", out / "bundle"

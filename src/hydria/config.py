@@ -53,13 +53,14 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("SYSCONF_PATH", "path", DEFAULT_SYSCONF_PATH, "System configuration: hooks.d, mounts.d, environ.d"),
     SettingSpec("RUNTIME_PATH", "path", "${HYDRIA_RUNTIME_DEFAULT}", "Per-start working area (private, 0700)"),
     SettingSpec("CONFIG_PATH", "path", "${XDG_CONFIG_HOME}/hydria", "User configuration: .credentials, hooks.d, mounts.d, environ.d"),
-    SettingSpec("CACHE_PATH", "path", "${XDG_CACHE_HOME}/hydria", "Content-addressed blob cache"),
+    SettingSpec("CACHE_PATH", "path", "${XDG_CACHE_HOME}/hydria", "Content-addressed blob cache, and the images kept for importing again"),
     SettingSpec("DATA_PATH", "path", "${XDG_DATA_HOME}/hydria", "Named containers"),
     SettingSpec("TEMP_PATH", "path", "${TMPDIR:-/tmp}", "Temporary files of import, load and bundle"),
     SettingSpec("GZIP_PROGRAM", "str", "pigz", "External gzip decompressor, used when installed"),
     SettingSpec("ZSTD_OPTIONS", "str", "-1", "zstd level for blobs re-compressed into the cache"),
     SettingSpec("SQUASH_OPTIONS", "str", "-comp zstd -Xcompression-level 3", "Compression options of the squashfs images hydria writes"),
     SettingSpec("MAX_PROCESSORS", "int", "${HYDRIA_NPROC}", "Parallelism of squashfs tools and decompression (0: unlimited)"),
+    SettingSpec("CACHE_IMAGES", "int", "2", "Registry images each user keeps in the cache, so that importing one again is a copy (0: none)"),
     SettingSpec("MAX_CONNECTIONS", "int", "10", "Concurrent blob downloads (0: unlimited)"),
     SettingSpec("CONNECT_TIMEOUT", "int", "30", "Seconds to wait for a registry connection"),
     SettingSpec("TRANSFER_TIMEOUT", "int", "0", "Seconds a single transfer may take (0: unlimited)"),
@@ -101,6 +102,7 @@ class Settings(Record):
     zstd_options: str
     squash_options: str
     max_processors: int
+    cache_images: int
     max_connections: int
     connect_timeout: int
     transfer_timeout: int

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -86,3 +88,13 @@ def cluster(hydria_bin: str) -> Iterator[None]:
 def submit(cluster: None, workspace: Workspace) -> slurm.Submitter:
     """Slurm's client commands as the test user, against the running test cluster."""
     return slurm.Submitter(workspace)
+
+
+@pytest.fixture
+def shared_cache() -> Iterator[Path]:
+    """A cache directory for several users: world-writable and sticky, like /tmp."""
+    path = Path("/tmp") / f"hydria-shared-cache-{os.getpid()}-{threading.get_ident()}"
+    path.mkdir(mode=0o1777)
+    path.chmod(0o1777)
+    yield path
+    subprocess.run(["rm", "-rf", str(path)], check=True)

@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import tarfile
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -183,15 +181,6 @@ def test_eight_concurrent_imports_download_each_blob_once(debian: PublishedImage
     assert fetches and set(fetches.values()) == {1}, fetches
     sizes = {(workspace.out / f"c{i}.sqsh").read_bytes() for i in range(8)}
     assert len(sizes) == 1
-
-
-@pytest.fixture
-def shared_cache() -> Iterator[Path]:
-    path = Path("/tmp") / f"hydria-shared-cache-{os.getpid()}-{threading.get_ident()}"
-    path.mkdir(mode=0o1777)
-    path.chmod(0o1777)
-    yield path
-    subprocess.run(["rm", "-rf", str(path)], check=True)
 
 
 def test_shared_cache_serves_several_users_safely(busybox: PublishedImage, registry: Registry,

@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import IO
 
-from hydria.anonfile import anonymous_file
+from hydria.anonfile import AnonymousFile, anonymous_file
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.image import manifest as mf
@@ -20,6 +20,7 @@ from hydria.image.cache import BlobCache
 from hydria.image.compression import Prefetcher, decompressed
 from hydria.image.config import runtime_files
 from hydria.image.flatten import ExtraFile, LayerStream, flatten
+from hydria.image.imagecache import CachedImage, ImageCache
 from hydria.image.reference import EngineImage, ImageReference, LocalImage, RegistryImage, parse
 from hydria.image.squashfs import SquashfsFailed, Tar2Sqfs, tar2sqfs_options
 from hydria.log import Logger
@@ -66,7 +67,11 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
         found = resolved.config.get("architecture")
         if found and found != want.architecture:
             log.warning("Image architecture doesn't match the requested one: %s != %s", found, want.architecture)
-        write_image(resolved, target, options)
+        kept = None
+        if resolved.digest and settings.cache_images > 0:
+            kept = ImageCache(settings.cache_path, settings.cache_images).entry(
+                resolved.uri, resolved.digest, settings.squash_options)
+        write_image(resolved, target, options, kept)
     log.info("Image written to %s", target)
     return target
 
@@ -113,24 +118,38 @@ def _open_source(ref: ImageReference, settings: Settings, cwd: Path,
     return open_engine(ref, settings, stack)
 
 
-def write_image(resolved: mf.ResolvedImage, target: Path, options: list[str]) -> None:
-    """Flatten ``resolved`` into a squashfs at ``target`` (which must not exist)."""
+def write_image(resolved: mf.ResolvedImage, target: Path, options: list[str], kept: CachedImage | None = None) -> None:
+    """Write ``resolved`` as a squashfs at ``target`` (which must not exist): the ``kept`` image
+    when the cache has it, else flattened and squashed (and then kept)."""
+    try:
+        if kept is not None and kept.link_to(target):
+            log.info("Found the image in cache")
+            return
+    except FileExistsError:
+        raise OutputExists(f"File already exists: {target}") from None
+    with anonymous_file(target) as image:
+        _squash(resolved, image, options)
+        if not image.commit():
+            raise OutputExists(f"File already exists: {target}")
+    if kept is not None:
+        kept.keep(target)
+
+
+def _squash(resolved: mf.ResolvedImage, image: AnonymousFile, options: list[str]) -> None:
     files = runtime_files(resolved.config.get("config") or {}, resolved.uri)
     extras = [ExtraFile(path, content.encode()) for path, content in files.files().items()]
     layers = [LayerStream(d.digest, _layer_opener(resolved, d)) for d in reversed(resolved.layers)]
-    with anonymous_file(target) as image:
-        writer = Tar2Sqfs(image.path, options, (image.fd,))
-        try:
-            stats = flatten(layers, extras, writer.stdin, ensure_dirs=[files.workdir])
-        except BrokenPipeError:
-            writer.finish()  # tar2sqfs stopped reading: raises with its own message
-            raise SquashfsFailed("tar2sqfs stopped reading the image stream") from None
-        except BaseException:
-            writer.abort()
-            raise
-        writer.finish()
-        if not image.commit():
-            raise OutputExists(f"File already exists: {target}")
+    resolved.fetch_layers()
+    writer = Tar2Sqfs(image.path, options, (image.fd,))
+    try:
+        stats = flatten(layers, extras, writer.stdin, ensure_dirs=[files.workdir])
+    except BrokenPipeError:
+        writer.finish()  # tar2sqfs stopped reading: raises with its own message
+        raise SquashfsFailed("tar2sqfs stopped reading the image stream") from None
+    except BaseException:
+        writer.abort()
+        raise
+    writer.finish()
     log.debug("flattened %d entries, %d bytes, %d whiteouts; dropped %d device nodes",
               stats.entries, stats.bytes, stats.whiteouts, stats.devices_dropped)
 

@@ -137,11 +137,22 @@ def choose_platform(entries: Sequence[Descriptor], want: Platform, where: str) -
                         hint="choose one of those with --arch")
 
 
+def _nothing() -> None:
+    pass
+
+
 @dataclass(frozen=True)
 class ResolvedImage:
-    """What a source found: the image config, its layers, and how to read each layer's blob."""
+    """What a source found: the image config, its layers, and how to read each layer's blob.
+
+    ``digest``: the registry's manifest digest (None for local sources), which pins the content.
+    ``fetch_layers``: start getting the layers (a registry downloads those its cache lacks);
+    called once the image is known to be needed.
+    """
 
     uri: str
     config: dict[str, Any]
     layers: tuple[Descriptor, ...]
     open_blob: Callable[[Descriptor], AbstractContextManager[IO[bytes]]]
+    digest: str | None = None
+    fetch_layers: Callable[[], None] = _nothing

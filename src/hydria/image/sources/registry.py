@@ -195,19 +195,20 @@ class RegistrySource:
     # --- resolution and blobs -----------------------------------------------------------------
 
     def resolve(self, want: mf.Platform) -> mf.ResolvedImage:
-        """Find the manifest for ``want``, fetch its config, and start fetching the layers the
-        cache lacks, top layer first, so the merge (which starts at the top) overlaps them."""
+        """Find the manifest for ``want`` and fetch its config. Its ``fetch_layers`` starts
+        fetching the layers the cache lacks, top layer first, so the merge (which starts at the
+        top) overlaps them."""
         where = f"{self.ref.registry}/{self.ref.repository}:{self.ref.reference}"
-        document, media_type, _ = self._manifest(self.ref.reference, where)
+        document, media_type, digest = self._manifest(self.ref.reference, where)
         if media_type in mf.INDEX_TYPES:
             chosen = mf.choose_platform(mf.parse_index(document, where), want, where)
-            document, media_type, _ = self._manifest(chosen.digest, where)
+            document, media_type, digest = self._manifest(chosen.digest, where)
         manifest = mf.parse_manifest(document, media_type, where)
         self.fetch([manifest.config])
         with self.open_blob(manifest.config) as blob:
             config = mf.load_json(blob.read(), f"the image config of {where}")
-        self.fetch(list(reversed(manifest.layers)), wait=False)
-        return mf.ResolvedImage(self.ref.uri, config, manifest.layers, self.open_blob)
+        return mf.ResolvedImage(self.ref.uri, config, manifest.layers, self.open_blob, digest,
+                                lambda: self.fetch(list(reversed(manifest.layers)), wait=False))
 
     def digest(self, want: mf.Platform) -> str:
         """``hydria digest``: the digest of the manifest for ``want`` (the index's entry for it,

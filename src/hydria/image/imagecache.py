@@ -1,0 +1,189 @@
+"""Finished images kept in the cache, so that importing a registry image again (a Slurm job's
+``--container-image`` on every step, a script that imports before each run) is a hardlink to the
+image made last time instead of merging and compressing all its layers again.
+
+An entry is ``CACHE/images/<uid>/<key>.<size>.<mtime_ns>.sqsh``, a hardlink to an imported image
+(a copy when the output is on another file system). The key is a digest of everything the
+image's bytes depend on: the manifest's digest (which pins the config and every layer), the URI
+(the provenance line of ``/etc/rc``), the squash options and hydria's image format; a moved tag
+has another manifest digest, so it misses. Size and modification time are those of the finished
+image: an entry whose file was since written to (say, ``cp`` over the imported file, which
+writes into the same inode) no longer matches them and is dropped, never used.
+
+Entries sit in a directory of their own user (0700), in a shared cache too: nobody uses an image
+another user wrote. The ``HYDRIA_CACHE_IMAGES`` most recently used entries of a user are kept
+(a link or ``chmod`` marks use, through the inode's change time). Keeping an image can fail
+(a full disk): that is a warning, never a failed import.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from hydria import __version__
+from hydria.anonfile import anonymous_file
+from hydria.errors import HydriaError
+from hydria.log import Logger
+from hydria.paths import ensure_dir
+
+log = Logger(__name__)
+
+IMAGE_FORMAT = "1"  # change it when an import writes other bytes for the same inputs
+SUFFIX = ".sqsh"
+_NO_COPY_FILE_RANGE = (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL)
+
+
+def copy_file(source: int, target: int) -> None:
+    """Copy all of ``source`` to the start of ``target`` inside the kernel (a reflink where the
+    file system can), with sendfile where copy_file_range cannot."""
+    size = os.fstat(source).st_size
+    offset = 0
+    try:
+        while offset < size:
+            copied = os.copy_file_range(source, target, size - offset, offset, offset)
+            if copied == 0:
+                break
+            offset += copied
+    except OSError as e:
+        if e.errno not in _NO_COPY_FILE_RANGE:
+            raise
+    os.lseek(target, offset, os.SEEK_SET)
+    while offset < size:
+        copied = os.sendfile(target, source, offset, size - offset)
+        if copied == 0:
+            break
+        offset += copied
+    if offset != size:
+        raise OSError(errno.EIO, f"copied {offset} of {size} bytes")
+
+
+class ImageCache:
+    """The images one user keeps under the cache directory ``root``; ``keep`` of them at most."""
+
+    def __init__(self, root: str | Path, keep: int) -> None:
+        self.directory = Path(root) / "images" / str(os.geteuid())
+        self.keep = keep
+
+    def entry(self, uri: str, manifest_digest: str, squash_options: str) -> CachedImage:
+        text = f"{IMAGE_FORMAT}\n{__version__}\n{uri}\n{manifest_digest}\n{squash_options}"
+        return CachedImage(self, hashlib.sha256(text.encode()).hexdigest())
+
+    def prepare(self) -> None:
+        """The user's own directory, made as the blob cache makes its own (``images`` shared and
+        sticky in a shared cache); one that another user made is refused."""
+        images = self.directory.parent
+        if not images.is_dir():
+            shared = images.parent.stat().st_mode & 0o1777 == 0o1777
+            try:
+                images.mkdir(mode=0o1777 if shared else 0o700)
+                if shared:
+                    images.chmod(0o1777)
+            except FileExistsError:
+                pass
+        ensure_dir(str(self.directory), setting="HYDRIA_CACHE_PATH")
+
+    def evict(self) -> None:
+        """Remove all but the ``keep`` most recently used entries."""
+        entries = []
+        for path in self.directory.glob("*" + SUFFIX):
+            try:
+                entries.append((path.stat().st_ctime_ns, path))
+            except FileNotFoundError:
+                continue  # another import removed it
+        for _, path in sorted(entries, reverse=True)[self.keep:]:
+            path.unlink(missing_ok=True)
+
+
+class CachedImage:
+    """The place of one image (by its key) in the cache."""
+
+    def __init__(self, cache: ImageCache, key: str) -> None:
+        self.cache = cache
+        self.key = key
+
+    def _candidates(self) -> Iterator[Path]:
+        try:
+            names = os.listdir(self.cache.directory)
+        except FileNotFoundError:
+            return
+        for name in names:
+            if name.startswith(self.key + ".") and name.endswith(SUFFIX):
+                yield self.cache.directory / name
+
+    def _valid(self) -> Path | None:
+        """The entry, if there is one and its file is still the image it was; stale ones go."""
+        for path in self._candidates():
+            try:
+                size, mtime = (int(part) for part in path.name[len(self.key) + 1:-len(SUFFIX)].split("."))
+                info = path.stat()
+            except (ValueError, FileNotFoundError):
+                info = None
+            if info is not None and (info.st_size, info.st_mtime_ns) == (size, mtime):
+                return path
+            log.debug("dropping the changed cache entry %s", path)
+            path.unlink(missing_ok=True)
+        return None
+
+    def link_to(self, target: Path) -> bool:
+        """Give ``target`` the kept image (a hardlink, or a copy across file systems); False when
+        there is none.
+
+        Raises:
+            FileExistsError: ``target`` appeared meanwhile.
+        """
+        found = self._valid()
+        if found is None:
+            return False
+        try:
+            os.link(found, target)
+            return True
+        except FileNotFoundError:
+            return False  # evicted by a concurrent import
+        except OSError as e:
+            if e.errno not in (errno.EXDEV, errno.EPERM):
+                raise
+        try:
+            source = os.open(found, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            os.fchmod(source, os.fstat(source).st_mode)  # marks the use (change time)
+            with anonymous_file(target) as copy:
+                copy_file(source, copy.fd)
+                if not copy.commit():
+                    raise FileExistsError(target)
+        finally:
+            os.close(source)
+        return True
+
+    def keep(self, image: Path) -> None:
+        """Keep the just imported ``image`` (a hardlink, or a copy across file systems), then drop
+        the least recently used entries."""
+        try:
+            self.cache.prepare()
+            info = image.stat()
+            try:
+                os.link(image, self._name(info))
+            except OSError as e:
+                if e.errno not in (errno.EXDEV, errno.EPERM):
+                    raise
+                self._keep_copy(image)
+            self.cache.evict()
+        except FileExistsError:
+            pass  # a concurrent import of the same image kept it first
+        except (OSError, HydriaError) as e:
+            message = e.message if isinstance(e, HydriaError) else (e.strerror or str(e))
+            log.warning("Could not keep the image in the cache (%s): %s", self.cache.directory, message)
+
+    def _name(self, info: os.stat_result) -> Path:
+        return self.cache.directory / f"{self.key}.{info.st_size}.{info.st_mtime_ns}{SUFFIX}"
+
+    def _keep_copy(self, image: Path) -> None:
+        with open(image, "rb") as source, anonymous_file(self.cache.directory / self.key) as kept:
+            copy_file(source.fileno(), kept.fd)
+            kept.target = self._name(os.fstat(kept.fd))
+            kept.commit()
