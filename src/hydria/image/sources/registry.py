@@ -34,7 +34,6 @@ from hydria.log import Logger
 
 log = Logger(__name__)
 
-CHUNK = 1 << 20
 _REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
             405: "Method Not Allowed", 408: "Request Timeout", 429: "Too Many Requests",
             500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable",
@@ -262,7 +261,7 @@ class RegistrySource:
             deadline = started + self.settings.transfer_timeout if self.settings.transfer_timeout else None
             self.progress.start(descriptor.digest, descriptor.size)
             with self._request(f"blobs/{descriptor.digest}") as response:
-                for chunk in response.iter_bytes(CHUNK):
+                for chunk in response.iter_bytes():  # as they arrive: re-chunking copied every byte again
                     out.write(chunk)
                     self.progress.advance(descriptor.digest, len(chunk))
                     if deadline and time.monotonic() > deadline:
