@@ -32,7 +32,7 @@ from testbed.recipes import DEFAULT_CACHE, get_image
 from testbed.registry import Registry
 from testbed.tarbuild import LayerTar
 
-SQUASH_OPTIONS = "-comp zstd -Xcompression-level 3"  # hydria's default; --squash-options to compare others
+SQUASH_OPTIONS = "-comp zstd -Xcompression-level 1"  # hydria's default; --squash-options to compare others
 HYDRIA = str(Path(sys.executable).parent / "hydria")
 
 

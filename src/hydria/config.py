@@ -58,7 +58,7 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("TEMP_PATH", "path", "${TMPDIR:-/tmp}", "Temporary files of import, load and bundle"),
     SettingSpec("GZIP_PROGRAM", "str", "pigz", "External gzip decompressor, used when installed"),
     SettingSpec("ZSTD_OPTIONS", "str", "-1", "zstd level for blobs re-compressed into the cache"),
-    SettingSpec("SQUASH_OPTIONS", "str", "-comp zstd -Xcompression-level 3", "Compression options of the squashfs images hydria writes"),
+    SettingSpec("SQUASH_OPTIONS", "str", "-comp zstd -Xcompression-level 1", "Compression options of the squashfs images hydria writes"),
     SettingSpec("MAX_PROCESSORS", "int", "${HYDRIA_NPROC}", "Parallelism of squashfs tools and decompression (0: unlimited)"),
     SettingSpec("CACHE_IMAGES", "int", "2", "Registry images each user keeps in the cache, so that importing one again is a copy (0: none)"),
     SettingSpec("MAX_CONNECTIONS", "int", "10", "Concurrent blob downloads (0: unlimited)"),
