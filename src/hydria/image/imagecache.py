@@ -165,6 +165,8 @@ class CachedImage:
         the least recently used entries."""
         try:
             self.cache.prepare()
+            if self._valid() is not None:
+                return  # a concurrent import of the same image kept it first
             info = image.stat()
             try:
                 os.link(image, self._name(info))
