@@ -43,10 +43,10 @@ def _reference(text: str, start: int, variables: Mapping[str, str]) -> tuple[str
     """The value of the reference that follows the ``$`` before ``start``, and where it ends."""
     following = text[start:start + 1]
     if following in _NAME_START:
-        end = _name_end(text, start)
+        end = name_end(text, start)
         return _value(text[start:end], None, "", variables), end
     if following == "{":
-        end = _name_end(text, start + 1)
+        end = name_end(text, start + 1)
         close = text.find("}", end)
         operator = next((op for op in (":-", "-") if text.startswith(op, end)), None)
         if end > start + 1 and close >= 0 and (close == end or operator):
@@ -60,7 +60,8 @@ def _reference(text: str, start: int, variables: Mapping[str, str]) -> tuple[str
     raise ExpansionError(f"stray '$' in {text!r}; write $$ for a literal dollar sign")
 
 
-def _name_end(text: str, start: int) -> int:
+def name_end(text: str, start: int) -> int:
+    """Where the shell variable name that starts at ``start`` ends (``start``: none there)."""
     end = start
     if end < len(text) and text[end] in _NAME_START:
         while end < len(text) and text[end] in _NAME_CHARACTERS:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import random
+import re
 from pathlib import Path
 
 import pytest
@@ -53,6 +55,17 @@ def test_options_split_into_flags_propagation_and_data() -> None:
 
 def test_substitution_only_braced_and_unset_is_empty() -> None:
     assert substitute("${HYDRIA_ROOTFS}/data $HOME ${NOPE}x", {"HYDRIA_ROOTFS": "/r", "HOME": "/h"}) == "/r/data $HOME x"
+    assert substitute("$${A}${${A}}${1A}${A", {"A": "v"}) == "$v${v}${1A}${A"
+
+
+def test_substitution_scanner_matches_the_regular_expression() -> None:
+    """The scanner replaced ``re.sub`` (start time); it must substitute exactly as that did."""
+    pattern = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+    env = {"A": "x", "B_1": "${A}", "_": ""}
+    rng = random.Random(7)
+    for _ in range(20000):
+        text = "".join(rng.choice(["$", "{", "}", "A", "B_1", "_", "1", "/", " ", "${", "}"]) for _ in range(rng.randint(0, 12)))
+        assert substitute(text, env) == pattern.sub(lambda m: env.get(m.group(1), ""), text), text
 
 
 @pytest.mark.parametrize(("value", "expected"), [
