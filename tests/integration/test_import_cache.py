@@ -23,7 +23,7 @@ FOUND = "Found the image in cache"
 
 
 def kept_images(workspace: Workspace) -> list[Path]:
-    directory = workspace.cache / "images" / str(workspace.user.uid)
+    directory = workspace.cache / f"images.{workspace.user.uid}"
     return sorted(directory.iterdir()) if directory.is_dir() else []
 
 
@@ -115,12 +115,21 @@ def test_users_keep_their_own_images(uri: str, workspace: Workspace, other_works
     assert workspace.run("import", "-o", "mine.sqsh", uri, HYDRIA_CACHE_PATH=str(shared_cache)).returncode == 0
     theirs = other_workspace.run("import", "-o", "theirs.sqsh", uri, HYDRIA_CACHE_PATH=str(shared_cache))
     assert theirs.returncode == 0 and FOUND not in theirs.stderr  # never another user's image
-    images = shared_cache / "images"
-    assert images.stat().st_mode & 0o7777 == 0o1777
     for user in (workspace.user, other_workspace.user):
-        own = images / str(user.uid)
+        own = shared_cache / f"images.{user.uid}"
         assert own.stat().st_uid == user.uid and own.stat().st_mode & 0o777 == 0o700
-    assert run_as(other_workspace.user, ["ls", str(images / str(workspace.user.uid))]).returncode != 0
+    mine = shared_cache / f"images.{workspace.user.uid}"
+    assert run_as(other_workspace.user, ["ls", str(mine)]).returncode != 0
+    assert run_as(other_workspace.user, ["mv", str(mine), str(shared_cache / "stolen")]).returncode != 0
+
+
+def test_a_directory_planted_by_another_user_is_not_used(uri: str, workspace: Workspace,
+                                                         other_workspace: Workspace, shared_cache: Path) -> None:
+    planted = shared_cache / f"images.{workspace.user.uid}"
+    assert run_as(other_workspace.user, ["mkdir", "-m", "777", str(planted)]).returncode == 0
+    result = workspace.run("import", "-o", "mine.sqsh", uri, HYDRIA_CACHE_PATH=str(shared_cache))
+    assert result.returncode == 0 and "Could not keep the image in the cache" in result.stderr
+    assert list(planted.iterdir()) == []
 
 
 def test_existing_output_is_still_refused(uri: str, workspace: Workspace) -> None:

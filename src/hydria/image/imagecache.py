@@ -2,7 +2,7 @@
 ``--container-image`` on every step, a script that imports before each run) is a hardlink to the
 image made last time instead of merging and compressing all its layers again.
 
-An entry is ``CACHE/images/<uid>/<key>.<size>.<mtime_ns>.sqsh``, a hardlink to an imported image
+An entry is ``CACHE/images.<uid>/<key>.<size>.<mtime_ns>.sqsh``, a hardlink to an imported image
 (a copy when the output is on another file system). The key is a digest of everything the
 image's bytes depend on: the manifest's digest (which pins the config and every layer), the URI
 (the provenance line of ``/etc/rc``), the squash options and hydria's image format; a moved tag
@@ -65,7 +65,9 @@ class ImageCache:
     """The images one user keeps under the cache directory ``root``; ``keep`` of them at most."""
 
     def __init__(self, root: str | Path, keep: int) -> None:
-        self.directory = Path(root) / "images" / str(os.geteuid())
+        # Right in the cache directory, not in a shared "images" folder: in a shared (sticky)
+        # cache the owner of such a folder could rename other users' entries.
+        self.directory = Path(root) / f"images.{os.geteuid()}"
         self.keep = keep
 
     def entry(self, uri: str, manifest_digest: str, squash_options: str) -> CachedImage:
@@ -73,17 +75,7 @@ class ImageCache:
         return CachedImage(self, hashlib.sha256(text.encode()).hexdigest())
 
     def prepare(self) -> None:
-        """The user's own directory, made as the blob cache makes its own (``images`` shared and
-        sticky in a shared cache); one that another user made is refused."""
-        images = self.directory.parent
-        if not images.is_dir():
-            shared = images.parent.stat().st_mode & 0o1777 == 0o1777
-            try:
-                images.mkdir(mode=0o1777 if shared else 0o700)
-                if shared:
-                    images.chmod(0o1777)
-            except FileExistsError:
-                pass
+        """The user's own directory; one another user made is refused."""
         ensure_dir(str(self.directory), setting="HYDRIA_CACHE_PATH")
 
     def evict(self) -> None:
@@ -122,7 +114,7 @@ class CachedImage:
                 info = path.stat()
             except (ValueError, FileNotFoundError):
                 info = None
-            if info is not None and (info.st_size, info.st_mtime_ns) == (size, mtime):
+            if info is not None and (info.st_size, info.st_mtime_ns, info.st_uid) == (size, mtime, os.geteuid()):
                 return path
             log.debug("dropping the changed cache entry %s", path)
             path.unlink(missing_ok=True)
