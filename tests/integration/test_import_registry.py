@@ -257,3 +257,30 @@ def test_blob_corrupted_by_the_registry_is_rejected_while_streaming(busybox: Pub
     assert f"{registry.address}/hydria/corrupt: Checksum mismatch: sha256:{hex_digest}" in result.stderr
     assert not (workspace.out / "corrupt.sqsh").exists()
     assert not (workspace.cache / "blobs" / "sha256" / hex_digest).exists()
+
+
+def test_blob_renamed_by_the_owner_of_the_shared_folders_is_detected(
+        busybox: PublishedImage, registry: Registry, workspace: Workspace, other_workspace: Workspace,
+        shared_cache: Path, image_workdir: Path) -> None:
+    """In a sticky folder its owner may still rename other users' files: whoever made the cache's
+    blob folders could give a user's own blob another digest's name. Such blobs are verified."""
+    work = image_workdir / "renamed"
+    work.mkdir()
+    base, config = busybox.image.layers[0], busybox.image.config
+    layers = {}
+    for name in ("first", "second"):
+        layers[name] = make_layer(layer_file(work / f"{name}.tar", (f"opt/{name}.txt", f"{name}\n")), work)
+        push([Image([base, layers[name]], config)], registry.address, f"hydria/renamed-{name}", "latest", work)
+    uri = {name: f"docker://{registry.address}#hydria/renamed-{name}:latest" for name in layers}
+    seed = other_workspace.run("import", "-o", "seed.sqsh", busybox.docker_uri, HYDRIA_CACHE_PATH=str(shared_cache))
+    assert seed.returncode == 0, seed.stderr  # the other user made the blob folders
+    assert workspace.run("import", "-o", "first.sqsh", uri["first"], HYDRIA_CACHE_PATH=str(shared_cache)).returncode == 0
+    blobs = shared_cache / "blobs" / "sha256"
+    first_hex, second_hex = (layers[name].blob.digest.split(":")[1] for name in ("first", "second"))
+    assert (blobs / first_hex).stat().st_uid == workspace.user.uid
+    renamed = run_as(other_workspace.user, ["mv", str(blobs / first_hex), str(blobs / second_hex)])
+    assert renamed.returncode == 0, renamed.stderr
+    result = workspace.run("import", "-o", "second.sqsh", uri["second"], HYDRIA_CACHE_PATH=str(shared_cache))
+    assert result.returncode == 1
+    assert f"Checksum mismatch: sha256:{second_hex}" in result.stderr
+    assert not (workspace.out / "second.sqsh").exists()

@@ -9,7 +9,8 @@ many users at once.
 * Shared cache: when the cache directory is world-writable and sticky (mode 1777, like ``/tmp``),
   hydria keeps that mode on the directories it makes inside, writes blobs 0644, and so every user
   can read and add blobs while only a blob's writer (or root) can delete it. A blob another user
-  wrote is verified against its digest as it is read, so nobody can slip a wrong blob to others.
+  wrote is verified against its digest as it is read, so nobody can slip a wrong blob to others;
+  so is every blob when the blob folders belong to another user (who could rename blobs there).
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ class BlobCache:
         self.shared = shared
         self.blobs = self._subdir("blobs", "sha256")
         self.locks = self._subdir("locks")
+        # The owner of a blob's folder can rename the blobs in it, also in a sticky one: then even
+        # this user's own blobs may sit under another digest's name, and are verified as read.
+        self.own_folders = all(path.stat().st_uid in (os.geteuid(), 0) for path in (self.blobs, self.blobs.parent))
 
     def _subdir(self, *parts: str) -> Path:
         path = self.root.joinpath(*parts)
@@ -96,7 +100,7 @@ class BlobCache:
             owner = path.stat().st_uid
         except FileNotFoundError:
             return None
-        return CachedBlob(path, owner in (os.geteuid(), 0))
+        return CachedBlob(path, owner in (os.geteuid(), 0) and self.own_folders)
 
     def fetch(self, digest: str, download: Callable[[Writer], None],
               growing: GrowingBlob | None = None) -> CachedBlob:
