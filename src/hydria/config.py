@@ -60,7 +60,7 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("ZSTD_OPTIONS", "str", "-1", "Accepted for enroot configurations; hydria caches blobs as received, never re-compressed"),
     SettingSpec("SQUASH_OPTIONS", "str", "-comp zstd -Xcompression-level 1", "Compression options of the squashfs images hydria writes"),
     SettingSpec("MAX_PROCESSORS", "int", "${HYDRIA_NPROC}", "Parallelism of squashfs tools and decompression (0: unlimited)"),
-    SettingSpec("CACHE_IMAGES", "int", "2", "Registry images each user keeps in the cache, so that importing one again is a copy (0: none)"),
+    SettingSpec("CACHE_IMAGES", "int", "2", "Registry images each user keeps in the cache, so that importing one again is a hardlink or copy (0: none)"),
     SettingSpec("MAX_CONNECTIONS", "int", "10", "Concurrent blob downloads (0: unlimited)"),
     SettingSpec("CONNECT_TIMEOUT", "int", "30", "Seconds to wait for a registry connection"),
     SettingSpec("TRANSFER_TIMEOUT", "int", "0", "Seconds a single transfer may take (0: unlimited)"),
