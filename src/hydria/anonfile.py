@@ -63,3 +63,27 @@ def anonymous_file(target: Path, mode: int = 0o644) -> Iterator[AnonymousFile]:
         os.close(fd)
         if partial is not None:
             partial.unlink(missing_ok=True)
+
+
+def link_or_copy(source: str | Path, target: Path) -> None:
+    """Make ``target`` the same file as ``source``: a hardlink, or where none can be made (another
+    file system, another user's file under protected_hardlinks) a copy with the same modification
+    time, which gets its name only once complete.
+
+    Raises:
+        FileExistsError: ``target`` exists.
+        FileNotFoundError: ``source`` does not.
+    """
+    try:
+        os.link(source, target)
+        return
+    except (FileExistsError, FileNotFoundError):
+        raise
+    except OSError:
+        pass
+    import shutil  # here: starts of named containers spare it
+
+    with anonymous_file(target) as copy:
+        shutil.copy2(source, copy.path)  # copy_file_range or sendfile: a reflink where the file system can
+        if not copy.commit():
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(target))

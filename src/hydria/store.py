@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from hydria.anonfile import link_or_copy
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.paths import delete_tree, ensure_dir
@@ -54,7 +55,7 @@ class Store:
             if unpack:
                 _unsquash(image, staging / ROOTFS)
             else:
-                _link_or_copy(image.resolve(), staging / IMAGE)
+                link_or_copy(image.resolve(), staging / IMAGE)
                 (staging / "upper").mkdir()
                 (staging / "work").mkdir()
             try:
@@ -84,15 +85,6 @@ class Store:
         if not path.is_dir():
             raise HydriaError(f"No such file or directory: {path}")
         delete_tree(path)
-
-
-def _link_or_copy(source: Path, target: Path) -> None:
-    try:
-        os.link(source, target)
-    except OSError:
-        import shutil  # here: starts of named containers spare these imports
-
-        shutil.copyfile(source, target)  # copy_file_range: a reflink where the file system can
 
 
 def _unsquash(image: Path, target: Path) -> None:

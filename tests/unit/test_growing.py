@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from hydria.image.cache import DigestMismatch
-from hydria.image.growing import GrowingBlob
+from hydria.image.growing import FollowingReader, GrowingBlob
 
 
 @pytest.fixture
@@ -28,6 +28,17 @@ def write(blob: GrowingBlob, fd: int, data: bytes) -> None:
     blob.grew(len(data))
 
 
+def following(fd: int, written: bytes = b"") -> tuple[GrowingBlob, FollowingReader]:
+    """A download into ``fd`` that has started (and written ``written``), and its reader."""
+    blob = GrowingBlob()
+    blob.started(fd)
+    if written:
+        write(blob, fd, written)
+    reader = blob.follow()
+    assert reader is not None
+    return blob, reader
+
+
 def later(action: object, delay: float = 0.2) -> threading.Thread:
     def run() -> None:
         time.sleep(delay)
@@ -38,11 +49,7 @@ def later(action: object, delay: float = 0.2) -> threading.Thread:
 
 
 def test_reader_gets_bytes_as_they_arrive_and_the_end_only_when_verified(download_file: int) -> None:
-    blob = GrowingBlob()
-    blob.started(download_file)
-    write(blob, download_file, b"first ")
-    reader = blob.follow()
-    assert reader is not None
+    blob, reader = following(download_file, b"first ")
     assert reader.read(100) == b"first "  # what is there, without waiting for the rest
     thread = later(lambda: write(blob, download_file, b"second"))
     assert reader.read(100) == b"second"  # waited for it
@@ -56,11 +63,7 @@ def test_reader_gets_bytes_as_they_arrive_and_the_end_only_when_verified(downloa
 
 
 def test_reader_gets_the_downloads_error(download_file: int) -> None:
-    blob = GrowingBlob()
-    blob.started(download_file)
-    write(blob, download_file, b"0123456789")
-    reader = blob.follow()
-    assert reader is not None
+    blob, reader = following(download_file, b"0123456789")
     assert reader.read(4) == b"0123"
     failure = DigestMismatch("Checksum mismatch: sha256:ab")
     thread = later(lambda: blob.ended(failure))
@@ -73,10 +76,7 @@ def test_reader_gets_the_downloads_error(download_file: int) -> None:
 
 def test_download_error_waits_for_the_end(download_file: int) -> None:
     """A decompressor that fails first on corrupt bytes must not hide the checksum mismatch."""
-    blob = GrowingBlob()
-    blob.started(download_file)
-    reader = blob.follow()
-    assert reader is not None
+    blob, reader = following(download_file)
     failure = DigestMismatch("Checksum mismatch: sha256:cd")
     thread = later(lambda: blob.ended(failure))
     assert reader.download_error() is failure
@@ -84,10 +84,7 @@ def test_download_error_waits_for_the_end(download_file: int) -> None:
 
 
 def test_read_all_waits_for_the_whole_blob(download_file: int) -> None:
-    blob = GrowingBlob()
-    blob.started(download_file)
-    reader = blob.follow()
-    assert reader is not None
+    blob, reader = following(download_file)
 
     def finish() -> None:
         write(blob, download_file, b"a" * 3000)

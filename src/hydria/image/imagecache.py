@@ -12,20 +12,20 @@ writes into the same inode) no longer matches them and is dropped, never used.
 
 Entries sit in a directory of their own user (0700), in a shared cache too: nobody uses an image
 another user wrote. The ``HYDRIA_CACHE_IMAGES`` most recently used entries of a user are kept
-(a link or ``chmod`` marks use, through the inode's change time). Keeping an image can fail
+(using one marks its inode's change time). Keeping an image can fail
 (a full disk): that is a warning, never a failed import.
 """
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
 from hydria import __version__
-from hydria.anonfile import anonymous_file
+from hydria.anonfile import link_or_copy
 from hydria.errors import HydriaError
 from hydria.log import Logger
 from hydria.paths import ensure_dir
@@ -34,31 +34,6 @@ log = Logger(__name__)
 
 IMAGE_FORMAT = "1"  # change it when an import writes other bytes for the same inputs
 SUFFIX = ".sqsh"
-_NO_COPY_FILE_RANGE = (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL)
-
-
-def copy_file(source: int, target: int) -> None:
-    """Copy all of ``source`` to the start of ``target`` inside the kernel (a reflink where the
-    file system can), with sendfile where copy_file_range cannot."""
-    size = os.fstat(source).st_size
-    offset = 0
-    try:
-        while offset < size:
-            copied = os.copy_file_range(source, target, size - offset, offset, offset)
-            if copied == 0:
-                break
-            offset += copied
-    except OSError as e:
-        if e.errno not in _NO_COPY_FILE_RANGE:
-            raise
-    os.lseek(target, offset, os.SEEK_SET)
-    while offset < size:
-        copied = os.sendfile(target, source, offset, size - offset)
-        if copied == 0:
-            break
-        offset += copied
-    if offset != size:
-        raise OSError(errno.EIO, f"copied {offset} of {size} bytes")
 
 
 class ImageCache:
@@ -73,10 +48,6 @@ class ImageCache:
     def entry(self, uri: str, manifest_digest: str, squash_options: str) -> CachedImage:
         text = f"{IMAGE_FORMAT}\n{__version__}\n{uri}\n{manifest_digest}\n{squash_options}"
         return CachedImage(self, hashlib.sha256(text.encode()).hexdigest())
-
-    def prepare(self) -> None:
-        """The user's own directory; one another user made is refused."""
-        ensure_dir(str(self.directory), setting="HYDRIA_CACHE_PATH")
 
     def evict(self) -> None:
         """Remove all but the ``keep`` most recently used entries."""
@@ -131,41 +102,20 @@ class CachedImage:
         if found is None:
             return False
         try:
-            os.link(found, target)
-            return True
+            os.chmod(found, stat.S_IMODE(found.stat().st_mode))  # marks the use (the change time)
+            link_or_copy(found, target)
         except FileNotFoundError:
             return False  # evicted by a concurrent import
-        except OSError as e:
-            if e.errno not in (errno.EXDEV, errno.EPERM):
-                raise
-        try:
-            source = os.open(found, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return False
-        try:
-            os.fchmod(source, os.fstat(source).st_mode)  # marks the use (change time)
-            with anonymous_file(target) as copy:
-                copy_file(source, copy.fd)
-                if not copy.commit():
-                    raise FileExistsError(target)
-        finally:
-            os.close(source)
         return True
 
     def keep(self, image: Path) -> None:
         """Keep the just imported ``image`` (a hardlink, or a copy across file systems), then drop
         the least recently used entries."""
         try:
-            self.cache.prepare()
+            ensure_dir(str(self.cache.directory), setting="HYDRIA_CACHE_PATH")  # another user's: refused
             if self._valid() is not None:
                 return  # a concurrent import of the same image kept it first
-            info = image.stat()
-            try:
-                os.link(image, self._name(info))
-            except OSError as e:
-                if e.errno not in (errno.EXDEV, errno.EPERM):
-                    raise
-                self._keep_copy(image)
+            link_or_copy(image, self._name(image.stat()))  # a copy keeps size and time: the same name
             self.cache.evict()
         except FileExistsError:
             pass  # a concurrent import of the same image kept it first
@@ -175,9 +125,3 @@ class CachedImage:
 
     def _name(self, info: os.stat_result) -> Path:
         return self.cache.directory / f"{self.key}.{info.st_size}.{info.st_mtime_ns}{SUFFIX}"
-
-    def _keep_copy(self, image: Path) -> None:
-        with open(image, "rb") as source, anonymous_file(self.cache.directory / self.key) as kept:
-            copy_file(source.fileno(), kept.fd)
-            kept.target = self._name(os.fstat(kept.fd))
-            kept.commit()
