@@ -3,6 +3,7 @@ concurrent imports, a cache shared by several users, and hostile layers."""
 
 from __future__ import annotations
 
+import gzip
 import os
 import subprocess
 import tarfile
@@ -55,6 +56,12 @@ def variants(busybox: PublishedImage, registry: Registry, image_workdir: Path) -
         info = tarfile.TarInfo("../../escape")
         tar.addfile(info)
     publish("evil", [Image([base, make_layer(evil_tar, work)], config)])
+    junk = work / "junk.tar"
+    junk.write_bytes(b"this is not a tar archive\n" * 100)
+    publish("notatar", [Image([base, make_layer(junk, work)], config)])
+    truncated = work / "truncated.tar"  # a gzip stream cut short, in a blob that says "tar"
+    truncated.write_bytes(gzip.compress(base.tar_path.read_bytes())[:4096])
+    publish("truncatedgzip", [Image([base, make_layer(truncated, work, "none")], config)])
     return uris
 
 
@@ -96,6 +103,17 @@ def test_single_arch_mismatch_warns(variants: dict[str, str], workspace: Workspa
     result = workspace.run("import", "-a", "arm64", "-o", "x.sqsh", variants["dockerv2"])
     assert result.returncode == 0
     assert "Image architecture doesn't match the requested one: amd64 != arm64" in result.stderr
+
+
+@pytest.mark.parametrize(("name", "reason"), [("notatar", "invalid header"),
+                                              ("truncatedgzip", "ended before the end-of-stream marker")])
+def test_unreadable_layer_fails_clearly_and_writes_nothing(name: str, reason: str, variants: dict[str, str],
+                                                            workspace: Workspace) -> None:
+    result = workspace.run("import", "-o", "x.sqsh", variants[name])
+    assert result.returncode == 1
+    assert "is not a readable tar archive" in result.stderr and reason in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert list(workspace.out.iterdir()) == []
 
 
 def test_escaping_layer_is_refused_and_nothing_is_written(variants: dict[str, str], workspace: Workspace) -> None:

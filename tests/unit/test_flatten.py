@@ -12,6 +12,7 @@ import pytest
 from hydria.image.flatten import (
     ExtraFile,
     LayerStream,
+    UnreadableLayer,
     UnsafeLayer,
     ancestors,
     clean_path,
@@ -199,6 +200,27 @@ def test_escaping_hardlink_target_is_refused() -> None:
 def test_hardlink_to_nothing_is_refused() -> None:
     with pytest.raises(UnsafeLayer, match="not a file of the image"):
         merge(layer(link("evil", "etc/shadow", tarfile.LNKTYPE)))
+
+
+def test_empty_blob_is_a_layer_without_entries() -> None:
+    out = merge(b"", layer(f("etc/hostname", "below")))
+    assert out["etc/hostname#data"] == "below"
+
+
+@pytest.mark.parametrize(("data", "reason"), [
+    (b"not a tar archive\n" * 100, "invalid header"),
+    (layer(f("big", "x" * 5000))[:2048], "unexpected end of data"),
+])
+def test_unreadable_layer_is_refused(data: bytes, reason: str) -> None:
+    with pytest.raises(UnreadableLayer, match=f"layer sha256:0 is not a readable tar archive: .*{reason}"):
+        merge(data)
+
+
+def test_large_files_pass_through_whole() -> None:
+    """Content that spans many read chunks, next to small files, arrives byte for byte."""
+    big = "".join(chr(97 + i % 26) * 1000 for i in range(3000))  # 3 MB in 1 MiB chunks
+    out = merge(layer(f("small", "s"), f("big", big), f("after", "a")))
+    assert out["big#data"] == big and out["small#data"] == "s" and out["after#data"] == "a"
 
 
 def test_extras_sit_above_every_layer() -> None:

@@ -62,6 +62,19 @@ def test_reader_gets_bytes_as_they_arrive_and_the_end_only_when_verified(downloa
     reader.close()
 
 
+def test_readinto_fills_what_has_arrived(download_file: int) -> None:
+    """Decompressors (ISA-L's gzip reader) read through readinto."""
+    blob, reader = following(download_file, b"abc")
+    buffer = bytearray(8)
+    assert reader.readinto(memoryview(buffer)) == 3 and buffer[:3] == b"abc"
+    thread = later(lambda: (write(blob, download_file, b"0123456789"), blob.ended()))
+    assert reader.readinto(memoryview(buffer)) == 8 and buffer == b"01234567"
+    assert reader.readinto(memoryview(buffer)) == 2 and buffer[:2] == b"89"
+    assert reader.readinto(memoryview(buffer)) == 0
+    thread.join()
+    reader.close()
+
+
 def test_reader_gets_the_downloads_error(download_file: int) -> None:
     blob, reader = following(download_file, b"0123456789")
     assert reader.read(4) == b"0123"

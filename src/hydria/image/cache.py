@@ -23,11 +23,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Protocol
+from typing import Protocol
 
 from hydria.anonfile import anonymous_file
 from hydria.errors import HydriaError
 from hydria.image.growing import GrowingBlob
+from hydria.image.manifest import Blob
 from hydria.paths import ensure_dir
 
 SHARED_MODE = 0o1777
@@ -160,7 +161,7 @@ class _HashingWriter:
 class VerifyingReader:
     """Reads a blob and raises DigestMismatch at its end if the content is not ``digest``."""
 
-    def __init__(self, source: IO[bytes], digest: str, where: str) -> None:
+    def __init__(self, source: Blob, digest: str, where: str) -> None:
         self.source = source
         self.digest = digest
         self.where = where
@@ -170,7 +171,19 @@ class VerifyingReader:
         data = self.source.read(size)
         if data:
             self.hash.update(data)
-        elif "sha256:" + self.hash.hexdigest() != self.digest:
+        else:
+            self._check()
+        return data
+
+    def readinto(self, buffer: memoryview) -> int:
+        count = self.source.readinto(buffer)
+        if count:
+            self.hash.update(memoryview(buffer)[:count])
+        else:
+            self._check()
+        return count
+
+    def _check(self) -> None:
+        if "sha256:" + self.hash.hexdigest() != self.digest:
             raise DigestMismatch(f"Checksum mismatch: {self.digest} in {self.where}",
                                  hint="the blob is corrupt or was tampered with; delete it and import again")
-        return data

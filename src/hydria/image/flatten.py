@@ -16,20 +16,27 @@ from __future__ import annotations
 import io
 import tarfile
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Protocol
 
 from hydria.errors import HydriaError
+from hydria.image.compression import DECOMPRESSION_ERRORS
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
-STREAM_BUFFER = 1 << 20
-READ_BUFFER = tarfile.RECORDSIZE
+CHUNK = 1 << 20
+ENCODING = "utf-8"  # of names in the layers and in the merged stream, as tarfile's default
+BLOCK = tarfile.BLOCKSIZE
+_UNREADABLE: tuple[type[Exception], ...] = (tarfile.TarError, *DECOMPRESSION_ERRORS)
 
 
 class UnsafeLayer(HydriaError):
     """A layer entry that would land outside the root filesystem, or a broken link."""
+
+
+class UnreadableLayer(HydriaError):
+    """A layer that is not a tar archive in the compression its first bytes announce."""
 
 
 def clean_path(name: str, layer: str) -> str:
@@ -60,12 +67,19 @@ def usable_mode(mode: int, is_dir: bool) -> int:
     return mode | 0o400 | (0o100 if mode & 0o111 else 0)
 
 
+class LayerContent(Protocol):
+    """An uncompressed layer tar as :class:`LayerStream` gives it: ``read1`` hands over what it
+    has (up to ``size`` bytes), b"" at the end."""
+
+    def read1(self, size: int, /) -> bytes: ...
+
+
 @dataclass(frozen=True)
 class LayerStream:
-    """One layer: ``digest`` for messages, ``open`` gives its uncompressed tar stream."""
+    """One layer: ``digest`` for messages, ``open`` gives its uncompressed tar."""
 
     digest: str
-    open: Callable[[], AbstractContextManager[IO[bytes]]]
+    open: Callable[[], AbstractContextManager[LayerContent]]
 
 
 @dataclass(frozen=True)
@@ -77,20 +91,55 @@ class ExtraFile:
     mode: int = 0o644
 
 
-class _CountingWriter:
-    """A write-only stream that knows its position, which is all tarfile's "w" mode needs."""
+class _TarSource:
+    """A layer's tar for tarfile's "r" mode, which reads headers with ``read`` and skips content
+    with a forward ``seek``; the content of a file written out goes straight from the layer's
+    chunks to the output (:meth:`copy_to`), never through tarfile's buffers."""
 
-    def __init__(self, out: IO[bytes]) -> None:
-        self.out = out
-        self.position = 0
+    def __init__(self, content: LayerContent) -> None:
+        self._content = content
+        self._chunk = b""
+        self._offset = 0  # consumed part of _chunk
+        self._position = 0
 
-    def write(self, data: bytes) -> int:
-        self.out.write(data)
-        self.position += len(data)
-        return len(data)
+    def _take(self, size: int) -> Iterator[memoryview]:
+        """Up to ``size`` bytes (all that is left when negative), as views of the chunks."""
+        while size:
+            if self._offset == len(self._chunk):
+                self._chunk, self._offset = self._content.read1(CHUNK), 0
+                if not self._chunk:
+                    return
+            end = len(self._chunk) if size < 0 else min(len(self._chunk), self._offset + size)
+            piece = memoryview(self._chunk)[self._offset:end]
+            self._offset = end
+            self._position += len(piece)
+            size -= len(piece) if size > 0 else 0
+            yield piece
+
+    def read(self, size: int = -1) -> bytes:
+        return b"".join(self._take(size))
 
     def tell(self) -> int:
-        return self.position
+        return self._position
+
+    def seek(self, position: int, whence: int = io.SEEK_SET) -> int:
+        if whence != io.SEEK_SET or position < self._position:
+            raise io.UnsupportedOperation("a layer is read once, from start to end")
+        for _ in self._take(position - self._position):
+            pass
+        return self._position
+
+    def copy_to(self, out: IO[bytes], size: int) -> None:
+        """Write the next ``size`` bytes to ``out``.
+
+        Raises:
+            tarfile.ReadError: the layer ends before.
+        """
+        for piece in self._take(size):
+            out.write(piece)
+            size -= len(piece)
+        if size:
+            raise tarfile.ReadError("unexpected end of data")
 
 
 @dataclass
@@ -111,7 +160,7 @@ class _Claim:
 class _Merger:
     """The state of a top-down merge: what upper layers wrote, deleted and made opaque."""
 
-    out: tarfile.TarFile
+    out: IO[bytes]
     claimed: dict[str, _Claim] = field(default_factory=dict)
     hidden: set[str] = field(default_factory=set)
     opaque: set[str] = field(default_factory=set)
@@ -134,8 +183,13 @@ class _Merger:
         for parent in ancestors(path):
             self.claimed.setdefault(parent, _Claim(True, False))
 
-    def write(self, info: tarfile.TarInfo, data: IO[bytes] | None) -> None:
-        self.out.addfile(info, data)
+    def write(self, info: tarfile.TarInfo, content: Callable[[IO[bytes], int], object] | None = None) -> None:
+        """Write ``info``'s header and then its ``content(out, size)``, padded to a block."""
+        self.out.write(info.tobuf(tarfile.PAX_FORMAT, ENCODING, "surrogateescape"))
+        if info.size:
+            assert content is not None
+            content(self.out, info.size)
+            self.out.write(bytes(-info.size % BLOCK))
         self.stats.entries += 1
         self.stats.bytes += info.size
 
@@ -161,24 +215,21 @@ def flatten(layers: Sequence[LayerStream], extras: Sequence[ExtraFile], out: IO[
     Raises:
         UnsafeLayer: an entry escapes the root, or a hardlink's target is not in the image.
     """
-    # Not tarfile's "w|" stream mode: its buffer is rebuilt on every write, which costs more than
-    # the rest of the merge. Plain "w" writes straight through and only needs tell().
-    with tarfile.TarFile(fileobj=_CountingWriter(out), mode="w", format=tarfile.PAX_FORMAT,  # type: ignore[arg-type]
-                         copybufsize=STREAM_BUFFER) as tar:
-        merger = _Merger(tar)
-        for extra in extras:
-            _write_extra(merger, extra)
-        for layer in layers:
-            _merge_layer(merger, layer)
-        for directory in ensure_dirs:
-            path = clean_path(directory, "WorkingDir")
-            if path and path not in merger.claimed:
-                _write_extra(merger, ExtraFile(path, None, 0o755))
-        for path, target in merger.link_targets.items():
-            claim = merger.claimed.get(target)
-            if claim is None or not claim.explicit or claim.is_dir:
-                raise UnsafeLayer(f"hardlink /{path} points to /{target}, which is not a file of the image",
-                                  hint="the image is malformed; nothing was written")
+    merger = _Merger(out)
+    for extra in extras:
+        _write_extra(merger, extra)
+    for layer in layers:
+        _merge_layer(merger, layer)
+    for directory in ensure_dirs:
+        path = clean_path(directory, "WorkingDir")
+        if path and path not in merger.claimed:
+            _write_extra(merger, ExtraFile(path, None, 0o755))
+    for path, target in merger.link_targets.items():
+        claim = merger.claimed.get(target)
+        if claim is None or not claim.explicit or claim.is_dir:
+            raise UnsafeLayer(f"hardlink /{path} points to /{target}, which is not a file of the image",
+                              hint="the image is malformed; nothing was written")
+    out.write(bytes(2 * BLOCK))  # the end of the archive
     return merger.stats
 
 
@@ -189,9 +240,39 @@ def _write_extra(merger: _Merger, extra: ExtraFile) -> None:
         info.type = tarfile.DIRTYPE
         merger.write(info, None)
     else:
-        info.size = len(extra.data)
-        merger.write(info, io.BytesIO(extra.data))
+        data = extra.data
+        info.size = len(data)
+        merger.write(info, lambda out, size: out.write(data))
     merger.claim(extra.path, extra.data is None)
+
+
+@contextmanager
+def _reading(layer: LayerStream) -> Iterator[tuple[_TarSource, Iterator[tarfile.TarInfo]]]:
+    """The members of ``layer``, in order; the content of the one just given comes next from
+    the source.
+
+    Raises:
+        UnreadableLayer: the layer is not a tar archive (in the compression it announces).
+    """
+    try:
+        with layer.open() as content:
+            source = _TarSource(content)
+            yield source, _members(source)
+    except _UNREADABLE as e:
+        raise UnreadableLayer(f"layer {layer.digest} is not a readable tar archive: {e}",
+                              hint="the image is malformed or its blob is corrupt; nothing was written") from None
+
+
+def _members(source: _TarSource) -> Iterator[tarfile.TarInfo]:
+    try:
+        tar = tarfile.TarFile(fileobj=source, mode="r", encoding=ENCODING)  # type: ignore[arg-type]
+    except tarfile.ReadError:
+        if source.tell() == 0:
+            return  # an empty blob: a layer without entries, as container engines take it
+        raise
+    while (member := tar.next()) is not None:
+        tar.members.clear()  # type: ignore[attr-defined]  # tarfile keeps every member; the merge needs each once
+        yield member
 
 
 def _merge_layer(merger: _Merger, layer: LayerStream) -> None:
@@ -200,8 +281,8 @@ def _merge_layer(merger: _Merger, layer: LayerStream) -> None:
     written: set[str] = set()  # paths this layer wrote
     passed: set[str] = set()  # regular files of this layer that upper layers covered
     pending: dict[str, list[str]] = {}  # covered target -> hardlinks of this layer that need it
-    with layer.open() as stream, tarfile.open(fileobj=stream, mode="r|", bufsize=READ_BUFFER) as tar:
-        for member in tar:
+    with _reading(layer) as (source, members):
+        for member in members:
             path = clean_path(member.name, layer.digest)
             if not path:
                 continue  # the root directory itself
@@ -231,7 +312,7 @@ def _merge_layer(merger: _Merger, layer: LayerStream) -> None:
                 merger.link_targets[path] = target
                 merger.write(info, None)
             elif member.isreg():
-                merger.write(_output_info(member, path), tar.extractfile(member))
+                merger.write(_output_info(member, path), source.copy_to)
             elif member.isdir() or member.issym() or member.isfifo():
                 merger.write(_output_info(member, path), None)
             else:
@@ -248,14 +329,14 @@ def _merge_layer(merger: _Merger, layer: LayerStream) -> None:
 def _write_covered_link_targets(merger: _Merger, layer: LayerStream, pending: dict[str, list[str]]) -> None:
     """Hardlinks of a layer whose target an upper layer replaced keep the layer's own content:
     read the layer again, write the first link as a file with that content, link the others to it."""
-    with layer.open() as stream, tarfile.open(fileobj=stream, mode="r|", bufsize=READ_BUFFER) as tar:
-        for member in tar:
+    with _reading(layer) as (source, members):
+        for member in members:
             path = clean_path(member.name, layer.digest)
             links = pending.pop(path, None) if member.isreg() else None
             if not links:
                 continue
             first, *others = links
-            merger.write(_output_info(member, first), tar.extractfile(member))
+            merger.write(_output_info(member, first), source.copy_to)
             for other in others:
                 info = _output_info(member, other)
                 info.type, info.size, info.linkname = tarfile.LNKTYPE, 0, first

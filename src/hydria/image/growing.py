@@ -94,6 +94,15 @@ class FollowingReader:
         self._offset += len(data)
         return data
 
+    def readinto(self, buffer: memoryview) -> int:
+        """:meth:`read` into ``buffer``."""
+        available = self._blob.wait_beyond(self._offset)
+        if available == 0:
+            return 0
+        count = os.preadv(self._fd, [memoryview(buffer)[:available]], self._offset)
+        self._offset += count
+        return count
+
     def download_error(self) -> BaseException | None:
         """After reading failed (say, a corrupt stream), what the download says: a checksum
         mismatch is the cause to report rather than the decompressor's complaint."""

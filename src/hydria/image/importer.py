@@ -10,7 +10,6 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
-from typing import IO
 
 from hydria.anonfile import AnonymousFile, anonymous_file
 from hydria.config import Settings
@@ -19,7 +18,7 @@ from hydria.image import manifest as mf
 from hydria.image.cache import BlobCache
 from hydria.image.compression import Prefetcher, decompressed
 from hydria.image.config import runtime_files
-from hydria.image.flatten import ExtraFile, LayerStream, flatten
+from hydria.image.flatten import ExtraFile, LayerContent, LayerStream, flatten
 from hydria.image.imagecache import CachedImage, ImageCache
 from hydria.image.reference import EngineImage, ImageReference, LocalImage, RegistryImage, parse
 from hydria.image.squashfs import SquashfsFailed, Tar2Sqfs, tar2sqfs_options
@@ -154,16 +153,16 @@ def _squash(resolved: mf.ResolvedImage, image: AnonymousFile, options: list[str]
               stats.entries, stats.bytes, stats.whiteouts, stats.devices_dropped)
 
 
-def _layer_opener(resolved: mf.ResolvedImage, descriptor: mf.Descriptor) -> Callable[[], AbstractContextManager[IO[bytes]]]:
+def _layer_opener(resolved: mf.ResolvedImage, descriptor: mf.Descriptor) -> Callable[[], AbstractContextManager[LayerContent]]:
     @contextmanager
-    def open_layer() -> Iterator[IO[bytes]]:
+    def open_layer() -> Iterator[LayerContent]:
         with resolved.open_blob(descriptor) as raw:
             # The prefetcher also reads the blob to its end after the content (a tar ends before
             # its blob, and a forged blob may read as an empty archive): the digest check at EOF
             # always runs.
             reader = Prefetcher(decompressed(raw), raw)
             try:
-                yield reader  # type: ignore[misc]
+                yield reader
             except BaseException:
                 reader.cancel()
                 raise

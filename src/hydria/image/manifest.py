@@ -7,7 +7,7 @@ import platform as host_platform
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any, Protocol
 
 from hydria.errors import HydriaError
 
@@ -141,6 +141,14 @@ def _nothing() -> None:
     pass
 
 
+class Blob(Protocol):
+    """How a blob is read: a cache or archive file, or a reader that verifies or follows one."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+    def readinto(self, buffer: memoryview, /) -> int: ...
+
+
 @dataclass(frozen=True)
 class ResolvedImage:
     """What a source found: the image config, its layers, and how to read each layer's blob.
@@ -153,6 +161,6 @@ class ResolvedImage:
     uri: str
     config: dict[str, Any]
     layers: tuple[Descriptor, ...]
-    open_blob: Callable[[Descriptor], AbstractContextManager[IO[bytes]]]
+    open_blob: Callable[[Descriptor], AbstractContextManager[Blob]]
     digest: str | None = None
     fetch_layers: Callable[[], None] = _nothing

@@ -11,7 +11,7 @@ import tarfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from hydria.errors import HydriaError
 from hydria.image import manifest as mf
@@ -41,13 +41,13 @@ class _Files:
         return name in self.members if self.tar else (self.root / name).is_file()
 
     @contextmanager
-    def open(self, name: str) -> Iterator[IO[bytes]]:
+    def open(self, name: str) -> Iterator[mf.Blob]:
         if self.tar is not None:
             member = self.members.get(name)
             handle = self.tar.extractfile(member) if member else None
             if handle is None:
                 raise HydriaError(f"Invalid image format: {self.where} lacks {name}")
-            yield handle
+            yield handle  # type: ignore[misc]  # typeshed says IO; it is an io.BufferedReader
             return
         try:
             with (self.root / name).open("rb") as handle:
@@ -80,9 +80,9 @@ def _blob_name(digest: str) -> str:
 
 def _opener(files: _Files, name_of: Callable[[mf.Descriptor], str]) -> Callable[[mf.Descriptor], Any]:
     @contextmanager
-    def open_blob(descriptor: mf.Descriptor) -> Iterator[IO[bytes]]:
+    def open_blob(descriptor: mf.Descriptor) -> Iterator[mf.Blob]:
         with files.open(name_of(descriptor)) as handle:
-            yield VerifyingReader(handle, descriptor.digest, files.where)  # type: ignore[misc]
+            yield VerifyingReader(handle, descriptor.digest, files.where)
     return open_blob
 
 

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
 
+import httpcore
 import httpx
 
 from hydria.config import Settings
@@ -33,6 +33,12 @@ from hydria.image.sources import credentials
 from hydria.log import Logger
 
 log = Logger(__name__)
+
+# httpcore reads a response 64 KiB at a time and runs each read through h11's Python parser; for
+# layers of gigabytes that cost a third of the download's CPU time. 1 MiB reads cut the CPU time
+# of downloading 1.5 GB from 3.0 to 2.0 s (hashing and writing included). httpcore has no setting
+# for it; the class attribute is read on each read (httpcore is pinned in pyproject.toml).
+httpcore.HTTP11Connection.READ_NUM_BYTES = 1 << 20
 
 _REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
             405: "Method Not Allowed", 408: "Request Timeout", 429: "Too Many Requests",
@@ -276,7 +282,7 @@ class RegistrySource:
         self.progress.finish(descriptor.digest)
 
     @contextmanager
-    def open_blob(self, descriptor: mf.Descriptor) -> Iterator[IO[bytes]]:
+    def open_blob(self, descriptor: mf.Descriptor) -> Iterator[mf.Blob]:
         """A blob still downloading (read as it arrives), or a cached one (one another user
         wrote is verified as it is read)."""
         growing = self._growing.pop(descriptor.digest, None)
@@ -285,7 +291,7 @@ class RegistrySource:
         if following is not None:
             with following:  # its end is the download's verified end, or its error
                 try:
-                    yield following  # type: ignore[misc]
+                    yield following
                 except Exception as error:  # not an interrupt: that must not wait for the download
                     cause = following.download_error()
                     if cause is not None and cause is not error:
@@ -298,4 +304,4 @@ class RegistrySource:
         if found is None:
             raise RegistryError(f"blob {descriptor.digest} vanished from the cache during the import")
         with found.path.open("rb") as handle:
-            yield handle if found.trusted else VerifyingReader(handle, descriptor.digest, str(found.path))  # type: ignore[misc]
+            yield handle if found.trusted else VerifyingReader(handle, descriptor.digest, str(found.path))
