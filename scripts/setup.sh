@@ -18,6 +18,7 @@ PACKAGES=(
     gcc libc6-dev                                                      # the SPANK shim, fake GPU driver libraries
     slurm-wlm munge libslurm-dev iproute2 openssh-server               # test clusters (nodes: netns; sshd per node)
     libpmix-dev libmpich-dev                                           # srun --mpi=pmix; the PMI2 test program
+    ibverbs-providers                                                  # host verbs providers (MELLANOX_MOUNT_DRIVER)
 )
 missing=()
 for package in "${PACKAGES[@]}"; do

@@ -5,6 +5,7 @@ nodes are plain files; a private /dev (``HYDRIA_RESTRICT_DEV``) receives them, a
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -53,3 +54,33 @@ def test_sharp_network_settings_reach_the_program(images: dict[str, Path], works
     assert result.stdout.split() == ["NCCL_COLLNET_ENABLE=0", "NCCL_SHARP_GROUP_SIZE_THRESH=2",
                                      "SHARP_COLL_LOCK_ON_COMM_INIT=1",
                                      "SHARP_COLL_NUM_COLL_GROUP_RESOURCE_ALLOC_THRESHOLD=0"]
+
+
+def test_mount_driver_brings_the_nodes_provider_libraries(images: dict[str, Path], workspace: Workspace,
+                                                          fake_node: Path) -> None:
+    """The node's real verbs providers (Debian's ibverbs-providers) reach a Debian image that has
+    no rdma-core of its own; only the devices are fake."""
+    libdir = f"/usr/local/lib/{os.uname().machine}-linux-gnu/mellanox"
+    show = (f"cat /etc/libibverbs.d/mlx5.driver /etc/ld.so.conf.d/00-mellanox.conf; ls {libdir};"
+            f"ldd {libdir}/libmlx5-rdmav*.so | grep -E 'lib(ibverbs|nl-3)'")
+    result = workspace.run("start", "-e", "MELLANOX_MOUNT_DRIVER=1", str(images["debian"]), "sh", "-c", show,
+                           HYDRIA_RDMA_ROOT=str(fake_node), HYDRIA_RESTRICT_DEV="y", MELLANOX_VISIBLE_DEVICES="0")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:2] == [f"driver {libdir}/libmlx5", libdir]
+    host_driver = max(Path(f"/usr/lib/{os.uname().machine}-linux-gnu/libibverbs").glob("libmlx5-*.so"))
+    assert {host_driver.name, "libibverbs.so.1", "libibverbs.so", "libnl-3.so.200"} <= set(lines)
+    resolved = {line.split()[0]: line.split()[2] for line in lines if "=>" in line}
+    assert resolved == {"libibverbs.so.1": f"{libdir}/libibverbs.so.1", "libnl-3.so.200": f"{libdir}/libnl-3.so.200"}
+    inside = workspace.run("start", str(images["debian"]), "sh", "-c", f"test -e {libdir} || echo absent",
+                           HYDRIA_RDMA_ROOT=str(fake_node), HYDRIA_RESTRICT_DEV="y", MELLANOX_VISIBLE_DEVICES="0")
+    assert inside.stdout == "absent\n"  # without MELLANOX_MOUNT_DRIVER, nothing of the node's
+
+
+def test_mount_driver_without_provider_config_fails_clearly(images: dict[str, Path], workspace: Workspace,
+                                                             fake_node: Path) -> None:
+    result = workspace.run("start", str(images["debian"]), "true", HYDRIA_RDMA_ROOT=str(fake_node),
+                           HYDRIA_RESTRICT_DEV="y", MELLANOX_VISIBLE_DEVICES="all", MELLANOX_MOUNT_DRIVER="1",
+                           MELLANOX_CONFIG_DIR=str(workspace.root / "nowhere"))
+    assert result.returncode == 1
+    assert f"Provider config not found: {workspace.root / 'nowhere'}/mlx5.driver" in result.stderr

@@ -9,9 +9,9 @@ are the verbs devices of the mlx4/mlx5 drivers, in the order of
 Before the container switches root: ``/sys/class/infiniband``, ``infiniband_verbs``,
 ``infiniband_cm`` and ``infiniband_mad`` are hidden behind empty tmpfs mounts, their
 ``abi_version`` files and ``/dev/infiniband/rdma_cm`` are bound back, and for each selected device
-its ``/dev/infiniband/uverbsN`` is bound and its sysfs entries are linked back. What enroot does
-only for real root (umad/issm) and its ``MELLANOX_MOUNT_DRIVER`` (the host's provider libraries)
-are not done: images that use RDMA carry their own rdma-core.
+its ``/dev/infiniband/uverbsN`` is bound and its sysfs entries are linked back. With ``MELLANOX_MOUNT_DRIVER`` the node's provider
+libraries come too (:mod:`hydria.hooks.ibdriver`). What enroot does only for real root
+(umad/issm) is not done.
 
 ``device_root`` is where the node's /sys and /dev are (/ but in tests, which use a fake tree:
 no InfiniBand card exists there).
@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hydria.errors import HydriaError
+from hydria.hooks import ibdriver
 from hydria.runtime.fstab import MountEntry
 from hydria.runtime.mounts import mount_entries, resolve_in_root
 
@@ -78,9 +79,9 @@ def select(devices: list[Device], wanted: str) -> list[Device]:
     return chosen
 
 
-def run(root: str, host: Mapping[str, str], container: Mapping[str, str], cwd: str,
+def run(root: str, host: Mapping[str, str], container: Mapping[str, str], cwd: str, area: str,
         device_root: str = "/") -> None:
-    """The hook, start to end."""
+    """The hook, start to end; ``area`` is the start's private runtime directory."""
     wanted = requested(host, container)
     if wanted is None:
         return
@@ -106,6 +107,8 @@ def run(root: str, host: Mapping[str, str], container: Mapping[str, str], cwd: s
             inside = resolve_in_root(root, f"/sys/class/{directory}")
             if name and target and os.path.isdir(inside):
                 os.symlink(target, os.path.join(inside, name))
+    if chosen and ibdriver.wanted(host, container):
+        ibdriver.mount({device.driver for device in chosen}, root, area, host, container, cwd)
 
 
 def _uevent(path: str) -> dict[str, str]:

@@ -24,7 +24,6 @@ asked for on the host side (``NVIDIA_VISIBLE_DEVICES`` in the caller's environme
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,7 +184,7 @@ def apply(result: Plan, root: str, cwd: str) -> None:
         except OSError as e:
             raise NvidiaError(f"cannot link {path} to {target} in the container: {e.strerror}") from None
     if result.links:
-        _ldconfig(root)
+        ldcache.refresh(root, "the NVIDIA libraries")
 
 
 def _plan_libraries(result: Plan, request: Request, driver_root: str, root: str) -> None:
@@ -241,24 +240,6 @@ def _is_elf(path: str) -> bool:
             return handle.read(4) == b"\x7fELF"
     except OSError:
         return False
-
-
-def _ldconfig(root: str) -> None:
-    """Run the image's own ldconfig chrooted into the rootfs (it knows the image's glibc and
-    ld.so.conf); images without one (static or musl) find the libraries in the default directory."""
-    for candidate in ("/sbin/ldconfig", "/usr/sbin/ldconfig"):
-        if os.path.isfile(resolve_in_root(root, candidate)):
-            break
-    else:
-        return
-    def enter() -> None:
-        os.chroot(root)
-        os.chdir("/")
-    result = subprocess.run([candidate], preexec_fn=enter, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, check=False)
-    if result.returncode != 0:
-        log.warning("ldconfig in the container failed (%s): the loader may not find the NVIDIA libraries",
-                    result.stderr.strip() or f"status {result.returncode}")
 
 
 def run(root: str, environment: Mapping[str, str], host: Mapping[str, str], cwd: str,

@@ -145,7 +145,7 @@ def start(options: StartOptions, settings: Settings) -> None:
     if "MELLANOX_VISIBLE_DEVICES" in host or "MELLANOX_VISIBLE_DEVICES" in environment:
         from hydria.hooks import infiniband, sharp
 
-        infiniband.run(root, host, environment, cwd, str(settings.rdma_root))
+        infiniband.run(root, host, environment, cwd, area, str(settings.rdma_root))
         environment.update(sharp.environment(host, environment))
     pmi_environment, pmi_mounts = slurm_pmi.run(os.environ) if options.slurm_hook else ({}, [])
     environment.update(pmi_environment)
