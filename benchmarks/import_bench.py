@@ -45,10 +45,35 @@ class Measure:
     ok: bool
 
 
-def timed(tool: str, commands: list[list[str]], env: dict[str, str] | None = None) -> Measure:
-    """Run commands one after another under GNU time; sum wall and CPU, keep the peak RSS."""
+PREFAULT_GIB = 8.0  # more than any tool's new page cache (the plain pipeline writes about 6 GB)
+
+
+def prefault(gib: float) -> None:
+    """Write ``gib`` GiB of memory and free it again.
+
+    On a VM that hands free memory back to its host (virtio-balloon free page reporting, as on
+    the 2-core VMs measured here), a page the guest touches again costs a host fault: writing
+    1 GiB of new page cache took 2.5 CPU-seconds instead of 0.2, and which tool pays depends on
+    how long ago memory was freed. Touching memory right before each run gives every run the
+    same, backed, free memory (the host reclaims it only slowly)."""
+    available = int(next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines()
+                         if line.startswith("MemAvailable:"))) << 10
+    size = max(0, min(int(gib * (1 << 30)), available - (2 << 30)))
+    block = b"\1" * size
+    del block
+
+
+def timed(tool: str, commands: list[list[str]], env: dict[str, str] | None = None,
+          prefault_gib: float = PREFAULT_GIB) -> Measure:
+    """Run commands one after another under GNU time; sum wall and CPU, keep the peak RSS.
+
+    Each starts after a sync (the write-back of what the previous step wrote, gigabytes for a push
+    or an import, would take CPU and disk from the next one) and, unless ``--no-prefault``, on
+    freshly touched memory (:func:`prefault`)."""
     wall = cpu = rss = 0.0
     for argv in commands:
+        os.sync()
+        prefault(prefault_gib)
         with tempfile.NamedTemporaryFile("r") as report:
             result = subprocess.run(["/usr/bin/time", "-o", report.name, "-f", "%e %U %S %M", *argv],
                                     env={**os.environ, **(env or {})}, capture_output=True, text=True, check=False)
@@ -93,8 +118,13 @@ def big_image(size_mb: int, workdir: Path, zstd: bool = True) -> Image:
 
 
 def bench_image(name: str, image: Image, registry: Registry, workdir: Path, peers: bool,
-                peer_image: Image | None = None, squash: str = SQUASH_OPTIONS) -> list[Measure]:
+                peer_image: Image | None = None, squash: str = SQUASH_OPTIONS,
+                prefault_gib: float = PREFAULT_GIB) -> list[Measure]:
     """``peer_image``: the same content for peers that cannot read zstd layers (umoci 0.4)."""
+
+    def timed_here(tool: str, commands: list[list[str]], env: dict[str, str] | None = None) -> Measure:
+        return timed(tool, commands, env, prefault_gib)
+
     push([image], registry.address, f"bench/{name}", "latest", workdir)
     push([peer_image or image], registry.address, f"bench/{name}-peers", "latest", workdir)
     uri = f"docker://{registry.address}#bench/{name}:latest"
@@ -103,14 +133,14 @@ def bench_image(name: str, image: Image, registry: Registry, workdir: Path, peer
     out.mkdir()
     cache = out / "cache"
     env = {"HYDRIA_ALLOW_HTTP": "y", "HYDRIA_CACHE_PATH": str(cache), "HYDRIA_SQUASH_OPTIONS": squash}
-    results = [timed("hydria cold", [[HYDRIA, "import", "-q", "-o", str(out / "cold.sqsh"), uri]], env),
-               timed("hydria warm", [[HYDRIA, "import", "-q", "-o", str(out / "warm.sqsh"), uri]], env),
-               timed("hydria warm, layers only", [[HYDRIA, "import", "-q", "-o", str(out / "layers.sqsh"), uri]],
+    results = [timed_here("hydria cold", [[HYDRIA, "import", "-q", "-o", str(out / "cold.sqsh"), uri]], env),
+               timed_here("hydria warm", [[HYDRIA, "import", "-q", "-o", str(out / "warm.sqsh"), uri]], env),
+               timed_here("hydria warm, layers only", [[HYDRIA, "import", "-q", "-o", str(out / "layers.sqsh"), uri]],
                      {**env, "HYDRIA_CACHE_IMAGES": "0"})]
     if not peers:
         return results
     layout, bundle = out / "layout", out / "bundle"
-    results.append(timed("skopeo+umoci+mksquashfs", [
+    results.append(timed_here("skopeo+umoci+mksquashfs", [
         ["skopeo", "copy", "-q", "--src-tls-verify=false", f"docker://{registry.address}/bench/{name}-peers:latest",
          f"oci:{layout}:latest"],
         ["umoci", "unpack", "--image", f"{layout}:latest", str(bundle)],
@@ -120,13 +150,13 @@ def bench_image(name: str, image: Image, registry: Registry, workdir: Path, peer
     shutil.rmtree(bundle, ignore_errors=True)
     if shutil.which("podman"):
         storage = out / "podman"
-        results.append(timed("podman pull", [[
+        results.append(timed_here("podman pull", [[
             "podman", "--root", str(storage / "root"), "--runroot", str(storage / "run"), "pull", "-q",
             "--tls-verify=false", f"{registry.address}/bench/{name}:latest"]]))
         subprocess.run(["rm", "-rf", str(storage)], check=False)
     if shutil.which("ch-image"):
         storage = out / "ch"
-        results.append(timed("ch-image pull", [[
+        results.append(timed_here("ch-image pull", [[
             "/usr/bin/python3", shutil.which("ch-image") or "ch-image", "--storage", str(storage), "--tls-no-verify", "pull",
             f"{registry.address}/bench/{name}:latest"]], {"USER": "root"}))
         subprocess.run(["rm", "-rf", str(storage)], check=False)
@@ -151,7 +181,9 @@ def main() -> int:
     parser.add_argument("--only", choices=["big", "debian"])
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--squash-options", default=SQUASH_OPTIONS, help="for hydria and mksquashfs alike")
+    parser.add_argument("--no-prefault", action="store_true", help="do not touch memory before each run")
     options = parser.parse_args()
+    prefault_gib = 0.0 if options.no_prefault else PREFAULT_GIB
     print(f"squash options: {options.squash_options}")
     with tempfile.TemporaryDirectory(prefix="hydria-bench-") as tmp:
         workdir = Path(tmp)
@@ -159,12 +191,13 @@ def main() -> int:
             if options.only != "big":
                 report("Debian test image (3 layers, 216 MB)",
                        bench_image("debian", get_image("debian", workdir), registry, workdir, not options.no_peers,
-                                   squash=options.squash_options))
+                                   squash=options.squash_options, prefault_gib=prefault_gib))
             if options.only != "debian":
                 image = big_image(options.size_mb, workdir)
                 report(f"{options.size_mb} MB image (7 layers, one zstd; all gzip for skopeo+umoci)",
                        bench_image("big", image, registry, workdir, not options.no_peers,
-                                   big_image(options.size_mb, workdir, zstd=False), options.squash_options))
+                                   big_image(options.size_mb, workdir, zstd=False), options.squash_options,
+                                   prefault_gib))
     return 0
 
 
