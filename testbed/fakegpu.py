@@ -4,7 +4,8 @@ No NVIDIA driver or GPU can exist on the test machines, so this builds the files
 in a directory that ``HYDRIA_NVIDIA_DRIVER_ROOT`` points at: ``proc/driver/nvidia/gpus/*/information``,
 ``dev/nvidia*`` (plain files), driver libraries compiled with gcc under their real sonames (each
 exports ``hydria_fake_driver_version()``), ``etc/ld.so.cache`` written by the real ``ldconfig -r``,
-an ``nvidia-smi`` program that prints a line, and a wrapper script in
+an ``nvidia-smi`` program that prints a line (and, for ``-L``, the GPUs with two MIG devices on
+the first), and a wrapper script in
 ``usr/bin`` that the hook must not take for the real one (as on some GPU nodes). Needs root (``ldconfig -r`` chroots) and gcc.
 """
 
@@ -27,6 +28,8 @@ class FakeGpu:
 
 GPUS = (FakeGpu("0000:b1:00.0", 1, "GPU-11111111-2222-3333-4444-555555555555"),
         FakeGpu("0000:3b:00.0", 0, "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"))
+# MIG devices of the first GPU in PCI order (index 0), as nvidia-smi -L names them
+MIG_DEVICES = ("MIG-00000000-1111-2222-3333-444444444444", "MIG-55555555-6666-7777-8888-999999999999")
 
 
 def build(root: Path, gpus: tuple[FakeGpu, ...] = GPUS) -> Path:
@@ -54,7 +57,7 @@ def build(root: Path, gpus: tuple[FakeGpu, ...] = GPUS) -> Path:
     smi = root / "usr/local/nvidia/bin/nvidia-smi"
     smi.parent.mkdir(parents=True, exist_ok=True)
     smi_source = root / "smi.c"
-    smi_source.write_text(f'#include <stdio.h>\nint main(void) {{ puts("FAKE nvidia-smi, driver {VERSION}"); return 0; }}\n')
+    smi_source.write_text(_smi_source(gpus))
     subprocess.run(["gcc", "-o", str(smi), str(smi_source)], check=True)
     smi_source.unlink()
     wrapper = root / "usr/bin/nvidia-smi"  # a site's wrapper script, which the hook must skip
@@ -63,6 +66,19 @@ def build(root: Path, gpus: tuple[FakeGpu, ...] = GPUS) -> Path:
     wrapper.chmod(0o755)
     subprocess.run(["chmod", "-R", "a+rX", str(root)], check=True)
     return root
+
+
+def _smi_source(gpus: tuple[FakeGpu, ...]) -> str:
+    listing = ""
+    for index, gpu in enumerate(sorted(gpus, key=lambda g: g.bus)):
+        listing += f"GPU {index}: FAKE GPU (UUID: {gpu.uuid})\\n"
+        if index == 0:
+            listing += "".join(f"  MIG 1g.5gb      Device  {n}: (UUID: {uuid})\\n" for n, uuid in enumerate(MIG_DEVICES))
+    return ("#include <stdio.h>\n#include <string.h>\n"
+            "int main(int argc, char **argv) {\n"
+            f'    if (argc > 1 && strcmp(argv[1], "-L") == 0) {{ fputs("{listing}", stdout); return 0; }}\n'
+            f'    puts("FAKE nvidia-smi, driver {VERSION}");\n'
+            "    return 0;\n}\n")
 
 
 def _touch(path: Path) -> None:

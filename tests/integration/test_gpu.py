@@ -63,6 +63,15 @@ def test_image_request_and_a_subset_of_gpus(images: dict[str, Path], workspace: 
     assert out.split() == [fakegpu.GPUS[0].uuid, "/usr/bin/nvidia-smi"]
 
 
+def test_mig_devices_by_index_pair_and_uuid(images: dict[str, Path], workspace: Workspace, driver: Path) -> None:
+    """MIG devices are listed by the node's nvidia-smi (here the fake one) and narrow CUDA to them."""
+    status, out, err = gpu_start(workspace, driver, str(images["busybox"]), "sh", "-c", "echo $CUDA_VISIBLE_DEVICES",
+                                 NVIDIA_VISIBLE_DEVICES=f"0:1,{fakegpu.MIG_DEVICES[0]}")
+    assert (status, out) == (0, f"{fakegpu.MIG_DEVICES[1]},{fakegpu.MIG_DEVICES[0]}\n"), err
+    status, _out, err = gpu_start(workspace, driver, str(images["busybox"]), "true", NVIDIA_VISIBLE_DEVICES="1:0")
+    assert status == 1 and "Unknown NVIDIA device: 1:0" in err and f"0:1 ({fakegpu.MIG_DEVICES[1]})" in err
+
+
 def test_named_container_starts_again_with_the_links(images: dict[str, Path], workspace: Workspace,
                                                      driver: Path) -> None:
     assert workspace.run("create", "--name", "gpu", str(images["debian"])).returncode == 0

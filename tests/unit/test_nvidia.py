@@ -7,7 +7,16 @@ import subprocess
 import pytest
 
 from hydria.hooks import ldcache
-from hydria.hooks.nvidia import CAPABILITIES, Gpu, NvidiaError, request_from, select
+from hydria.hooks.nvidia import (
+    CAPABILITIES,
+    Gpu,
+    MigDevice,
+    NvidiaError,
+    Selection,
+    parse_mig_listing,
+    request_from,
+    select,
+)
 
 GPUS = [Gpu(0, 2, "GPU-aaa", "0000:1a:00.0", "m"), Gpu(1, 0, "GPU-bbb", "0000:3b:00.0", "m"),
         Gpu(2, 1, "GPU-ccc", "0000:b1:00.0", "m")]
@@ -37,22 +46,46 @@ def test_capabilities_default_all_and_unknown() -> None:
 
 
 def test_select_by_index_uuid_all_none() -> None:
-    assert select(GPUS, "all") == GPUS
-    assert select(GPUS, "none") == []
-    assert select(GPUS, "2,GPU-aaa") == [GPUS[2], GPUS[0]]
-    assert select(GPUS, "1,1") == [GPUS[1]]
+    assert select(GPUS, "all").gpus == GPUS
+    assert select(GPUS, "none").gpus == []
+    assert select(GPUS, "2,GPU-aaa").gpus == [GPUS[2], GPUS[0]]
+    assert select(GPUS, "1,1") == Selection([GPUS[1]], [])
 
 
 def test_all_means_the_slurm_allocation_by_device_minor() -> None:
-    assert select(GPUS, "all", slurm_gpus="0,1") == [GPUS[1], GPUS[2]]
+    assert select(GPUS, "all", slurm_gpus="0,1").gpus == [GPUS[1], GPUS[2]]
 
 
-def test_unknown_and_mig_devices_are_errors() -> None:
+def test_unknown_devices_are_errors() -> None:
     with pytest.raises(NvidiaError, match="Unknown NVIDIA device: 7") as error:
         select(GPUS, "0,7")
     assert error.value.hint is not None and "GPU-bbb" in error.value.hint
-    with pytest.raises(NvidiaError, match="MIG devices are not supported"):
-        select(GPUS, "0:1")
+
+
+SMI_LISTING = """GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-aaa)
+  MIG 3g.20gb     Device  0: (UUID: MIG-a0)
+  MIG 1g.5gb      Device  1: (UUID: MIG-a1)
+GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-bbb)
+GPU 2: NVIDIA A100-SXM4-40GB (UUID: GPU-ccc)
+  MIG 7g.40gb     Device  0: (UUID: MIG-c0)
+"""
+
+
+def test_mig_listing_parsed() -> None:
+    assert parse_mig_listing(SMI_LISTING) == [MigDevice("GPU-aaa", 0, "MIG-a0"), MigDevice("GPU-aaa", 1, "MIG-a1"),
+                                              MigDevice("GPU-ccc", 0, "MIG-c0")]
+
+
+def test_mig_devices_by_uuid_and_index_pair() -> None:
+    def listing() -> list[MigDevice]:
+        return parse_mig_listing(SMI_LISTING)
+    assert select(GPUS, "0:1,MIG-c0", mig_devices=listing) == Selection([GPUS[0], GPUS[2]], ["MIG-a1", "MIG-c0"])
+    asked = []
+    select(GPUS, "0,1", mig_devices=lambda: asked.append(1) or [])  # type: ignore[func-returns-value]
+    assert asked == []  # nvidia-smi only runs when a MIG device is named
+    with pytest.raises(NvidiaError, match="Unknown NVIDIA device: 1:0") as error:
+        select(GPUS, "1:0", mig_devices=listing)
+    assert error.value.hint is not None and "0:1 (MIG-a1)" in error.value.hint
 
 
 def test_ld_cache_reader_agrees_with_ldconfig() -> None:

@@ -24,7 +24,8 @@ asked for on the host side (``NVIDIA_VISIBLE_DEVICES`` in the caller's environme
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import subprocess
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,29 +122,93 @@ def discover_gpus(driver_root: str) -> list[Gpu]:
     return [Gpu(index, minor, uuid, bus, model) for index, (bus, minor, uuid, model) in enumerate(sorted(found))]
 
 
-def select(gpus: list[Gpu], devices: str, slurm_gpus: str | None = None) -> list[Gpu]:
-    """The GPUs named by ``NVIDIA_VISIBLE_DEVICES``. ``all`` means the job's GPUs under Slurm
+@dataclass(frozen=True)
+class MigDevice:
+    gpu_uuid: str  # of the GPU it is part of
+    index: int  # on that GPU, as nvidia-smi -L numbers them
+    uuid: str  # MIG-...
+
+
+@dataclass(frozen=True)
+class Selection:
+    gpus: list[Gpu]  # whole GPUs, and the GPUs of the MIG devices named
+    mig: list[str]  # UUIDs of the MIG devices named, in the order named
+
+
+def parse_mig_listing(text: str) -> list[MigDevice]:
+    """The MIG devices in ``nvidia-smi -L`` output::
+
+        GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-5d5b...)
+          MIG 1g.5gb      Device  0: (UUID: MIG-c6d4...)
+    """
+    found = []
+    gpu = ""
+    for line in text.splitlines():
+        words = line.split()
+        uuid = line.rpartition("(UUID:")[2].strip().rstrip(")").strip() if "(UUID:" in line else ""
+        if words[:1] == ["GPU"]:
+            gpu = uuid
+        elif words[:1] == ["MIG"] and "Device" in words[:-1] and uuid:
+            number = words[words.index("Device") + 1].rstrip(":")
+            if number.isdigit():
+                found.append(MigDevice(gpu, int(number), uuid))
+    return found
+
+
+def select(gpus: list[Gpu], devices: str, slurm_gpus: str | None = None,
+           mig_devices: Callable[[], list[MigDevice]] = list) -> Selection:
+    """The GPUs and MIG devices named by ``NVIDIA_VISIBLE_DEVICES``: GPU indexes or ``GPU-``
+    UUIDs, MIG devices as ``MIG-`` UUIDs or ``GPU:MIG`` index pairs (``mig_devices`` lists them,
+    asked only when one is named). ``all`` means the job's GPUs under Slurm
     (``SLURM_STEP_GPUS``/``SLURM_JOB_GPUS``, device minor numbers). Raises NvidiaError."""
     if devices == "none":
-        return []
+        return Selection([], [])
     if devices == "all":
         if slurm_gpus:
             allocated = {int(m) for m in slurm_gpus.split(",") if m.strip().isdigit()}
-            return [gpu for gpu in gpus if gpu.minor in allocated]
-        return list(gpus)
+            return Selection([gpu for gpu in gpus if gpu.minor in allocated], [])
+        return Selection(list(gpus), [])
     chosen: list[Gpu] = []
+    mig: list[str] = []
+    migs: list[MigDevice] | None = None
     for token in (t.strip() for t in devices.split(",")):
         if token.startswith("MIG-") or ":" in token:
-            raise NvidiaError(f"Unsupported NVIDIA device: {token}: MIG devices are not supported yet",
-                              hint="name whole GPUs by index or GPU- UUID in NVIDIA_VISIBLE_DEVICES")
-        match = [g for g in gpus if (token.isdigit() and g.index == int(token)) or (token and g.uuid == token)]
+            migs = mig_devices() if migs is None else migs
+            device = _find_mig(gpus, migs, token)
+            match = [g for g in gpus if g.uuid == device.gpu_uuid]
+            mig += [device.uuid] if device.uuid not in mig else []
+        else:
+            match = [g for g in gpus if (token.isdigit() and g.index == int(token)) or (token and g.uuid == token)]
         if not match:
             known = ", ".join(f"{g.index} ({g.uuid})" for g in gpus) or "none"
             raise NvidiaError(f"Unknown NVIDIA device: {token}",
                               hint=f"this node's GPUs are: {known}; NVIDIA_VISIBLE_DEVICES takes indexes, "
-                                   "GPU- UUIDs, all, none or void")
+                                   "GPU- UUIDs, MIG- UUIDs, GPU:MIG indexes, all, none or void")
         chosen += [g for g in match if g not in chosen]
-    return chosen
+    return Selection(chosen, mig)
+
+
+def _find_mig(gpus: list[Gpu], migs: list[MigDevice], token: str) -> MigDevice:
+    gpu_index, _, mig_index = token.partition(":")
+    by_index = {g.index: g.uuid for g in gpus}
+    for device in migs:
+        if device.uuid == token or (gpu_index.isdigit() and mig_index.isdigit() and device.index == int(mig_index)
+                                    and by_index.get(int(gpu_index)) == device.gpu_uuid):
+            return device
+    index_of = {g.uuid: g.index for g in gpus}
+    known = ", ".join(f"{index_of.get(d.gpu_uuid, '?')}:{d.index} ({d.uuid})" for d in migs) or "none"
+    raise NvidiaError(f"Unknown NVIDIA device: {token}", hint=f"this node's MIG devices are: {known}")
+
+
+def _mig_devices(smi: str | None) -> list[MigDevice]:
+    """The node's MIG devices, from the host's nvidia-smi (only NVML knows their UUIDs)."""
+    if smi is None:
+        raise NvidiaError("MIG devices were named in NVIDIA_VISIBLE_DEVICES, but this node has no nvidia-smi "
+                          "to list them", hint="name whole GPUs, or install the driver's utilities on the node")
+    result = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=60, check=False)
+    if result.returncode != 0:
+        raise NvidiaError(f"nvidia-smi -L failed: {(result.stderr or result.stdout).strip()}")
+    return parse_mig_listing(result.stdout)
 
 
 def plan(request: Request, driver_root: str, root: str, host: Mapping[str, str]) -> Plan | None:
@@ -156,12 +221,15 @@ def plan(request: Request, driver_root: str, root: str, host: Mapping[str, str])
         log.debug("the image asks for NVIDIA GPUs; this node has no NVIDIA driver")
         return None
     all_gpus = discover_gpus(driver_root)
-    gpus = select(all_gpus, request.devices, host.get("SLURM_STEP_GPUS") or host.get("SLURM_JOB_GPUS"))
+    selection = select(all_gpus, request.devices, host.get("SLURM_STEP_GPUS") or host.get("SLURM_JOB_GPUS"),
+                       lambda: _mig_devices(_find_binary(driver_root, "nvidia-smi", host)))
     result = Plan()
     if not Path(driver_root, "dev/nvidia-uvm").exists() and "compute" in request.capabilities:
         log.warning("the nvidia_uvm kernel module is not loaded: CUDA programs will fail to start")
-    if gpus != all_gpus:
-        result.environment["CUDA_VISIBLE_DEVICES"] = ",".join(g.uuid for g in gpus)
+    if selection.mig:
+        result.environment["CUDA_VISIBLE_DEVICES"] = ",".join(selection.mig)
+    elif selection.gpus != all_gpus:
+        result.environment["CUDA_VISIBLE_DEVICES"] = ",".join(g.uuid for g in selection.gpus)
     _plan_libraries(result, request, driver_root, root)
     for capability in request.capabilities:
         for name in BINARIES.get(capability, ()):
