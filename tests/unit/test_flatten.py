@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import subprocess
 import tarfile
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -221,6 +223,26 @@ def test_large_files_pass_through_whole() -> None:
     big = "".join(chr(97 + i % 26) * 1000 for i in range(3000))  # 3 MB in 1 MiB chunks
     out = merge(layer(f("small", "s"), f("big", big), f("after", "a")))
     assert out["big#data"] == big and out["small#data"] == "s" and out["after#data"] == "a"
+
+
+@pytest.mark.parametrize("tar_format", ["gnu", "posix"])
+def test_sparse_files_are_written_whole(tar_format: str, tmp_path: Path) -> None:
+    """GNU tar --sparse stores only a file's data; the image gets the file with its holes as zeros."""
+    holey = tmp_path / "holey"
+    with holey.open("wb") as handle:
+        handle.truncate(3 << 20)
+        handle.seek(1_500_000)
+        handle.write(b"middle")
+        handle.seek(3_000_000)
+        handle.write(b"end")
+    archive = tmp_path / "layer.tar"
+    subprocess.run(["tar", "--sparse", f"--format={tar_format}", "-C", str(tmp_path), "-cf", str(archive), "holey"],
+                   check=True)
+    with tarfile.open(archive) as tar:
+        assert tar.getmember("holey").sparse  # the layer really stores it sparse
+    out = merge(archive.read_bytes(), layer(f("after", "next entry")))
+    assert out["holey#data"] == holey.read_text()
+    assert out["holey"].type == tarfile.REGTYPE and out["after#data"] == "next entry"
 
 
 def test_extras_sit_above_every_layer() -> None:

@@ -196,7 +196,7 @@ class _Merger:
 
 def _output_info(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo:
     info = tarfile.TarInfo(path)
-    info.type = tarfile.REGTYPE if member.type in (tarfile.AREGTYPE, tarfile.CONTTYPE) else member.type
+    info.type = tarfile.REGTYPE if member.type in (tarfile.AREGTYPE, tarfile.CONTTYPE, tarfile.GNUTYPE_SPARSE) else member.type
     info.mode = usable_mode(member.mode, member.isdir())
     info.uid, info.gid, info.mtime = member.uid, member.gid, member.mtime
     info.size = member.size if member.isreg() else 0
@@ -275,6 +275,33 @@ def _members(source: _TarSource) -> Iterator[tarfile.TarInfo]:
         yield member
 
 
+def _content(source: _TarSource, member: tarfile.TarInfo) -> Callable[[IO[bytes], int], None]:
+    """How to write ``member``'s content: straight from the layer, or, for a sparse file (GNU
+    tar --sparse), its stored pieces with the holes between them filled with zeros."""
+    pieces: list[tuple[int, int]] | None = member.sparse  # type: ignore[assignment]  # typeshed: int | None
+    if not pieces:
+        return source.copy_to
+
+    def expand(out: IO[bytes], size: int) -> None:
+        position = 0
+        for offset, length in pieces:
+            if not length:
+                continue  # GNU's map ends with empty entries
+            if offset < position or offset + length > size:
+                raise tarfile.ReadError(f"invalid sparse map of {member.name}")
+            _write_zeros(out, offset - position)
+            source.copy_to(out, length)
+            position = offset + length
+        _write_zeros(out, size - position)
+    return expand
+
+
+def _write_zeros(out: IO[bytes], count: int) -> None:
+    while count > 0:
+        out.write(bytes(min(count, CHUNK)))
+        count -= CHUNK
+
+
 def _merge_layer(merger: _Merger, layer: LayerStream) -> None:
     whiteouts: set[str] = set()
     opaque: set[str] = set()
@@ -312,7 +339,7 @@ def _merge_layer(merger: _Merger, layer: LayerStream) -> None:
                 merger.link_targets[path] = target
                 merger.write(info, None)
             elif member.isreg():
-                merger.write(_output_info(member, path), source.copy_to)
+                merger.write(_output_info(member, path), _content(source, member))
             elif member.isdir() or member.issym() or member.isfifo():
                 merger.write(_output_info(member, path), None)
             else:
@@ -336,7 +363,7 @@ def _write_covered_link_targets(merger: _Merger, layer: LayerStream, pending: di
             if not links:
                 continue
             first, *others = links
-            merger.write(_output_info(member, first), source.copy_to)
+            merger.write(_output_info(member, first), _content(source, member))
             for other in others:
                 info = _output_info(member, other)
                 info.type, info.size, info.linkname = tarfile.LNKTYPE, 0, first
