@@ -9,6 +9,9 @@ Layers are untrusted: a path with ``..`` is refused, absolute paths become relat
 are dropped (an unprivileged container cannot use them), only ``user.*`` extended attributes are
 kept, and every entry gets at least owner read (and owner rwx on directories) so that the image
 works for the unprivileged user who runs it, as enroot's import does.
+
+Python's tarfile only parses headers; file content goes from the layer's decompressed chunks to
+the output as it is (the whole image passes through here, so every copy counts).
 """
 
 from __future__ import annotations
@@ -21,11 +24,10 @@ from dataclasses import dataclass, field
 from typing import IO, Protocol
 
 from hydria.errors import HydriaError
-from hydria.image.compression import DECOMPRESSION_ERRORS
+from hydria.image.compression import CHUNK, DECOMPRESSION_ERRORS
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
-CHUNK = 1 << 20
 ENCODING = "utf-8"  # of names in the layers and in the merged stream, as tarfile's default
 BLOCK = tarfile.BLOCKSIZE
 _UNREADABLE: tuple[type[Exception], ...] = (tarfile.TarError, *DECOMPRESSION_ERRORS)
@@ -214,6 +216,7 @@ def flatten(layers: Sequence[LayerStream], extras: Sequence[ExtraFile], out: IO[
 
     Raises:
         UnsafeLayer: an entry escapes the root, or a hardlink's target is not in the image.
+        UnreadableLayer: a layer is not a tar archive (in the compression it announces).
     """
     merger = _Merger(out)
     for extra in extras:
