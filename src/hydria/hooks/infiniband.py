@@ -9,9 +9,9 @@ are the verbs devices of the mlx4/mlx5 drivers, in the order of
 Before the container switches root: ``/sys/class/infiniband``, ``infiniband_verbs``,
 ``infiniband_cm`` and ``infiniband_mad`` are hidden behind empty tmpfs mounts, their
 ``abi_version`` files and ``/dev/infiniband/rdma_cm`` are bound back, and for each selected device
-its ``/dev/infiniband/uverbsN`` is bound and its sysfs entries are linked back. With ``MELLANOX_MOUNT_DRIVER`` the node's provider
-libraries come too (:mod:`hydria.hooks.ibdriver`). What enroot does only for real root
-(umad/issm) is not done.
+its ``/dev/infiniband/uverbsN`` is bound and its sysfs entries are linked back. With
+``MELLANOX_MOUNT_DRIVER`` the node's provider libraries come too (:mod:`hydria.hooks.ibdriver`).
+What enroot does only for real root (umad/issm) is not done.
 
 ``device_root`` is where the node's /sys and /dev are (/ but in tests, which use a fake tree:
 no InfiniBand card exists there).

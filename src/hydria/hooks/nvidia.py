@@ -205,7 +205,10 @@ def _mig_devices(smi: str | None) -> list[MigDevice]:
     if smi is None:
         raise NvidiaError("MIG devices were named in NVIDIA_VISIBLE_DEVICES, but this node has no nvidia-smi "
                           "to list them", hint="name whole GPUs, or install the driver's utilities on the node")
-    result = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=60, check=False)
+    try:
+        result = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise NvidiaError(f"nvidia-smi -L failed: {e}") from None
     if result.returncode != 0:
         raise NvidiaError(f"nvidia-smi -L failed: {(result.stderr or result.stdout).strip()}")
     return parse_mig_listing(result.stdout)
