@@ -72,8 +72,6 @@ def mount(providers: Iterable[str], root: str, area: str, host: Mapping[str, str
             mounts[target] = MountEntry(os.path.realpath(path), target, "none", READ_ONLY_FILE_BIND, origin=ORIGIN)
             if soname != os.path.basename(driver):
                 links[f"{library_dir}/{soname.split('.so')[0]}.so"] = soname
-    if not mounts:
-        return
     conf = _write(area, "00-mellanox.conf", f"{library_dir}\n")
     mounts["/etc/ld.so.conf.d/00-mellanox.conf"] = MountEntry(conf, "/etc/ld.so.conf.d/00-mellanox.conf", "none",
                                                               CONFIG_BIND, origin=ORIGIN)
