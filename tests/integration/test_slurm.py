@@ -197,12 +197,14 @@ def test_concurrent_steps_share_a_new_named_container(srun: Srun, images: dict[s
     no write is lost (they join the running one, or run side by side on its filesystem)."""
     step = (f"srun -n 1 --overlap --container-image={images['busybox']} --container-name=crowd "
             "--container-writable sh -c 'touch /from-$SLURM_STEP_ID && echo ok'")
-    out = srun.submitter.ok("salloc", "-n", "2", "sh", "-c", " & ".join([step] * 8) + " & wait")
-    assert out.split() == ["ok"] * 8
+    steps = srun.submitter.run("salloc", "-n", "2", "sh", "-c", " & ".join([step] * 8) + " & wait")
+    assert steps.returncode == 0 and steps.stdout.split() == ["ok"] * 8, steps.stderr
     # A fresh mount (:no_exec, not joining one still ending) shows what reached the container's
     # upper directory; a mount that ran beside others lists their new files only once restarted.
     files = srun.ok("--container-name=crowd:no_exec", "ls", "/").split()
-    assert sorted(f for f in files if f.startswith("from-")) == [f"from-{i}" for i in range(8)]
+    upper = sorted(os.listdir(srun.workspace.root / "data" / "hydria_crowd" / "upper"))
+    assert sorted(f for f in files if f.startswith("from-")) == [f"from-{i}" for i in range(8)], \
+        f"upper: {upper}\nsteps' stderr:\n{steps.stderr}"
 
 
 def test_container_save(srun: Srun, images: dict[str, Path]) -> None:
