@@ -199,12 +199,21 @@ def test_concurrent_steps_share_a_new_named_container(srun: Srun, images: dict[s
             "--container-writable sh -c 'touch /from-$SLURM_STEP_ID && echo ok'")
     steps = srun.submitter.run("salloc", "-n", "2", "sh", "-c", " & ".join([step] * 8) + " & wait")
     assert steps.returncode == 0 and steps.stdout.split() == ["ok"] * 8, steps.stderr
-    # A fresh mount (:no_exec, not joining one still ending) shows what reached the container's
-    # upper directory; a mount that ran beside others lists their new files only once restarted.
-    files = srun.ok("--container-name=crowd:no_exec", "ls", "/").split()
+    files = srun.ok("--container-name=crowd", "ls", "/").split()
     upper = sorted(os.listdir(srun.workspace.root / "data" / "hydria_crowd" / "upper"))
     assert sorted(f for f in files if f.startswith("from-")) == [f"from-{i}" for i in range(8)], \
         f"upper: {upper}\nsteps' stderr:\n{steps.stderr}"
+
+
+def test_a_step_that_joins_another_steps_container_keeps_its_own_slurm_variables(
+        srun: Srun, images: dict[str, Path]) -> None:
+    """Step 0 starts the container; step 1 joins it and outlives step 0, so that step 2 joins a
+    container whose only process is step 1's task, with step 1's SLURM_*: step 2's task must see
+    its own (it saw step 1's: a CI failure of the concurrent-steps test)."""
+    step = f"srun -n 1 --overlap --container-image={images['busybox']} --container-name=joined sh -c"
+    script = (f"{step} 'sleep 2' & sleep 1; {step} 'sleep 4' & sleep 3; "
+              f"{step} 'echo $SLURM_STEP_ID'; wait")
+    assert srun.submitter.ok("salloc", "-n", "2", "sh", "-c", script) == "2\n"
 
 
 def test_container_save(srun: Srun, images: dict[str, Path]) -> None:

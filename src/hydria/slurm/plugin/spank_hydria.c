@@ -513,8 +513,17 @@ static int keeps_host_value(const char *name, size_t length)
     return 0;
 }
 
+/* Slurm's and PMI's variables describe the task's own step. The holder whose environment is merged
+ * may be a process of another step that this one joined (a shared --container-name), so its values
+ * of these never replace the task's: they only fill in names the task lacks. */
+static int task_owns(const char *name)
+{
+    return strncmp(name, "SLURM_", 6) == 0 || strncmp(name, "PMI_", 4) == 0 || strncmp(name, "PMIX_", 5) == 0;
+}
+
 /* The task's environment: the job's, without the host locale, then the container's on top
- * (except the --container-env names, which keep the host value when it has one). */
+ * (except the --container-env names, which keep the host value when it has one, and the task's
+ * own Slurm and PMI variables). */
 static int merge_environment(spank_t sp)
 {
     char *text, *entry;
@@ -535,7 +544,7 @@ static int merge_environment(spank_t sp)
         if (!equals)
             continue;
         *equals = '\0';
-        spank_setenv(sp, entry, equals + 1, !keeps_host_value(entry, strlen(entry)));
+        spank_setenv(sp, entry, equals + 1, !keeps_host_value(entry, strlen(entry)) && !task_owns(entry));
         *equals = '=';
     }
     return 0;
