@@ -208,12 +208,13 @@ def test_concurrent_steps_share_a_new_named_container(srun: Srun, images: dict[s
 def test_a_step_that_joins_another_steps_container_keeps_its_own_slurm_variables(
         srun: Srun, images: dict[str, Path]) -> None:
     """Step 0 starts the container; step 1 joins it and outlives step 0, so that step 2 joins a
-    container whose only process is step 1's task, with step 1's SLURM_*: step 2's task must see
-    its own (it saw step 1's: a CI failure of the concurrent-steps test)."""
+    container whose only process is step 1's task, with step 1's SLURM_* and PMIX_*: step 2's task
+    must see its own, and none of step 1's (it saw step 1's: a CI failure of the concurrent-steps
+    test)."""
     step = f"srun -n 1 --overlap --container-image={images['busybox']} --container-name=joined sh -c"
-    script = (f"{step} 'sleep 2' & sleep 1; {step} 'sleep 4' & sleep 3; "
-              f"{step} 'echo $SLURM_STEP_ID'; wait")
-    assert srun.submitter.ok("salloc", "-n", "2", "sh", "-c", script) == "2\n"
+    script = (f"{step} 'sleep 2' & sleep 1; PMIX_HYDRIA_TEST=step1 {step} 'sleep 4' & sleep 3; "
+              f"{step} 'echo $SLURM_STEP_ID ${{PMIX_HYDRIA_TEST-unset}}'; wait")
+    assert srun.submitter.ok("salloc", "-n", "2", "sh", "-c", script) == "2 unset\n"
 
 
 def test_container_save(srun: Srun, images: dict[str, Path]) -> None:

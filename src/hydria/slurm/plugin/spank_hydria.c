@@ -513,12 +513,24 @@ static int keeps_host_value(const char *name, size_t length)
     return 0;
 }
 
-/* Slurm's and PMI's variables describe the task's own step. The holder whose environment is merged
- * may be a process of another step that this one joined (a shared --container-name), so its values
- * of these never replace the task's: they only fill in names the task lacks. */
+/* Slurm's and PMI's variables describe the task's own step. The process whose environment is
+ * merged may be a task of another step that this one joined (a shared --container-name): its values
+ * of these never replace the task's, and fill in names the task lacks only when it is of the same
+ * step (a holder, which has no SLURM_STEP_ID of its own, counts as one). */
 static int task_owns(const char *name)
 {
     return strncmp(name, "SLURM_", 6) == 0 || strncmp(name, "PMI_", 4) == 0 || strncmp(name, "PMIX_", 5) == 0;
+}
+
+static int of_another_step(spank_t sp, const char *merged)
+{
+    static const char key[] = "SLURM_STEP_ID=";
+    char own[64];
+    for (const char *entry = merged; *entry; entry += strlen(entry) + 1)
+        if (strncmp(entry, key, sizeof key - 1) == 0)
+            return spank_getenv(sp, "SLURM_STEP_ID", own, sizeof own) != ESPANK_SUCCESS ||
+                   strcmp(entry + sizeof key - 1, own) != 0;
+    return 0;
 }
 
 /* The task's environment: the job's, without the host locale, then the container's on top
@@ -539,12 +551,16 @@ static int merge_environment(spank_t sp)
             spank_unsetenv(sp, locale[i]);
     if (!(text = holder_environ))
         return -1;
+    int foreign = of_another_step(sp, text);
     for (entry = text; *entry; entry += strlen(entry) + 1) {
         char *equals = strchr(entry, '=');
         if (!equals)
             continue;
         *equals = '\0';
-        spank_setenv(sp, entry, equals + 1, !keeps_host_value(entry, strlen(entry)) && !task_owns(entry));
+        if (!task_owns(entry))
+            spank_setenv(sp, entry, equals + 1, !keeps_host_value(entry, strlen(entry)));
+        else if (!foreign)
+            spank_setenv(sp, entry, equals + 1, 0);
         *equals = '=';
     }
     return 0;
