@@ -72,6 +72,15 @@ def test_mig_devices_by_index_pair_and_uuid(images: dict[str, Path], workspace: 
     assert status == 1 and "Unknown NVIDIA device: 1:0" in err and f"0:1 ({fakegpu.MIG_DEVICES[1]})" in err
 
 
+def test_private_dev_gets_the_device_nodes(images: dict[str, Path], workspace: Workspace, driver: Path) -> None:
+    """HYDRIA_RESTRICT_DEV: a /dev of the container's own, where the hook binds the driver's nodes
+    (the fake driver's are plain files) for the chosen GPU only; with the host's /dev it binds none."""
+    status, out, err = gpu_start(workspace, driver, str(images["busybox"]), "sh", "-c", "ls /dev | grep nvidia",
+                                 NVIDIA_VISIBLE_DEVICES="1", HYDRIA_RESTRICT_DEV="y")
+    assert status == 0, err
+    assert out.split() == ["nvidia-uvm", "nvidia-uvm-tools", "nvidia1", "nvidiactl"]
+
+
 def test_named_container_starts_again_with_the_links(images: dict[str, Path], workspace: Workspace,
                                                      driver: Path) -> None:
     assert workspace.run("create", "--name", "gpu", str(images["debian"])).returncode == 0

@@ -55,6 +55,9 @@ BINARIES: Mapping[str, tuple[str, ...]] = {
     "utility": ("nvidia-smi", "nvidia-debugdump", "nvidia-persistenced"),
     "compute": ("nvidia-cuda-mps-control", "nvidia-cuda-mps-server"),
 }
+CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
+COMPUTE_NODES = ("gdrdrv", "nvidia-caps-imex-channels")
+DEVICE_BIND = ("rbind", "rw", "nosuid", "noexec", "private")
 BINARY_DIRS = ("usr/bin", "usr/sbin", "bin", "sbin", "usr/local/bin", "usr/local/nvidia/bin")
 
 
@@ -214,7 +217,8 @@ def _mig_devices(smi: str | None) -> list[MigDevice]:
     return parse_mig_listing(result.stdout)
 
 
-def plan(request: Request, driver_root: str, root: str, host: Mapping[str, str]) -> Plan | None:
+def plan(request: Request, driver_root: str, root: str, host: Mapping[str, str],
+         private_dev: bool = False) -> Plan | None:
     """What to mount and link for ``request``, or None on a node without an NVIDIA driver.
     Raises NvidiaError when the caller asked for GPUs that this node cannot give."""
     if not os.path.isdir(os.path.join(driver_root, "proc/driver/nvidia")):
@@ -234,12 +238,29 @@ def plan(request: Request, driver_root: str, root: str, host: Mapping[str, str])
     elif selection.gpus != all_gpus:
         result.environment["CUDA_VISIBLE_DEVICES"] = ",".join(g.uuid for g in selection.gpus)
     _plan_libraries(result, request, driver_root, root)
+    if private_dev:
+        _plan_devices(result, request, selection.gpus, driver_root)
     for capability in request.capabilities:
         for name in BINARIES.get(capability, ()):
             source = _find_binary(driver_root, name, host)
             if source:
                 result.mounts.append(MountEntry(source, f"/usr/bin/{name}", "none", READ_ONLY_FILE_BIND, origin="nvidia hook"))
     return result
+
+
+def _plan_devices(result: Plan, request: Request, gpus: list[Gpu], driver_root: str) -> None:
+    """The driver's device nodes for a private /dev (``HYDRIA_RESTRICT_DEV``, ``--ipc``; the
+    host's /dev has them all): the control nodes, the chosen GPUs' and, with compute, GPUDirect
+    RDMA's and the IMEX channels, those the node has."""
+    names = [*CONTROL_NODES, *(f"nvidia{gpu.minor}" for gpu in gpus)]
+    if "compute" in request.capabilities:
+        names += COMPUTE_NODES
+    for name in names:
+        source = os.path.join(driver_root, "dev", name)
+        if os.path.exists(source):
+            create = "x-create=dir" if os.path.isdir(source) else "x-create=file"
+            result.mounts.append(MountEntry(source, f"/dev/{name}", "none", (create, *DEVICE_BIND),
+                                            origin="nvidia hook"))
 
 
 def apply(result: Plan, root: str, cwd: str) -> None:
@@ -314,10 +335,11 @@ def _is_elf(path: str) -> bool:
 
 
 def run(root: str, environment: Mapping[str, str], host: Mapping[str, str], cwd: str,
-        driver_root: str = "/") -> dict[str, str]:
-    """The hook, start to end: the variables it adds to the container's environment."""
+        driver_root: str = "/", private_dev: bool = False) -> dict[str, str]:
+    """The hook, start to end: the variables it adds to the container's environment.
+    ``private_dev``: the container has a /dev of its own, not the host's."""
     request = request_from(host, environment)
-    result = plan(request, driver_root, root, host) if request else None
+    result = plan(request, driver_root, root, host, private_dev) if request else None
     if result is None:
         return {}
     apply(result, root, cwd)

@@ -141,7 +141,8 @@ def start(options: StartOptions, settings: Settings) -> None:
     if "NVIDIA_VISIBLE_DEVICES" in host or "NVIDIA_VISIBLE_DEVICES" in environment:  # else not even imported
         from hydria.hooks import nvidia
 
-        environment.update(nvidia.run(root, environment, host, cwd, str(settings.nvidia_driver_root)))
+        environment.update(nvidia.run(root, environment, host, cwd, str(settings.nvidia_driver_root),
+                                      private_dev=settings.restrict_dev or settings.unshare_ipc))
     if "MELLANOX_VISIBLE_DEVICES" in host or "MELLANOX_VISIBLE_DEVICES" in environment:
         from hydria.hooks import infiniband, sharp
 
