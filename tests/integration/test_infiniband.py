@@ -77,6 +77,17 @@ def test_mount_driver_brings_the_nodes_provider_libraries(images: dict[str, Path
     assert inside.stdout == "absent\n"  # without MELLANOX_MOUNT_DRIVER, nothing of the node's
 
 
+def test_mount_driver_in_a_named_container_starts_again(images: dict[str, Path], workspace: Workspace,
+                                                        fake_node: Path) -> None:
+    """The .so links stay in the container's upper directory; the next start replaces them."""
+    assert workspace.run("create", "--name", "ib", str(images["debian"])).returncode == 0
+    libdir = f"/usr/local/lib/{os.uname().machine}-linux-gnu/mellanox"
+    for _ in range(2):
+        result = workspace.run("start", "ib", "readlink", f"{libdir}/libibverbs.so", HYDRIA_RDMA_ROOT=str(fake_node),
+                               HYDRIA_RESTRICT_DEV="y", MELLANOX_VISIBLE_DEVICES="0", MELLANOX_MOUNT_DRIVER="1")
+        assert (result.returncode, result.stdout) == (0, "libibverbs.so.1\n"), result.stderr
+
+
 def test_mount_driver_without_provider_config_fails_clearly(images: dict[str, Path], workspace: Workspace,
                                                              fake_node: Path) -> None:
     result = workspace.run("start", str(images["debian"]), "true", HYDRIA_RDMA_ROOT=str(fake_node),

@@ -32,7 +32,7 @@ from hydria.errors import HydriaError
 from hydria.hooks import ldcache
 from hydria.log import Logger
 from hydria.runtime.fstab import READ_ONLY_FILE_BIND, MountEntry
-from hydria.runtime.mounts import mount_entries, resolve_in_root
+from hydria.runtime.mounts import link_in_root, mount_entries, resolve_in_root
 
 log = Logger(__name__)
 
@@ -81,10 +81,7 @@ def mount(providers: Iterable[str], root: str, area: str, host: Mapping[str, str
         mounts["/etc/ld.so.conf"] = MountEntry(loader_conf, "/etc/ld.so.conf", "none", CONFIG_BIND, origin=ORIGIN)
     mount_entries(list(mounts.values()), root, 0, cwd)
     for path, target in links.items():
-        link = resolve_in_root(root, path)
-        if os.path.lexists(link):
-            os.unlink(link)
-        os.symlink(target, link)
+        link_in_root(root, path, target, ORIGIN)
     ldcache.refresh(root, "the InfiniBand provider libraries")
 
 

@@ -33,7 +33,7 @@ from hydria.errors import HydriaError
 from hydria.hooks import ldcache
 from hydria.log import Logger
 from hydria.runtime.fstab import READ_ONLY_FILE_BIND, MountEntry
-from hydria.runtime.mounts import mount_entries, resolve_in_root
+from hydria.runtime.mounts import link_in_root, mount_entries, resolve_in_root
 
 log = Logger(__name__)
 
@@ -267,14 +267,7 @@ def apply(result: Plan, root: str, cwd: str) -> None:
     """Mount and link what ``result`` lists, then refresh the container's loader cache."""
     mount_entries(result.mounts, root, 0, cwd)
     for path, target in result.links:
-        host_path = resolve_in_root(root, os.path.dirname(path))
-        link = os.path.join(host_path, os.path.basename(path))
-        try:
-            if os.path.lexists(link):
-                os.unlink(link)
-            os.symlink(target, link)
-        except OSError as e:
-            raise NvidiaError(f"cannot link {path} to {target} in the container: {e.strerror}") from None
+        link_in_root(root, path, target, "nvidia hook")
     if result.links:
         ldcache.refresh(root, "the NVIDIA libraries")
 

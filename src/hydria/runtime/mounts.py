@@ -55,6 +55,24 @@ def resolve_in_root(root: str, path: str) -> str:
     return os.path.join(root, *resolved)
 
 
+def link_in_root(root: str, path: str, target: str, origin: str) -> None:
+    """Make ``path`` inside ``root`` a symlink to ``target``, replacing what is there (a link an
+    earlier start of a named container left in its upper directory): only the directory is
+    resolved, so that link is replaced, not followed to what it points at.
+
+    Raises:
+        MountFailed: the link cannot be made; ``origin`` names who wanted it.
+    """
+    link = os.path.join(resolve_in_root(root, os.path.dirname(path)), os.path.basename(path))
+    try:
+        if os.path.lexists(link):
+            os.unlink(link)
+        os.symlink(target, link)
+    except OSError as e:
+        raise MountFailed(f"cannot link {path} to {target} in the container: {e.strerror}",
+                          hint=f"from {origin}") from None
+
+
 def mount_entries(entries: Sequence[MountEntry], root: str, passno: int, cwd: str) -> None:
     """Mount the entries of pass ``passno``, in order. Raises MountFailed unless ``nofail``."""
     for entry in entries:
