@@ -179,7 +179,8 @@ def select(gpus: list[Gpu], devices: str, slurm_gpus: str | None = None,
             migs = mig_devices() if migs is None else migs
             device = _find_mig(gpus, migs, token)
             match = [g for g in gpus if g.uuid == device.gpu_uuid]
-            mig += [device.uuid] if device.uuid not in mig else []
+            if device.uuid not in mig:
+                mig.append(device.uuid)
         else:
             match = [g for g in gpus if (token.isdigit() and g.index == int(token)) or (token and g.uuid == token)]
         if not match:
