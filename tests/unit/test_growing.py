@@ -118,3 +118,18 @@ def test_nothing_to_follow_once_the_cache_has_the_blob() -> None:
     failed.ended(DigestMismatch("Checksum mismatch: sha256:ef"))
     with pytest.raises(DigestMismatch):
         failed.follow()
+
+
+def test_the_reader_s_waits_are_reported(download_file: int) -> None:
+    waits: list[float] = []
+    blob = GrowingBlob(waits.append)
+    later(lambda: blob.started(download_file), 0.1)
+    reader = blob.follow()  # waits for the download to start
+    assert reader is not None and len(waits) == 1 and waits[0] >= 0.05
+    write(blob, download_file, b"there")
+    assert reader.read(100) == b"there" and len(waits) == 1  # no wait, nothing reported
+    thread = later(lambda: write(blob, download_file, b"later"), 0.1)
+    assert reader.read(100) == b"later"
+    thread.join()
+    assert len(waits) == 2 and waits[1] >= 0.05
+    reader.close()

@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import os
 import threading
+import time
+from collections.abc import Callable
 from typing import Self
 
 
 class GrowingBlob:
     """The state of one download, shared between the downloading thread and one reader."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_wait: Callable[[float], None] | None = None) -> None:
+        """``on_wait(seconds)`` hears how long the reader waited each time it had to."""
+        self._on_wait = on_wait
         self._changed = threading.Condition()
         self._fd: int | None = None  # our own duplicate of the download's file, while it runs
         self._size = 0
@@ -53,12 +57,13 @@ class GrowingBlob:
             BaseException: the download's error.
         """
         with self._changed:
-            self._changed.wait_for(lambda: self._fd is not None or self._ended)
-            if self._error is not None:
-                raise self._error
-            if self._fd is None:
-                return None
-            return FollowingReader(self, os.dup(self._fd))
+            waited = self._wait_for(lambda: self._fd is not None or self._ended)
+            error, fd = self._error, self._fd
+            following = FollowingReader(self, os.dup(fd)) if error is None and fd is not None else None
+        self._waited(waited)
+        if error is not None:
+            raise error
+        return following
 
     def outcome(self) -> BaseException | None:
         """Wait for the download to end; its error, if it failed."""
@@ -69,10 +74,24 @@ class GrowingBlob:
     def wait_beyond(self, offset: int) -> int:
         """Bytes readable at ``offset`` once there are some, 0 at the verified end."""
         with self._changed:
-            self._changed.wait_for(lambda: self._size > offset or self._ended)
-            if self._error is not None:
-                raise self._error
-            return self._size - offset
+            waited = self._wait_for(lambda: self._size > offset or self._ended)
+            error, available = self._error, self._size - offset
+        self._waited(waited)
+        if error is not None:
+            raise error
+        return available
+
+    def _wait_for(self, ready: Callable[[], bool]) -> float:
+        """Wait (holding the condition) until ``ready``; the seconds it took."""
+        if ready():
+            return 0.0
+        began = time.monotonic()
+        self._changed.wait_for(ready)
+        return time.monotonic() - began
+
+    def _waited(self, seconds: float) -> None:
+        if seconds and self._on_wait is not None:
+            self._on_wait(seconds)
 
 
 class FollowingReader:

@@ -2,9 +2,10 @@
 
 Authentication escalates as registries ask: anonymous, then, on a 401, a Bearer token from the
 ``WWW-Authenticate`` realm (with the user's credentials when there are any) or Basic credentials.
-A token is kept for the whole import, so every blob reuses it. Blobs are downloaded in parallel
-(``HYDRIA_MAX_CONNECTIONS``) into the blob cache, verified as they stream, and the merge reads
-each layer while it downloads (:mod:`hydria.image.growing`).
+A token is kept for the whole import, so every blob reuses it. Blobs are downloaded into the blob
+cache, verified as they stream, and the merge reads each layer while it downloads
+(:mod:`hydria.image.growing`); layers download in merge order, as many at once as the merge needs,
+up to ``HYDRIA_MAX_CONNECTIONS`` (:mod:`hydria.image.sources.pacing`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import getpass
 import re
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +31,7 @@ from hydria.image.growing import GrowingBlob
 from hydria.image.progress import Progress
 from hydria.image.reference import RegistryImage
 from hydria.image.sources import credentials
+from hydria.image.sources.pacing import DownloadQueue
 from hydria.log import Logger
 
 log = Logger(__name__)
@@ -72,7 +74,9 @@ class RegistrySource:
         self.progress = Progress()
         self._pending: dict[str, Future[None]] = {}
         self._growing: dict[str, GrowingBlob] = {}
+        self._descriptors: dict[str, mf.Descriptor] = {}
         self._pool = ThreadPoolExecutor(max_workers=settings.max_connections or 32)
+        self._layers = DownloadQueue(self._start_layer, settings.max_connections)
         limit = settings.max_connections or None
         self.client = httpx.Client(
             timeout=httpx.Timeout(None, connect=settings.connect_timeout or None),
@@ -82,6 +86,7 @@ class RegistrySource:
         )
 
     def close(self) -> None:
+        self._layers.close()
         self._pool.shutdown(wait=True, cancel_futures=True)
         self.client.close()
 
@@ -236,7 +241,8 @@ class RegistrySource:
 
     def fetch(self, descriptors: list[mf.Descriptor], *, wait: bool = True) -> None:
         """Download the blobs the cache lacks, in parallel, in the given order; without ``wait``
-        :meth:`open_blob` waits for each one (and raises its error)."""
+        they start as the merge needs them (:class:`DownloadQueue`) and :meth:`open_blob` waits
+        for each one (and raises its error)."""
         missing = [d for d in dict.fromkeys(descriptors) if self.cache.lookup(d.digest) is None]
         if not missing:
             if len(descriptors) > 1:
@@ -244,21 +250,32 @@ class RegistrySource:
             return
         if len(descriptors) > 1:
             log.info("Downloading %d missing layers...", len(missing))
-        for descriptor in missing:
-            growing = self._growing[descriptor.digest] = GrowingBlob()
-            self._pending[descriptor.digest] = self._pool.submit(self._download, descriptor, growing)
         if wait:
-            for descriptor in missing:
-                self._growing.pop(descriptor.digest)
-                self._pending.pop(descriptor.digest).result()
+            pending = [self._pool.submit(self._download, descriptor, GrowingBlob()) for descriptor in missing]
+            for future in pending:
+                future.result()
+            return
+        for descriptor in missing:
+            self._descriptors[descriptor.digest] = descriptor
+            self._growing[descriptor.digest] = GrowingBlob(self._layers.waited)
+        self._layers.add(descriptor.digest for descriptor in missing)
 
-    def _download(self, descriptor: mf.Descriptor, growing: GrowingBlob) -> None:
+    def _start_layer(self, digest: str) -> None:
+        self._pending[digest] = self._pool.submit(self._download, self._descriptors[digest],
+                                                  self._growing[digest], self._layers.ended)
+
+    def _download(self, descriptor: mf.Descriptor, growing: GrowingBlob,
+                  ended: Callable[[], None] | None = None) -> None:
         try:
             self._download_to_cache(descriptor, growing)
         except BaseException as error:
             growing.ended(error)
             raise
-        growing.ended()
+        else:
+            growing.ended()
+        finally:
+            if ended is not None:
+                ended()
 
     def _download_to_cache(self, descriptor: mf.Descriptor, growing: GrowingBlob) -> None:
         started = time.monotonic()
@@ -285,6 +302,7 @@ class RegistrySource:
     def open_blob(self, descriptor: mf.Descriptor) -> Iterator[mf.Blob]:
         """A blob still downloading (read as it arrives), or a cached one (one another user
         wrote is verified as it is read)."""
+        self._layers.need(descriptor.digest)
         growing = self._growing.pop(descriptor.digest, None)
         pending = self._pending.pop(descriptor.digest, None)
         following = growing.follow() if growing is not None else None
