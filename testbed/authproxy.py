@@ -20,8 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Literal, Self
 
-import httpx
-
+from testbed.forwarding import forward
 from testbed.registry import free_port
 
 
@@ -83,17 +82,7 @@ class AuthProxy:
                 self._reply(200, f'{{"token":"{token}"}}'.encode(), {"Content-Type": "application/json"})
 
             def _forward(self, method: str) -> None:
-                headers = {k: v for k, v in self.headers.items() if k.lower() in ("accept",)}
-                with httpx.stream(method, f"http://{proxy.upstream}{self.path}", headers=headers,
-                                  timeout=60) as response:
-                    self.send_response(response.status_code)
-                    for key in ("Content-Type", "Docker-Content-Digest", "Content-Length"):
-                        if key in response.headers:
-                            self.send_header(key, response.headers[key])
-                    self.end_headers()
-                    if method == "GET":
-                        for chunk in response.iter_raw(1 << 20):
-                            self.wfile.write(chunk)
+                forward(self, proxy.upstream, method)
 
             def _reply(self, code: int, body: bytes, headers: dict[str, str] | None = None) -> None:
                 self.send_response(code)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from testbed.authproxy import AuthProxy
+from testbed.breakingproxy import BreakingProxy
 from testbed.oci import Image, make_layer, push
 from testbed.publish import PublishedImage
 from testbed.registry import Registry
@@ -63,6 +64,10 @@ def variants(busybox: PublishedImage, registry: Registry, image_workdir: Path) -
     truncated.write_bytes(gzip.compress(base.tar_path.read_bytes())[:4096])
     publish("truncatedgzip", [Image([base, make_layer(truncated, work, "none")], config)])
     return uris
+
+
+def unsquashed_file(image: Path, path: str) -> str:
+    return subprocess.run(["unsquashfs", "-cat", str(image), path], capture_output=True, text=True, check=True).stdout
 
 
 def unsquashed_names(image: Path) -> str:
@@ -302,3 +307,49 @@ def test_blob_renamed_by_the_owner_of_the_shared_folders_is_detected(
     assert result.returncode == 1
     assert f"Checksum mismatch: sha256:{second_hex}" in result.stderr
     assert not (workspace.out / "second.sqsh").exists()
+
+
+@pytest.fixture(scope="module")
+def big_top_layer(busybox: PublishedImage, registry: Registry, image_workdir: Path) -> tuple[str, str, str]:
+    """An image whose top layer (3 MiB of random bytes as hex: about 3.5 MiB gzipped) takes a
+    few reads to download: its repository, the file's content and the layer's digest."""
+    work = image_workdir / "bigtop"
+    work.mkdir()
+    payload = os.urandom(3 << 20).hex()
+    top = make_layer(layer_file(work / "top.tar", ("opt/big.hex", payload)), work, "gzip")
+    push([Image([busybox.image.layers[0], top], busybox.image.config)], registry.address, "hydria/bigtop", "latest", work)
+    return "hydria/bigtop", payload, top.blob.digest
+
+
+def test_a_broken_blob_download_resumes_where_it_stopped(big_top_layer: tuple[str, str, str], registry: Registry,
+                                                          workspace: Workspace) -> None:
+    repository, payload, _ = big_top_layer
+    with BreakingProxy(registry.address, after=1 << 20, breaks=2) as proxy:
+        result = workspace.run("import", "-o", "resumed.sqsh", f"docker://{proxy.address}#{repository}")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("broke off") == 2
+    assert proxy.ranges_asked == [f"bytes={1 << 20}-", f"bytes={2 << 20}-"]  # from where each stopped
+    assert unsquashed_file(workspace.out / "resumed.sqsh", "opt/big.hex") == payload
+
+
+def test_a_broken_blob_download_starts_over_where_the_registry_ignores_ranges(
+        big_top_layer: tuple[str, str, str], registry: Registry, workspace: Workspace) -> None:
+    repository, payload, _ = big_top_layer
+    with BreakingProxy(registry.address, after=1 << 20, breaks=1, ranges=False) as proxy:
+        result = workspace.run("import", "-o", "again.sqsh", f"docker://{proxy.address}#{repository}")
+    assert result.returncode == 0, result.stderr
+    assert proxy.ranges_asked == [f"bytes={1 << 20}-"]
+    assert unsquashed_file(workspace.out / "again.sqsh", "opt/big.hex") == payload
+
+
+def test_a_blob_download_that_keeps_breaking_fails_clearly(big_top_layer: tuple[str, str, str], registry: Registry,
+                                                          workspace: Workspace) -> None:
+    repository, _, digest = big_top_layer
+    with BreakingProxy(registry.address, after=1 << 20, breaks=100) as proxy:
+        result = workspace.run("import", "-o", "broken.sqsh", f"docker://{proxy.address}#{repository}")
+    assert result.returncode == 1
+    assert f"{proxy.address}/{repository}: Download of {digest} failed after {3 << 20} of " in result.stderr
+    assert "3 tries" in result.stderr and "HYDRIA_TRANSFER_RETRIES" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (workspace.out / "broken.sqsh").exists()
+    assert not (workspace.cache / "blobs" / "sha256" / digest.split(":")[1]).exists()

@@ -31,6 +31,7 @@ from hydria.image.growing import GrowingBlob
 from hydria.image.progress import Progress
 from hydria.image.reference import RegistryImage
 from hydria.image.sources import credentials
+from hydria.image.sources.httpbody import body_chunks
 from hydria.image.sources.pacing import DownloadQueue
 from hydria.log import Logger
 
@@ -42,6 +43,10 @@ log = Logger(__name__)
 # for it; the class attribute is read on each read (httpcore is pinned in pyproject.toml).
 httpcore.HTTP11Connection.READ_NUM_BYTES = 1 << 20
 
+# A blob download that breaks off is resumed where it stopped this many times, plus
+# HYDRIA_TRANSFER_RETRIES (enroot's GNU parallel runs a failed layer download twice more).
+RESUMES = 2
+
 _REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
             405: "Method Not Allowed", 408: "Request Timeout", 429: "Too Many Requests",
             500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable",
@@ -50,6 +55,30 @@ _REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not
 
 class RegistryError(HydriaError):
     """The registry could not be reached or refused a request."""
+
+
+class _BrokenOff(Exception):
+    """A download's connection broke after ``received`` bytes of the blob."""
+
+    def __init__(self, received: int, error: Exception) -> None:
+        super().__init__(received, error)
+        self.received = received
+        self.error = error
+
+
+def _range_start(response: httpx.Response, offset: int) -> int:
+    """Where the body of a (possibly ranged) blob ``response`` starts in the blob.
+
+    Raises:
+        RegistryError: a partial answer that is not the range asked for.
+    """
+    if response.status_code != 206:
+        return 0
+    match = re.match(r"bytes (\d+)-", response.headers.get("Content-Range", ""))
+    if match is None or int(match.group(1)) != offset:
+        raise RegistryError(f"asked for the blob from byte {offset}, the registry sent "
+                            f"{response.headers.get('Content-Range') or 'a partial answer without Content-Range'}")
+    return offset
 
 
 def parse_challenge(header: str) -> tuple[str, dict[str, str]]:
@@ -96,8 +125,11 @@ class RegistrySource:
         return f"{self.scheme}://{self.ref.registry}/v2/{self.ref.repository}/{path}"
 
     @contextmanager
-    def _request(self, path: str, accept: str | None = None) -> Iterator[httpx.Response]:
+    def _request(self, path: str, accept: str | None = None, offset: int = 0) -> Iterator[httpx.Response]:
+        """GET ``path`` (from byte ``offset`` on, if the registry honours ranges)."""
         headers = {"Accept": accept} if accept else {}
+        if offset:
+            headers["Range"] = f"bytes={offset}-"
         for attempt in range(self.settings.transfer_retries + 1):
             response = self._send(path, headers)
             if response.status_code == 401 and "WWW-Authenticate" in response.headers \
@@ -279,17 +311,25 @@ class RegistrySource:
 
     def _download_to_cache(self, descriptor: mf.Descriptor, growing: GrowingBlob) -> None:
         started = time.monotonic()
+        deadline = started + self.settings.transfer_timeout if self.settings.transfer_timeout else None
 
         def download(out: Writer) -> None:
-            deadline = started + self.settings.transfer_timeout if self.settings.transfer_timeout else None
             self.progress.start(descriptor.digest, descriptor.size)
-            with self._request(f"blobs/{descriptor.digest}") as response:
-                for chunk in response.iter_bytes():  # as they arrive: re-chunking copied every byte again
-                    out.write(chunk)
-                    self.progress.advance(descriptor.digest, len(chunk))
-                    if deadline and time.monotonic() > deadline:
-                        raise RegistryError(f"downloading {descriptor.digest} took longer than "
-                                            f"HYDRIA_TRANSFER_TIMEOUT ({self.settings.transfer_timeout} s)")
+            received = 0
+            resumes = RESUMES + self.settings.transfer_retries
+            for attempt in range(resumes + 1):
+                try:
+                    self._download_from(descriptor, received, out, deadline)
+                    return
+                except _BrokenOff as broken:
+                    received, error = broken.received, broken.error
+                    if attempt < resumes:
+                        log.warning("Download of %s broke off after %d bytes (%s); resuming",
+                                    descriptor.digest, received, error)
+                        time.sleep(min(0.5 * 2 ** attempt, 10))
+            raise RegistryError(f"Download of {descriptor.digest} failed after {received} of {descriptor.size} "
+                                f"bytes, {resumes + 1} tries: {error}",
+                                hint="check the network; HYDRIA_TRANSFER_RETRIES adds tries")
 
         try:
             self.cache.fetch(descriptor.digest, download, growing)
@@ -297,6 +337,28 @@ class RegistrySource:
             e.message = f"{self.ref.registry}/{self.ref.repository}: {e.message}"
             raise
         self.progress.finish(descriptor.digest)
+
+    def _download_from(self, descriptor: mf.Descriptor, offset: int, out: Writer, deadline: float | None) -> None:
+        """Write the blob from byte ``offset`` on to ``out`` (which has the bytes before).
+
+        Raises:
+            _BrokenOff: the connection broke; how many bytes ``out`` has now.
+        """
+        received = offset
+        try:
+            with self._request(f"blobs/{descriptor.digest}", offset=offset) as response:
+                skip = offset - _range_start(response, offset)
+                for chunk in body_chunks(response):
+                    if skip:  # the registry sent bytes before the offset (it ignored the range)
+                        chunk, skip = chunk[skip:], max(0, skip - len(chunk))
+                    out.write(chunk)
+                    received += len(chunk)
+                    self.progress.advance(descriptor.digest, len(chunk))
+                    if deadline and time.monotonic() > deadline:
+                        raise RegistryError(f"downloading {descriptor.digest} took longer than "
+                                            f"HYDRIA_TRANSFER_TIMEOUT ({self.settings.transfer_timeout} s)")
+        except httpx.TransportError as error:
+            raise _BrokenOff(received, error) from None
 
     @contextmanager
     def open_blob(self, descriptor: mf.Descriptor) -> Iterator[mf.Blob]:
