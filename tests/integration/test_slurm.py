@@ -45,6 +45,31 @@ def test_tasks_run_in_the_image(srun: Srun, images: dict[str, Path]) -> None:
     assert srun.ok(f"--container-image={images['busybox']}", "id", "-u") == f"{srun.workspace.user.uid}\n"
 
 
+@pytest.fixture
+def local_scratch(workspace: Workspace) -> Iterator[Path]:
+    """A tmpfs for HYDRIA_TEMP_PATH: the steps' scratch on another file system than the cache,
+    as a node's local /tmp and a cache in an NFS home are."""
+    mount = workspace.root / "local-tmp"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size=64m,uid={workspace.user.uid}", "tmpfs", str(mount)], check=True)
+    yield mount
+    subprocess.run(["umount", "--lazy", str(mount)], check=True)
+
+
+def test_a_kept_image_on_another_file_system_is_used_where_it_is(srun: Srun, busybox: PublishedImage,
+                                                                  local_scratch: Path) -> None:
+    """The first step imports into its scratch (and the image is kept in the cache); later steps
+    start from the kept image instead of copying it into their scratch."""
+    image = busybox.docker_uri.removeprefix("docker://")
+    look = ("sh", "-c", "find /scratch -name '*.sqsh'; cat /etc/os-release")
+    options = (f"--container-image={image}", f"--container-mounts={local_scratch}:/scratch")
+    first = srun.ok(*options, *look, HYDRIA_TEMP_PATH=str(local_scratch))
+    assert first.startswith("/scratch/hydria-slurm-") and "/image.sqsh\n" in first  # imported there
+    second = srun.ok(*options, *look, HYDRIA_TEMP_PATH=str(local_scratch))
+    assert ".sqsh" not in second  # no copy this time
+    assert "hydria busybox test image" in second
+
+
 @pytest.mark.parametrize("remap", [[], ["--container-remap-root"]])
 def test_tasks_have_the_seccomp_filter(srun: Srun, images: dict[str, Path], remap: list[str]) -> None:
     out = srun.ok("-n", "2", f"--container-image={images['busybox']}", *remap, "sh", "-c",

@@ -91,22 +91,25 @@ class CachedImage:
             path.unlink(missing_ok=True)
         return None
 
-    def link_to(self, target: Path) -> bool:
-        """Give ``target`` the kept image (a hardlink, or a copy across file systems); False when
-        there is none.
+    def link_to(self, target: Path, *, in_place: bool = False) -> Path | None:
+        """The kept image at ``target`` (a hardlink, or a copy across file systems); with
+        ``in_place``, the entry itself where ``target`` is on another file system (the caller must
+        not write to it); None when there is none.
 
         Raises:
             FileExistsError: ``target`` appeared meanwhile.
         """
         found = self._valid()
         if found is None:
-            return False
+            return None
         try:
             os.chmod(found, stat.S_IMODE(found.stat().st_mode))  # marks the use (the change time)
+            if in_place and found.stat().st_dev != target.parent.stat().st_dev:
+                return found
             link_or_copy(found, target)
         except FileNotFoundError:
-            return False  # evicted by a concurrent import
-        return True
+            return None  # evicted by a concurrent import
+        return target
 
     def keep(self, image: Path) -> None:
         """Keep the just imported ``image`` (a hardlink, or a copy across file systems), then drop

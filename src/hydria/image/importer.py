@@ -50,8 +50,10 @@ def output_path(ref: ImageReference, output: str | None, cwd: Path) -> Path:
 
 
 def import_image(uri: str, settings: Settings, *, output: str | None = None, arch: str | None = None,
-                 cwd: Path | None = None) -> Path:
-    """Import ``uri`` into a squashfs image file and return its path.
+                 cwd: Path | None = None, in_place: bool = False) -> Path:
+    """Import ``uri`` into a squashfs image file and return its path: the output, or, with
+    ``in_place``, the image kept in the cache when the output is on another file system (a Slurm
+    step reads it there rather than copy gigabytes into its scratch space; nobody may write to it).
 
     Raises:
         HydriaError: bad reference, unreachable source, bad content, or an output problem.
@@ -70,9 +72,12 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
         if resolved.digest and settings.cache_images > 0:
             kept = ImageCache(settings.cache_path, settings.cache_images).entry(
                 resolved.uri, resolved.digest, settings.squash_options)
-        write_image(resolved, target, options, kept)
-    log.info("Image written to %s", target)
-    return target
+        image = write_image(resolved, target, options, kept, in_place=in_place)
+    if image == target:
+        log.info("Image written to %s", target)
+    else:
+        log.info("Using the kept image %s", image)
+    return image
 
 
 def image_digest(uri: str, settings: Settings, *, arch: str | None = None) -> str:
@@ -117,13 +122,15 @@ def _open_source(ref: ImageReference, settings: Settings, cwd: Path,
     return open_engine(ref, settings, stack)
 
 
-def write_image(resolved: mf.ResolvedImage, target: Path, options: list[str], kept: CachedImage | None = None) -> None:
+def write_image(resolved: mf.ResolvedImage, target: Path, options: list[str], kept: CachedImage | None = None,
+                *, in_place: bool = False) -> Path:
     """Write ``resolved`` as a squashfs at ``target`` (which must not exist): the ``kept`` image
-    when the cache has it, else flattened and squashed (and then kept)."""
+    when the cache has it, else flattened and squashed (and then kept). The image's path: ``target``
+    or, ``in_place`` (:meth:`CachedImage.link_to`), the kept one."""
     try:
-        if kept is not None and kept.link_to(target):
+        if kept is not None and (found := kept.link_to(target, in_place=in_place)) is not None:
             log.info("Found the image in cache")
-            return
+            return found
     except FileExistsError:
         raise OutputExists(f"File already exists: {target}") from None
     with anonymous_file(target) as image:
@@ -132,6 +139,7 @@ def write_image(resolved: mf.ResolvedImage, target: Path, options: list[str], ke
             raise OutputExists(f"File already exists: {target}")
     if kept is not None:
         kept.keep(target)
+    return target
 
 
 def _squash(resolved: mf.ResolvedImage, image: AnonymousFile, options: list[str]) -> None:

@@ -267,8 +267,9 @@ def _release(options: ContainerOptions, plugin: PluginConfig) -> None:
 
 
 def _image_file(image: str, scratch: str, settings: Settings, cwd: str, plugin: PluginConfig) -> str:
-    """A squashfs path as given, or the registry image imported into the step's scratch space (or
-    by the admin's importer plugin)."""
+    """A squashfs path as given, or the registry image imported into the step's scratch space (the
+    image kept in the cache, when that is on another file system), or by the admin's importer
+    plugin."""
     if image.startswith((".", "/")):
         path = os.path.normpath(os.path.join(cwd, image))
         if not os.path.isfile(path):
@@ -286,7 +287,9 @@ def _image_file(image: str, scratch: str, settings: Settings, cwd: str, plugin: 
     if int(os.environ.get("SLURM_STEP_NUM_TASKS") or os.environ.get("SLURM_NTASKS") or 1) <= 1:
         user_log(f"importing docker image: {image}")  # as pyxis: not once per task of a large step
     try:
-        imported = str(import_image(uri, settings, output=target))
+        # A kept image on another file system (the cache in $HOME, scratch in local /tmp) is used
+        # where it is, rather than copied into scratch by every step.
+        imported = str(import_image(uri, settings, output=target, in_place=True))
     except HydriaError as e:
         log.error("%s", e.message)
         raise HydriaError(f"failed to import docker image: {image}", hint=e.hint) from None
