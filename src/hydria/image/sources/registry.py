@@ -20,7 +20,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpcore
 import httpx
 
 from hydria.config import Settings
@@ -36,12 +35,6 @@ from hydria.image.sources.pacing import DownloadQueue
 from hydria.log import Logger
 
 log = Logger(__name__)
-
-# httpcore reads a response 64 KiB at a time and runs each read through h11's Python parser; for
-# layers of gigabytes that cost a third of the download's CPU time. 1 MiB reads cut the CPU time
-# of downloading 1.5 GB from 3.0 to 2.0 s (hashing and writing included). httpcore has no setting
-# for it; the class attribute is read on each read (httpcore is pinned in pyproject.toml).
-httpcore.HTTP11Connection.READ_NUM_BYTES = 1 << 20
 
 # A blob download that breaks off is resumed where it stopped this many times, plus
 # HYDRIA_TRANSFER_RETRIES (enroot's GNU parallel runs a failed layer download twice more).
