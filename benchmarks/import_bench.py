@@ -9,8 +9,10 @@ Tools, each with the same squash options:
 * the plain pipeline: skopeo copy + umoci unpack + mksquashfs;
 * podman pull, and Charliecloud ch-image pull, when installed (they do not make a squashfs).
 
-Prints wall time, CPU time and peak RSS per tool and the ratio of each to hydria cold.
-Run as root: python benchmarks/import_bench.py [--size-mb 2048] [--only debian]
+Prints wall time, CPU time and peak RSS per tool and the ratio of each to hydria cold; with
+``--rounds N`` every tool runs N times, in turn, and its median run is printed with the spread
+(single runs on a small VM vary by 20-40%).
+Run as root: python benchmarks/import_bench.py [--size-mb 2048] [--only debian] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class Measure:
     cpu: float
     rss_mb: float
     ok: bool
+    fastest: float = 0.0  # of several rounds
+    slowest: float = 0.0
 
 
 PREFAULT_GIB = 8.0  # more than any tool's new page cache (the plain pipeline writes about 6 GB)
@@ -119,14 +123,29 @@ def big_image(size_mb: int, workdir: Path, zstd: bool = True) -> Image:
 
 def bench_image(name: str, image: Image, registry: Registry, workdir: Path, peers: bool,
                 peer_image: Image | None = None, squash: str = SQUASH_OPTIONS,
-                prefault_gib: float = PREFAULT_GIB) -> list[Measure]:
-    """``peer_image``: the same content for peers that cannot read zstd layers (umoci 0.4)."""
+                prefault_gib: float = PREFAULT_GIB, rounds: int = 1) -> list[Measure]:
+    """``peer_image``: the same content for peers that cannot read zstd layers (umoci 0.4).
+    Every tool runs ``rounds`` times, in turn; each tool's median round is reported."""
+    push([image], registry.address, f"bench/{name}", "latest", workdir)
+    push([peer_image or image], registry.address, f"bench/{name}-peers", "latest", workdir)
+    measures = [bench_round(name, registry, workdir, peers, squash, prefault_gib) for _ in range(rounds)]
+    return [median(list(runs)) for runs in zip(*measures, strict=True)]
 
+
+def median(runs: list[Measure]) -> Measure:
+    """The run of median wall time, with the spread of all runs."""
+    ok = sorted((run for run in runs if run.ok), key=lambda run: run.wall)
+    if len(ok) < len(runs):
+        return Measure(runs[0].tool, 0, 0, 0, False)
+    middle = ok[len(ok) // 2]
+    return Measure(middle.tool, middle.wall, middle.cpu, middle.rss_mb, True, ok[0].wall, ok[-1].wall)
+
+
+def bench_round(name: str, registry: Registry, workdir: Path, peers: bool, squash: str,
+                prefault_gib: float) -> list[Measure]:
     def timed_here(tool: str, commands: list[list[str]], env: dict[str, str] | None = None) -> Measure:
         return timed(tool, commands, env, prefault_gib)
 
-    push([image], registry.address, f"bench/{name}", "latest", workdir)
-    push([peer_image or image], registry.address, f"bench/{name}-peers", "latest", workdir)
     uri = f"docker://{registry.address}#bench/{name}:latest"
     out = workdir / "out"
     shutil.rmtree(out, ignore_errors=True)
@@ -165,14 +184,17 @@ def bench_image(name: str, image: Image, registry: Registry, workdir: Path, peer
 
 def report(name: str, results: list[Measure]) -> None:
     base = next((r for r in results if r.tool == "hydria cold" and r.ok), None)
+    spread = any(r.slowest > r.fastest for r in results)
     print(f"\n{name}")
-    print(f"{'tool':<26}{'wall s':>9}{'cpu s':>9}{'peak RSS MiB':>14}{'wall / hydria cold':>20}")
+    print(f"{'tool':<26}{'wall s':>9}{'cpu s':>9}{'peak RSS MiB':>14}{'wall / hydria cold':>20}"
+          + (f"{'wall s of all rounds':>24}" if spread else ""))
     for r in results:
         if not r.ok:
             print(f"{r.tool:<26}{'failed':>9}")
             continue
         ratio = f"{r.wall / base.wall:.2f}x" if base else "-"
-        print(f"{r.tool:<26}{r.wall:>9.1f}{r.cpu:>9.1f}{r.rss_mb:>14.0f}{ratio:>20}")
+        rounds = f"{r.fastest:.1f} - {r.slowest:.1f}" if spread else ""
+        print(f"{r.tool:<26}{r.wall:>9.1f}{r.cpu:>9.1f}{r.rss_mb:>14.0f}{ratio:>20}{rounds:>24}")
 
 
 def main() -> int:
@@ -182,6 +204,8 @@ def main() -> int:
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--squash-options", default=SQUASH_OPTIONS, help="for hydria and mksquashfs alike")
     parser.add_argument("--no-prefault", action="store_true", help="do not touch memory before each run")
+    parser.add_argument("--rounds", type=int, default=1, help="run every tool this many times, in turn; "
+                                                               "report each one's median")
     options = parser.parse_args()
     prefault_gib = 0.0 if options.no_prefault else PREFAULT_GIB
     print(f"squash options: {options.squash_options}")
@@ -191,13 +215,14 @@ def main() -> int:
             if options.only != "big":
                 report("Debian test image (3 layers, 216 MB)",
                        bench_image("debian", get_image("debian", workdir), registry, workdir, not options.no_peers,
-                                   squash=options.squash_options, prefault_gib=prefault_gib))
+                                   squash=options.squash_options, prefault_gib=prefault_gib,
+                                   rounds=options.rounds))
             if options.only != "debian":
                 image = big_image(options.size_mb, workdir)
                 report(f"{options.size_mb} MB image (7 layers, one zstd; all gzip for skopeo+umoci)",
                        bench_image("big", image, registry, workdir, not options.no_peers,
                                    big_image(options.size_mb, workdir, zstd=False), options.squash_options,
-                                   prefault_gib))
+                                   prefault_gib, options.rounds))
     return 0
 
 
