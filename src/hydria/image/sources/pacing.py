@@ -4,10 +4,11 @@ Downloading every layer at once (up to ``HYDRIA_MAX_CONNECTIONS``) gets the byte
 the network is the bottleneck. When it is not (a registry nearby, a node with few cores), the
 downloads of the lower layers take CPU from the merge and squash of the top one, and their data is
 read back long after it was written: a 2 GB import on 2 cores took 7.7-8.5 s with 10 downloads at
-once and 6.2-7.1 s with one or two. So downloads start one at a time, top layer first, and the
+once and 6.2-7.4 s with one or two. So downloads start one at a time, top layer first, and the
 number that run at once grows by one each time the merge has waited for downloaded data for
 :data:`STARVED` seconds in all while the node's CPUs were idle for at least :data:`IDLE_ENOUGH` of
-the time (then the network is what the merge waits for, not the CPU), up to the limit.
+the time, or has waited :data:`LONG_WAIT` at once (a registry's latency: a CPU-bound merge waits
+milliseconds at a time), up to the limit. Either way it is the network that holds the merge back.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterable
 
 STARVED = 0.1  # seconds the merge waits for data before one more download runs at once
 IDLE_ENOUGH = 0.3  # the share of CPU time the node left idle meanwhile, for one more
+LONG_WAIT = 0.05  # a wait this long is the network's, however busy the node
 
 
 def cpu_times() -> tuple[int, int]:
@@ -72,11 +74,12 @@ class DownloadQueue:
         more at once helps if it is the network that holds them back, not the CPU."""
         with self._lock:
             self._waited += seconds
-            if self._waited < STARVED or self._width >= self._limit:
+            if self._width >= self._limit or (self._waited < STARVED and seconds < LONG_WAIT):
                 return
             (idle, total), (idle_then, total_then) = self._cpu(), self._cpu_then
             self._cpu_then, self._waited = (idle, total), 0.0
-            if total > total_then and (idle - idle_then) / (total - total_then) >= IDLE_ENOUGH:
+            idle_share = (idle - idle_then) / (total - total_then) if total > total_then else 0.0
+            if seconds >= LONG_WAIT or idle_share >= IDLE_ENOUGH:
                 self._width += 1
                 self._fill()
 
