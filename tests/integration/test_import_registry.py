@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from testbed.authproxy import AuthProxy
-from testbed.breakingproxy import BreakingProxy
+from testbed.flakyproxy import FlakyProxy
 from testbed.oci import Image, make_layer, push
 from testbed.publish import PublishedImage
 from testbed.registry import Registry
@@ -324,7 +324,7 @@ def big_top_layer(busybox: PublishedImage, registry: Registry, image_workdir: Pa
 def test_a_broken_blob_download_resumes_where_it_stopped(big_top_layer: tuple[str, str, str], registry: Registry,
                                                           workspace: Workspace) -> None:
     repository, payload, _ = big_top_layer
-    with BreakingProxy(registry.address, after=1 << 20, breaks=2) as proxy:
+    with FlakyProxy(registry.address, after=1 << 20, breaks=2) as proxy:
         result = workspace.run("import", "-o", "resumed.sqsh", f"docker://{proxy.address}#{repository}")
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("broke off") == 2
@@ -335,7 +335,7 @@ def test_a_broken_blob_download_resumes_where_it_stopped(big_top_layer: tuple[st
 def test_a_broken_blob_download_starts_over_where_the_registry_ignores_ranges(
         big_top_layer: tuple[str, str, str], registry: Registry, workspace: Workspace) -> None:
     repository, payload, _ = big_top_layer
-    with BreakingProxy(registry.address, after=1 << 20, breaks=1, ranges=False) as proxy:
+    with FlakyProxy(registry.address, after=1 << 20, breaks=1, ranges=False) as proxy:
         result = workspace.run("import", "-o", "again.sqsh", f"docker://{proxy.address}#{repository}")
     assert result.returncode == 0, result.stderr
     assert proxy.ranges_asked == [f"bytes={1 << 20}-"]
@@ -345,7 +345,7 @@ def test_a_broken_blob_download_starts_over_where_the_registry_ignores_ranges(
 def test_a_blob_download_that_keeps_breaking_fails_clearly(big_top_layer: tuple[str, str, str], registry: Registry,
                                                           workspace: Workspace) -> None:
     repository, _, digest = big_top_layer
-    with BreakingProxy(registry.address, after=1 << 20, breaks=100) as proxy:
+    with FlakyProxy(registry.address, after=1 << 20, breaks=100) as proxy:
         result = workspace.run("import", "-o", "broken.sqsh", f"docker://{proxy.address}#{repository}")
     assert result.returncode == 1
     assert f"{proxy.address}/{repository}: Download of {digest} failed after {3 << 20} of " in result.stderr
@@ -353,3 +353,14 @@ def test_a_blob_download_that_keeps_breaking_fails_clearly(big_top_layer: tuple[
     assert "Traceback" not in result.stderr
     assert not (workspace.out / "broken.sqsh").exists()
     assert not (workspace.cache / "blobs" / "sha256" / digest.split(":")[1]).exists()
+
+
+def test_a_distant_registry_gets_several_downloads_at_once(variants: dict[str, str], registry: Registry,
+                                                           workspace: Workspace) -> None:
+    """Layers download one at a time while the merge keeps up, and more at once when it waits
+    for the network: here each blob's first byte takes 0.3 s (the 3-layer "mixed" image)."""
+    repository = variants["mixed"].split("#")[1]
+    with FlakyProxy(registry.address, delay=0.3) as proxy:
+        result = workspace.run("import", "-o", "far.sqsh", f"docker://{proxy.address}#{repository}")
+    assert result.returncode == 0, result.stderr
+    assert proxy.most_at_once >= 2
