@@ -15,38 +15,25 @@ from __future__ import annotations
 import base64
 import re
 import secrets
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
-from typing import Literal, Self
+from http.server import BaseHTTPRequestHandler
+from typing import Literal
 
-from testbed.forwarding import forward
-from testbed.registry import free_port
+from testbed.forwarding import QuietHandler, RegistryFront, forward
 
 
-class AuthProxy:
+class AuthProxy(RegistryFront):
     def __init__(self, upstream: str, *, mode: Literal["bearer", "basic"] = "bearer",
                  user: str = "ada", password: str = "s3cret", anonymous: bool = False) -> None:
-        self.upstream = upstream
         self.mode = mode
         self.user, self.password, self.anonymous = user, password, anonymous
-        self.port = free_port()
-        self.address = f"127.0.0.1:{self.port}"
         self.tokens: set[str] = set()
         self.token_requests = 0
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__(upstream)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 if self.path.startswith("/token"):
                     self._token()
@@ -102,12 +89,3 @@ class AuthProxy:
         if self.mode == "basic":
             return self._basic_ok(header)
         return header.startswith("Bearer ") and header[len("Bearer "):] in self.tokens
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self._server.shutdown()
-        self._server.server_close()

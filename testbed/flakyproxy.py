@@ -8,29 +8,21 @@ from __future__ import annotations
 
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
-from typing import Self
+from http.server import BaseHTTPRequestHandler
 
-from testbed.forwarding import REQUEST_HEADERS, forward
-from testbed.registry import free_port
+from testbed.forwarding import REQUEST_HEADERS, QuietHandler, RegistryFront, forward
 
 
-class FlakyProxy:
+class FlakyProxy(RegistryFront):
     def __init__(self, upstream: str, *, after: int = 0, breaks: int = 0, ranges: bool = True,
                  delay: float = 0.0) -> None:
-        self.upstream = upstream
         self.after, self.breaks, self.delay = after, breaks, delay
         self.most_at_once = 0
         self._at_once = 0
         self.request_headers = REQUEST_HEADERS if ranges else ("accept",)
         self.ranges_asked: list[str] = []
-        self.address = f"127.0.0.1:{free_port()}"
-        host, port = self.address.split(":")
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer((host, int(port)), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__(upstream)
 
     def _broke(self) -> None:
         with self._lock:
@@ -44,12 +36,7 @@ class FlakyProxy:
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 if "/blobs/" not in self.path:
                     forward(self, proxy.upstream, "GET", request_headers=proxy.request_headers)
@@ -69,12 +56,3 @@ class FlakyProxy:
                 forward(self, proxy.upstream, "HEAD", request_headers=proxy.request_headers)
 
         return Handler
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self._server.shutdown()
-        self._server.server_close()

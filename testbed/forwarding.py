@@ -1,11 +1,16 @@
-"""Forwarding a request to the test registry, for the fronts that tests put before it
-(:mod:`testbed.authproxy`, :mod:`testbed.breakingproxy`)."""
+"""Fronts that tests put before the test registry (:mod:`testbed.authproxy`,
+:mod:`testbed.flakyproxy`): a server on loopback, and forwarding a request to the registry."""
 
 from __future__ import annotations
 
-from http.server import BaseHTTPRequestHandler
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Self
 
 import httpx
+
+from testbed.registry import free_port
 
 REQUEST_HEADERS = ("accept", "range")
 ANSWER_HEADERS = ("Content-Type", "Docker-Content-Digest", "Content-Length", "Content-Range")
@@ -34,3 +39,36 @@ def forward(handler: BaseHTTPRequestHandler, upstream: str, method: str, *,
             if limit is not None:
                 limit -= len(chunk)
     return False
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """HTTP/1.1 (keep-alive, as registries), no request log on stderr."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class RegistryFront:
+    """A server on a free loopback port, answering with ``_handler()``'s class while entered."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._server.shutdown()
+        self._server.server_close()
