@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 import random
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hydria.runtime import syscalls as sc
 from hydria.runtime.fstab import (
@@ -18,7 +21,7 @@ from hydria.runtime.fstab import (
     parse_line,
     substitute,
 )
-from hydria.runtime.mounts import MountFailed, resolve_in_root
+from hydria.runtime.mounts import MountFailed, open_in_root, resolve_in_root
 
 
 @pytest.mark.parametrize(("line", "expected"), [
@@ -98,3 +101,62 @@ def test_resolution_stays_inside_the_root(tmp_path: Path) -> None:
         resolve_in_root(str(root), "../x")
     with pytest.raises(MountFailed, match="too many levels"):
         resolve_in_root(str(root), "/loop/x")
+
+
+def opened_path(root: str, path: str) -> str:
+    fd = open_in_root(root, path)
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    finally:
+        os.close(fd)
+
+
+def test_sources_are_opened_inside_the_root(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    (root / "usr" / "lib").mkdir(parents=True)
+    os.symlink(str(tmp_path), root / "host")  # absolute: the root's own path, not the host's
+    os.symlink("../../../../../../etc", root / "usr" / "up")
+    os.symlink("loop", root / "loop")
+    assert opened_path(str(root), "/usr/up") == f"{root}/etc"
+    assert opened_path(str(root), "/") == str(root)
+    with pytest.raises(FileNotFoundError):
+        open_in_root(str(root), f"/host/{root.name}")
+    with pytest.raises(MountFailed, match="outside the container's root"):
+        open_in_root(str(root), "/../x")
+    with pytest.raises(MountFailed, match="too many levels"):
+        open_in_root(str(root), "/loop")
+
+
+_NAMES = st.sampled_from(["a", "b", "..", ".", "etc"])
+_LINK_TEXT = st.lists(_NAMES, min_size=1, max_size=4).map("/".join).flatmap(
+    lambda rest: st.sampled_from([rest, "/" + rest, "../../../" + rest]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(links=st.dictionaries(st.sampled_from(["a", "b", "etc/c"]), _LINK_TEXT, max_size=3),
+       path=st.lists(_NAMES, max_size=5).map("/".join))
+def test_no_link_leads_a_source_out_of_the_root(links: dict[str, str], path: str) -> None:
+    """Whatever links an image holds, a source resolves inside the root, as a target does."""
+    with tempfile.TemporaryDirectory() as top:
+        root = os.path.join(top, "root")
+        os.makedirs(os.path.join(root, "etc"))
+        os.makedirs(os.path.join(top, "etc", "outside"))
+        for name, text in links.items():
+            os.symlink(text, os.path.join(root, name))
+        try:
+            expected: str | None = resolve_in_root(root, path)
+        except MountFailed:
+            expected = None
+        if expected is None:
+            with pytest.raises(MountFailed):
+                open_in_root(root, path)
+            return
+        try:
+            found = opened_path(root, path)
+        except OSError:  # a missing component, which a lexical ".." may have skipped
+            climbs = any(".." in text.split("/") for text in [path, *links.values()])
+            assert climbs or not os.path.exists(expected)
+            return
+        assert found == os.path.realpath(expected)
+        assert found == root or found.startswith(root + "/")

@@ -180,6 +180,11 @@ class _Merger:
         claim = self.claimed.get(path)
         return claim is not None and (claim.explicit or not is_dir)
 
+    def under_non_directory(self, path: str) -> bool:
+        """Whether a link or file that upper layers wrote lies on the way to ``path``."""
+        return any((claim := self.claimed.get(parent)) is not None and not claim.is_dir
+                   for parent in ancestors(path))
+
     def claim(self, path: str, is_dir: bool) -> None:
         self.claimed[path] = _Claim(is_dir, True)
         for parent in ancestors(path):
@@ -212,7 +217,7 @@ def _output_info(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo:
 def flatten(layers: Sequence[LayerStream], extras: Sequence[ExtraFile], out: IO[bytes],
             ensure_dirs: Sequence[str] = ()) -> FlattenStats:
     """Write the merged root filesystem of ``layers`` (top first) plus ``extras`` as a tar to ``out``;
-    ``ensure_dirs`` are created (0755) when no layer has them.
+    ``ensure_dirs`` are created (0755) when no layer has them, nor a link or file on their way.
 
     Raises:
         UnsafeLayer: an entry escapes the root, or a hardlink's target is not in the image.
@@ -225,7 +230,7 @@ def flatten(layers: Sequence[LayerStream], extras: Sequence[ExtraFile], out: IO[
         _merge_layer(merger, layer)
     for directory in ensure_dirs:
         path = clean_path(directory, "WorkingDir")
-        if path and path not in merger.claimed:
+        if path and path not in merger.claimed and not merger.under_non_directory(path):
             _write_extra(merger, ExtraFile(path, None, 0o755))
     for path, target in merger.link_targets.items():
         claim = merger.claimed.get(target)

@@ -149,7 +149,7 @@ def _squash(resolved: mf.ResolvedImage, image: AnonymousFile, options: list[str]
     resolved.fetch_layers()
     writer = Tar2Sqfs(image.path, options, (image.fd,))
     try:
-        stats = flatten(layers, extras, writer.stdin, ensure_dirs=[files.workdir])
+        stats = flatten(layers, extras, writer.stdin, ensure_dirs=files.directories)
     except BrokenPipeError:
         writer.finish()  # tar2sqfs stopped reading: raises with its own message
         raise SquashfsFailed("tar2sqfs stopped reading the image stream") from None

@@ -75,6 +75,14 @@ def load_json(data: bytes, where: str) -> Any:
         raise ManifestError(f"Could not parse {where}: not valid JSON") from None
 
 
+def check_config(document: Any, where: str) -> dict[str, Any]:
+    """An image config document, which must be a JSON object. Raises ManifestError."""
+    if not isinstance(document, dict):
+        raise ManifestError(f"Invalid image format: {where} is not a JSON object",
+                            hint="the image was built wrongly or crafted; nothing was written")
+    return document
+
+
 def media_type_of(document: Any, header: str | None = None) -> str:
     """A manifest's media type: its own field, else the HTTP header, else guessed from its shape."""
     if isinstance(document, dict) and isinstance(document.get("mediaType"), str):

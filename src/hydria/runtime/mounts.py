@@ -1,7 +1,10 @@
 """Performing fstab entries inside a container's root, in its mount namespace.
 
 Targets are resolved inside the root: ``..`` and symlinks (absolute ones relative to the root)
-can never lead out of it.
+can never lead out of it. So are bind sources that lie inside the root (an image's VOLUMEs,
+``${HYDRIA_ROOTFS}/...`` in any fstab): they are opened one component at a time without
+following links, and mounted from that descriptor, so that neither a link in the image nor one
+swapped in meanwhile makes the kernel bind a host path.
 """
 
 from __future__ import annotations
@@ -55,6 +58,47 @@ def resolve_in_root(root: str, path: str) -> str:
     return os.path.join(root, *resolved)
 
 
+def open_in_root(root: str, path: str) -> int:
+    """An ``O_PATH`` descriptor of ``path`` inside ``root``, resolved as :func:`resolve_in_root`
+    resolves it but on descriptors: each component is opened with ``O_NOFOLLOW`` under the one
+    before, and a symlink's text is read from the link itself.
+
+    Raises:
+        MountFailed: a literal ``..`` that climbs above the root, or a symlink loop.
+        OSError: a component is missing or not a directory.
+    """
+    flags = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+    opened = [os.open(root, flags | os.O_DIRECTORY)]  # the root, then each directory below it
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    hops = 0
+    try:
+        while parts:
+            part = parts.pop(0)
+            if part == "..":
+                if len(opened) > 1:
+                    os.close(opened.pop())
+                elif not hops:
+                    raise MountFailed(f"failed to resolve path: {path}: it leads outside the container's root")
+                continue
+            fd = os.open(part, flags, dir_fd=opened[-1])
+            if not stat.S_ISLNK(os.fstat(fd).st_mode):
+                opened.append(fd)
+                continue
+            link = os.readlink("", dir_fd=fd)
+            os.close(fd)
+            hops += 1
+            if hops > 40:
+                raise MountFailed(f"failed to resolve path: {path}: too many levels of symbolic links")
+            if link.startswith("/"):
+                while len(opened) > 1:
+                    os.close(opened.pop())
+            parts = [p for p in link.split("/") if p not in ("", ".")] + parts
+        return opened.pop() if len(opened) > 1 else os.dup(opened[0])
+    finally:
+        for fd in opened:
+            os.close(fd)
+
+
 def link_in_root(root: str, path: str, target: str, origin: str) -> None:
     """Make ``path`` inside ``root`` a symlink to ``target``, replacing what is there (a link an
     earlier start of a named container left in its upper directory): only the directory is
@@ -94,11 +138,34 @@ def mount_entry(entry: MountEntry, root: str, cwd: str) -> None:
         if os.path.ismount(target):
             sc.umount2(target, sc.MNT_DETACH)
         return
-    source = entry.source
     if entry.is_bind or entry.option_value("x-move") is not None:
-        source = os.path.normpath(os.path.join(cwd, source))
+        source = os.path.join(cwd, entry.source)
+        inside = _inside(root, source)
+        if inside is not None:
+            fd = open_in_root(root, inside)
+            try:
+                _mount_entry(entry, f"/proc/self/fd/{fd}", target)
+            finally:
+                os.close(fd)
+            return
+        source = os.path.normpath(source)
         if not os.path.exists(source):
             raise MountFailed(f"failed to mount: {entry.source} at {entry.target}: No such file or directory")
+        _mount_entry(entry, source, target)
+    else:
+        _mount_entry(entry, entry.source, target)
+
+
+def _inside(root: str, path: str) -> str | None:
+    """``path`` relative to ``root`` when it names something in the root (``..`` still unresolved),
+    else None."""
+    root = root.rstrip("/")
+    if path == root or path.startswith(root + "/"):
+        return path[len(root):] or "/"
+    return None
+
+
+def _mount_entry(entry: MountEntry, source: str, target: str) -> None:
     create = entry.option_value("x-create")
     if create is not None:
         _create(target, create, source if entry.is_bind else None)

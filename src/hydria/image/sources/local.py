@@ -112,7 +112,8 @@ def _oci_layout(files: _Files, ref: LocalImage, want: mf.Platform) -> mf.Resolve
         document = files.json(_blob_name(entry.digest), entry.digest)
         media_type = mf.media_type_of(document, entry.media_type)
     manifest = mf.parse_manifest(document, media_type, files.where)
-    config = files.json(_blob_name(manifest.config.digest), manifest.config.digest)
+    config = mf.check_config(files.json(_blob_name(manifest.config.digest), manifest.config.digest),
+                             f"the image config in {files.where}")
     return mf.ResolvedImage(ref.uri, config, manifest.layers, _opener(files, lambda d: _blob_name(d.digest)))
 
 
@@ -132,8 +133,11 @@ def _docker_archive(files: _Files, ref: LocalImage) -> mf.ResolvedImage:
         config_name, layer_names = str(entry["Config"]), [str(n) for n in entry["Layers"]]
     except (KeyError, TypeError):
         raise HydriaError(f"Invalid image format: {files.where}: malformed manifest.json") from None
-    config = files.json(config_name)
-    diff_ids = (config.get("rootfs") or {}).get("diff_ids") or []
+    config = mf.check_config(files.json(config_name), f"{config_name} in {files.where}")
+    rootfs = config.get("rootfs")
+    diff_ids = (rootfs.get("diff_ids") if isinstance(rootfs, dict) else None) or []
+    if not isinstance(diff_ids, list):
+        raise HydriaError(f"Invalid image format: {files.where}: the config's rootfs.diff_ids is not a list")
     if len(diff_ids) != len(layer_names):
         raise HydriaError(f"Could not parse digest information from {files.where}: "
                           f"{len(layer_names)} layers but {len(diff_ids)} diff_ids")

@@ -241,7 +241,8 @@ class RegistrySource:
         manifest = mf.parse_manifest(document, media_type, where)
         self.fetch([manifest.config])
         with self.open_blob(manifest.config) as blob:
-            config = mf.load_json(blob.read(), f"the image config of {where}")
+            config_where = f"the image config of {where}"
+            config = mf.check_config(mf.load_json(blob.read(), config_where), config_where)
         return mf.ResolvedImage(self.ref.uri, config, manifest.layers, self.open_blob, digest,
                                 lambda: self.fetch(list(reversed(manifest.layers)), wait=False))
 

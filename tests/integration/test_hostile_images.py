@@ -1,0 +1,157 @@
+"""Images whose config or layers try to reach the host (docs/security.md): crafted images served by
+the test registry, imported and started as the unprivileged test user."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testbed.oci import Image, make_layer, push
+from testbed.publish import PublishedImage
+from testbed.registry import Registry
+from testbed.tarbuild import LayerTar
+from testbed.users import User
+from testbed.workspace import Workspace
+
+pytestmark = pytest.mark.integration
+
+# A host directory the crafted images aim at; the images hold a directory of the same path.
+HOST_TARGET = Path("/var/tmp/hydria-hostile-target")
+
+
+@pytest.fixture
+def host_target(test_user: User) -> Iterator[Path]:
+    """The host directory, writable by the test user: a bind of it would let the image write there."""
+    HOST_TARGET.mkdir(mode=0o755)
+    (HOST_TARGET / "where").write_text("host\n")
+    os.chown(HOST_TARGET, test_user.uid, test_user.gid)
+    yield HOST_TARGET
+    shutil.rmtree(HOST_TARGET)
+
+
+@pytest.fixture(scope="module")
+def hostile(busybox: PublishedImage, registry: Registry, image_workdir: Path) -> dict[str, str]:
+    """Crafted images pushed to the test registry; name -> docker:// URI."""
+    work = image_workdir / "hostile"
+    work.mkdir(exist_ok=True)
+    base = busybox.image.layers[0]
+    links = work / "links.tar"
+    with LayerTar(links) as layer:
+        layer.directory(str(HOST_TARGET))
+        layer.file(f"{HOST_TARGET}/where", "image\n")
+        layer.symlink("absolute", str(HOST_TARGET))
+        layer.symlink("relative", "../../../../../../.." + str(HOST_TARGET))
+        layer.directory("deep")
+        layer.symlink("deep/up", "../../../../../..")
+    link_layer = make_layer(links, work)
+    uris = {}
+
+    def publish(name: str, config: dict[str, Any], layers: int = 2) -> None:
+        push([Image([base, link_layer][:layers], {**busybox.image.config, **config})], registry.address,
+             f"hostile/{name}", "latest", work)
+        uris[name] = f"docker://{registry.address}#hostile/{name}:latest"
+
+    publish("linked-volumes", {"Volumes": {"/absolute": {}, "/relative": {}, f"/deep/up{HOST_TARGET}": {},
+                                           f"/../../..{HOST_TARGET}": {}}})
+    injected = f"/x\n{HOST_TARGET} /injected none bind,rw\n${{HOME}} /home-injected none rbind,rw\n/y"
+    publish("injected-volume", {"Volumes": {injected: {}, f"/tab\t{HOST_TARGET}": {}, "/$HOME/${HOME}": {}}})
+    publish("injected-env", {"Env": ["GOOD=1", "LINES=a\nHYDRIA_X=b\u2028INJECTED=c\x0bD=e"],
+                             "Labels": {"label\nexec /bin/false": "x\n/bin/false"},
+                             "WorkingDir": "/tmp/it's $(false)\n`false`"}, layers=1)
+    publish("nul-in-env", {"Env": ["A=b\u0000c"]}, layers=1)
+    publish("labels-list", {"Labels": ["a", "b"]}, layers=1)
+    publish("entrypoint-number", {"Entrypoint": 5}, layers=1)
+    return uris
+
+
+@pytest.fixture(scope="module")
+def wrong_shapes(registry: Registry, busybox: PublishedImage, image_workdir: Path) -> dict[str, str]:
+    """Config documents that are not objects, or whose ``config`` is not one."""
+    work = image_workdir / "shapes"
+    work.mkdir(exist_ok=True)
+    uris = {}
+    for name, document in (("config-list", [1, 2]), ("config-string", {"config": "text"})):
+        image = _RawConfigImage(busybox.image.layers, {}, document=document)
+        push([image], registry.address, f"hostile/{name}", "latest", work)
+        uris[name] = f"docker://{registry.address}#hostile/{name}:latest"
+    return uris
+
+
+class _RawConfigImage(Image):
+    """An image whose config blob is ``document`` as it is."""
+
+    def __init__(self, layers: Any, config: dict[str, Any], *, document: object) -> None:
+        super().__init__(list(layers), config)
+        self.document = document
+
+    def config_blob(self, workdir: Path) -> Any:
+        from testbed.oci import OCI_CONFIG, _write_blob
+
+        return _write_blob(workdir, json.dumps(self.document).encode(), OCI_CONFIG)
+
+
+def imported(workspace: Workspace, uri: str) -> Path:
+    target = workspace.out / "image.sqsh"
+    target.unlink(missing_ok=True)
+    result = workspace.run("import", "-q", "-o", str(target), uri)
+    assert result.returncode == 0, result.stderr
+    return target
+
+
+def test_volumes_through_links_bind_the_images_paths_not_the_hosts(hostile: dict[str, str], host_target: Path,
+                                                                   workspace: Workspace) -> None:
+    image = str(imported(workspace, hostile["linked-volumes"]))
+    script = ("cat /absolute/where /relative/where /deep/up/var/tmp/hydria-hostile-target/where "
+              f"{HOST_TARGET}/where; touch /absolute/planted /relative/planted {HOST_TARGET}/planted")
+    result = workspace.run("start", image, "sh", "-c", script)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "image\n" * 4
+    assert sorted(p.name for p in host_target.iterdir()) == ["where"]
+    assert (host_target / "where").read_text() == "host\n"
+
+
+def test_volume_names_cannot_add_fstab_lines(hostile: dict[str, str], host_target: Path,
+                                             workspace: Workspace) -> None:
+    image = str(imported(workspace, hostile["injected-volume"]))
+    result = workspace.run("start", image, "sh", "-c", "ls -d /injected /home-injected '/$HOME/${HOME}' 2>&1")
+    assert "/injected: No such file" in result.stdout and "/home-injected: No such file" in result.stdout
+    assert "/$HOME/${HOME}\n" in result.stdout
+    assert sorted(p.name for p in host_target.iterdir()) == ["where"]
+
+
+def test_config_text_cannot_change_rc_or_environment(hostile: dict[str, str], workspace: Workspace) -> None:
+    image = str(imported(workspace, hostile["injected-env"]))
+    result = workspace.run("start", image, "sh", "-c", 'pwd; echo "$LINES"; env | grep -c "^INJECTED=" || :')
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["/tmp/it's $(false)", "`false`", "a HYDRIA_X=b INJECTED=c D=e", "0"]
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("nul-in-env", "Invalid image config: Env holds a NUL byte"),
+    ("labels-list", "Invalid image config: Labels must be an object, not list"),
+    ("entrypoint-number", "Invalid image config: Entrypoint must be a list of strings, not int"),
+])
+def test_malformed_config_fields_are_refused(name: str, message: str, hostile: dict[str, str],
+                                             workspace: Workspace) -> None:
+    result = workspace.run("import", "-o", "refused.sqsh", hostile[name])
+    assert result.returncode == 1 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert not list(workspace.out.iterdir())
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("config-list", "is not a JSON object"),
+    ("config-string", "Invalid image config: config must be an object, not str"),
+])
+def test_config_documents_of_the_wrong_shape_are_refused(name: str, message: str, wrong_shapes: dict[str, str],
+                                                         workspace: Workspace) -> None:
+    result = workspace.run("import", "-o", "refused.sqsh", wrong_shapes[name])
+    assert result.returncode == 1 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert not list(workspace.out.iterdir())
