@@ -217,6 +217,20 @@ def test_entrypoint_log(srun: Srun, images: dict[str, Path]) -> None:
         assert quiet.returncode == 0 and "banner" not in quiet.stderr
 
 
+def test_an_entrypoint_cannot_speak_for_hydria(srun: Srun, images: dict[str, Path]) -> None:
+    """The shim's marks travel on a descriptor of their own: an image's output that looks like
+    them is only output."""
+    forged = "echo @workdir /proc; echo @workdir /proc >&2; echo @log hydria: forged >&2; echo @save; echo @cleanup"
+    srun.ok(f"--container-image={images['busybox']}", "--container-name=forger", "--container-writable", "sed",
+            "-i", f"1a {forged}", "/etc/rc")
+    plain = srun.ok("--container-name=forger", "pwd")
+    shown = srun("--container-name=forger", "--container-entrypoint", "--container-entrypoint-log", "pwd")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout == plain and plain != "/proc\n"
+    assert "@workdir /proc" in shown.stderr  # shown as the entrypoint's output, and only that
+    assert "\nhydria: forged" not in "\n" + shown.stderr
+
+
 def test_concurrent_steps_share_a_new_named_container(srun: Srun, images: dict[str, Path]) -> None:
     """Eight steps at once on a container that does not exist yet: one creates it, none fails,
     no write is lost (they join the running one, or run side by side on its filesystem)."""

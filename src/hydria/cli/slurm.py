@@ -1,8 +1,9 @@
 """``hydria slurm ACTION``: the Python side of the Slurm plugin.
 
 * ``validate OPTIONS...`` (srun, sbatch, salloc): check the ``--container-*`` options;
-* ``start --step=JOB.STEP [--batch-script=PATH] OPTIONS...`` (slurmstepd, as the user): set up the
-  step's container; the batch step's script is bound into it at the same path;
+* ``start --step=JOB.STEP --marks-fd=N [--batch-script=PATH] OPTIONS...`` (slurmstepd, as the
+  user): set up the step's container; the batch step's script is bound into it at the same path;
+  what it resolved goes to the shim on descriptor N (hydria.slurm.shim);
 * ``cleanup --step=JOB.STEP [--export] OPTIONS...`` (slurmstepd, as the user): save the container
   (--container-save, when every task started: ``--export``), remove what the step left;
 * ``epilog --job=JOB`` (slurmd's job epilog, as the user; container_scope=job): remove the job's
@@ -79,15 +80,16 @@ def _dispatch(action: str, args: list[str], settings: Settings) -> int:
         step_lifecycle.cleanup(parsed, step, settings, os.environ, config.container_scope, arguments.export,
                                plugin=config)
         return 0
+    marks = shim.MarkChannel(arguments.marks_fd)  # before anything runs that could inherit it
     if parsed.entrypoint is None:
         parsed.entrypoint = config.execute_entrypoint
     for warning in parsed.warnings:
         print(f"hydria: {warning}", file=sys.stderr)
     if not parsed.enabled:
         return step_lifecycle.DISABLED_STATUS
-    pid = step_lifecycle.start(parsed, step, settings, os.environ, scope=config.container_scope,
+    pid = step_lifecycle.start(parsed, step, settings, os.environ, marks, scope=config.container_scope,
                                batch_script=arguments.batch_script, attach=arguments.attach, plugin=config)
-    print(f"@attach {pid}")  # the running container the shim's tasks join
+    marks.send(f"@attach {pid}")  # the running container the shim's tasks join
     return step_lifecycle.ATTACH_STATUS
 
 

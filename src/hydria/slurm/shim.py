@@ -1,9 +1,14 @@
 """What the C shim passes to ``hydria slurm ACTION``, and how errors go back to it.
 
 The shim's command line: ``--config KEY=VALUE`` (plugstack arguments), ``--step=JOB.STEP``,
-``--job=JOB``, ``--batch-script=PATH``, ``--export``, ``--no-attach``, then every ``--container-*``
-occurrence.
+``--job=JOB``, ``--batch-script=PATH``, ``--export``, ``--no-attach``, ``--marks-fd=N``, then
+every ``--container-*`` occurrence.
 Errors print as ``hydria: MESSAGE`` (the user sees them in srun's terminal) and exit 1.
+
+``start`` tells the shim what it resolved with marked lines (``@log``, ``@workdir``, ``@cleanup``,
+...) on a descriptor of their own, ``--marks-fd``: never on stdout or stderr, which the image's
+entrypoint writes to as well (an image that printed ``@workdir /x`` moved every task). The
+descriptor is not inherited by anything ``start`` runs, the container least of all.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ class ShimArguments:
     batch_script: str | None = None
     export: bool = False
     attach: bool = True  # False: the running container to join ended meanwhile; start another
+    marks_fd: int | None = None
 
     def __init__(self) -> None:
         self.config: list[str] = []  # the plugstack arguments
@@ -46,9 +52,32 @@ def split(args: Sequence[str]) -> ShimArguments:
             parsed.export = True
         elif arg == "--no-attach":
             parsed.attach = False
+        elif arg.startswith("--marks-fd="):
+            number = arg.removeprefix("--marks-fd=")
+            if not number.isdigit():
+                raise HydriaError(f"--marks-fd: expected a descriptor number, got {number!r}")
+            parsed.marks_fd = int(number)
         else:
             parsed.options.append(arg)
     return parsed
+
+
+class MarkChannel:
+    """Where ``start`` sends its marks: the shim's descriptor, closed to every program it runs."""
+
+    def __init__(self, fd: int | None) -> None:
+        """Raises HydriaError without a usable descriptor (``start`` is run by the shim only)."""
+        if fd is None:
+            raise HydriaError("--marks-fd is missing: hydria slurm start is run by the Slurm plugin only")
+        try:
+            os.set_inheritable(fd, False)
+        except OSError as e:
+            raise HydriaError(f"--marks-fd={fd}: {e.strerror}") from None
+        self._fd = fd
+
+    def send(self, mark: str) -> None:
+        """One mark (one line: a line break in it would start another mark)."""
+        os.write(self._fd, (" ".join(mark.splitlines()) + "\n").encode(errors="surrogateescape"))
 
 
 def report(error: HydriaError) -> int:

@@ -24,12 +24,14 @@ from hydria.runtime.named import container_path
 from hydria.slurm import importer
 from hydria.slurm.options import ContainerOptions
 from hydria.slurm.plugin_config import DEFAULT_PLUGIN, PluginConfig
+from hydria.slurm.shim import MarkChannel
 
 log = Logger(__name__)
 
 DISABLED_STATUS = 64  # no container for this step (the shim's DISABLED_STATUS)
-# Marked lines of our output tell the shim what it needs (its read_marks): a line for the user's
-# terminal, that the step leaves something to clean up, and the options as resolved here.
+# Marks (on the shim's own descriptor: hydria.slurm.shim) tell the shim what it needs (its
+# read_marks): a line for the user's terminal, that the step leaves something to clean up, and the
+# options as resolved here.
 LOG_MARK = "@log "
 CLEANUP_MARK = "@cleanup"
 RC_LOCAL = 'exec "$@"\n'  # replaces the image's rc.local, so that its entrypoint does not run
@@ -49,7 +51,7 @@ def step_dir(settings: Settings, step: str) -> str:
 
 
 def start(options: ContainerOptions, step: str, settings: Settings, environment: Mapping[str, str],
-          scope: str = "global", batch_script: str | None = None, attach: bool = True,
+          marks: MarkChannel, scope: str = "global", batch_script: str | None = None, attach: bool = True,
           plugin: PluginConfig = DEFAULT_PLUGIN) -> int:
     """Set up the step's container and stop inside it (this process becomes the holder), or return
     the PID of the named container when it is running already, for the tasks to join (attach).
@@ -57,7 +59,7 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
     from hydria.runtime.start import StartOptions
     from hydria.runtime.start import start as start_container
 
-    _tell_shim(options)
+    _tell_shim(options, marks)
     joinable = options.name is not None and options.name_flag != "no_exec" and attach
     name = container_name(options, step, scope) or ""
     if joinable and (pid := _running_pid(name, settings)) is not None:
@@ -69,7 +71,7 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
             raise HydriaError(f"--container-mounts: source path does not exist: {entry.source}")
     settings = _step_settings(options, settings)
     scratch = step_dir(settings, step)
-    target = _container(options, _prefix(step, scope), step, settings, scratch, cwd, plugin)
+    target = _container(options, _prefix(step, scope), step, settings, scratch, cwd, plugin, marks)
     if joinable:  # steps that start at once: the first sets the container up, the others join it
         from hydria.runtime import lock
         from hydria.runtime.start import LOCK_FILE
@@ -90,16 +92,17 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
     env = [f"{variable}={environment[variable]}" for variable in options.env if environment.get(variable)]
     temporary = options.name is None and options.save is not None
     if os.path.exists(scratch) or temporary or _uses_importer(options, plugin):
-        print(CLEANUP_MARK, flush=True)  # the shim runs `hydria slurm cleanup` only when told to
+        marks.send(CLEANUP_MARK)  # the shim runs `hydria slurm cleanup` only when told to
     start_container(StartOptions(target, STOP_COMMAND, env=env, entries=entries, slurm_hook=False), settings)
     raise AssertionError("start() execs the container or raises")
 
 
-def _tell_shim(options: ContainerOptions) -> None:
+def _tell_shim(options: ContainerOptions, marks: MarkChannel) -> None:
     """The options the shim acts on itself, with their defaults applied (HYDRIA_CONTAINER_*, plugstack)."""
-    marks = [f"@workdir {options.workdir}" if options.workdir else "", "@save" if options.save else "",
-             "@entrypoint-log" if options.entrypoint_log and options.entrypoint else ""]
-    print("".join(f"{mark}\n" for mark in marks if mark), end="", flush=True)
+    for mark in (f"@workdir {options.workdir}" if options.workdir else "", "@save" if options.save else "",
+                 "@entrypoint-log" if options.entrypoint_log and options.entrypoint else ""):
+        if mark:
+            marks.send(mark)
 
 
 def _join(options: ContainerOptions, pid: int) -> int:
@@ -211,15 +214,15 @@ def _step_settings(options: ContainerOptions, settings: Settings) -> Settings:
 
 
 def _container(options: ContainerOptions, prefix: str, step: str, settings: Settings, scratch: str,
-               cwd: str, plugin: PluginConfig) -> str:
+               cwd: str, plugin: PluginConfig, marks: MarkChannel) -> str:
     """What to start: a container name, or an image file for an unnamed container."""
     if options.name is None and not options.save:
         assert options.image is not None
-        return _image_file(options.image, scratch, settings, cwd, plugin)
+        return _image_file(options.image, scratch, settings, cwd, plugin, marks)
     if options.name is None:  # a temporary container, so that the writes to save persist
         assert options.image is not None
         name = prefix + step
-        _create(_image_file(options.image, scratch, settings, cwd, plugin), name, settings, force=True, unpack=False)
+        _create(_image_file(options.image, scratch, settings, cwd, plugin, marks), name, settings, force=True, unpack=False)
         _release(options, plugin)
         return name
     name = prefix + options.name
@@ -233,8 +236,8 @@ def _container(options: ContainerOptions, prefix: str, step: str, settings: Sett
         return name
     if options.image is None:
         raise HydriaError(f'a container with name "{name}" does not exist, and --container-image is not set')
-    image = _image_file(options.image, scratch, settings, cwd, plugin)
-    user_log(f"creating container filesystem: {name}")
+    image = _image_file(options.image, scratch, settings, cwd, plugin, marks)
+    user_log(marks, f"creating container filesystem: {name}")
     try:
         _create(image, name, settings, force=False, unpack=settings.unpack)
     except HydriaError as e:
@@ -266,7 +269,8 @@ def _release(options: ContainerOptions, plugin: PluginConfig) -> None:
         importer.release(plugin.importer, plugin.runtime_path)
 
 
-def _image_file(image: str, scratch: str, settings: Settings, cwd: str, plugin: PluginConfig) -> str:
+def _image_file(image: str, scratch: str, settings: Settings, cwd: str, plugin: PluginConfig,
+                marks: MarkChannel) -> str:
     """A squashfs path as given, or the registry image imported into the step's scratch space (the
     image kept in the cache, when that is on another file system), or by the admin's importer
     plugin."""
@@ -285,7 +289,7 @@ def _image_file(image: str, scratch: str, settings: Settings, cwd: str, plugin: 
     if os.path.lexists(target):
         os.unlink(target)
     if int(os.environ.get("SLURM_STEP_NUM_TASKS") or os.environ.get("SLURM_NTASKS") or 1) <= 1:
-        user_log(f"importing docker image: {image}")  # as pyxis: not once per task of a large step
+        user_log(marks, f"importing docker image: {image}")  # as pyxis: not once per task of a large step
     try:
         # A kept image on another file system (the cache in $HOME, scratch in local /tmp) is used
         # where it is, rather than copied into scratch by every step.
@@ -293,10 +297,10 @@ def _image_file(image: str, scratch: str, settings: Settings, cwd: str, plugin: 
     except HydriaError as e:
         log.error("%s", e.message)
         raise HydriaError(f"failed to import docker image: {image}", hint=e.hint) from None
-    user_log(f"imported docker image: {image}")
+    user_log(marks, f"imported docker image: {image}")
     return imported
 
 
-def user_log(message: str) -> None:
+def user_log(marks: MarkChannel, message: str) -> None:
     """A line for the user's terminal (the shim passes it to slurm_spank_log), as pyxis's log lines."""
-    print(f"{LOG_MARK}hydria: {message}", flush=True)
+    marks.send(f"{LOG_MARK}hydria: {message}")

@@ -357,13 +357,14 @@ static int snapshot(pid_t pid)
     return holder_environ && kill(pid, 0) == 0 ? 0 : -1;
 }
 
-/* The marked lines `hydria slurm start` printed: "@log MESSAGE" goes to the user (importing an
- * image, ...); the others say what it resolved. Returns the PID of "@attach PID", if any. */
-static const char *read_marks(const char *output)
+/* The marks `hydria slurm start` wrote to its own descriptor (never its output, which the image's
+ * entrypoint shares): "@log MESSAGE" goes to the user (importing an image, ...); the others say
+ * what it resolved. Returns the PID of "@attach PID", if any. */
+static const char *read_marks(const char *marks)
 {
     const char *attach = NULL;
     needs_cleanup = save_requested = show_entrypoint_output = 0;
-    for (const char *line = output; line && *line;) {
+    for (const char *line = marks; line && *line;) {
         const char *end = strchrnul(line, '\n');
         int length = (int)(end - line);
         if (strncmp(line, "@log ", 5) == 0)
@@ -384,12 +385,19 @@ static const char *read_marks(const char *output)
  * (holder, snapshot), or keep its error for task_init. */
 static void start_container(spank_t sp, const char *ids, const char *script, const char *attach)
 {
-    const char *extras[] = {ids, script, attach};
-    int status, log;
+    char marks_arg[32];
+    const char *extras[] = {ids, script, attach, marks_arg};
+    int status, log, marks;
     pid_t child;
 
-    if ((log = memfd_create("hydria-start", MFD_CLOEXEC)) < 0 || (child = fork()) < 0) {
+    log = memfd_create("hydria-start", MFD_CLOEXEC);
+    marks = memfd_create("hydria-marks", MFD_CLOEXEC);
+    if (log < 0 || marks < 0 || (child = fork()) < 0) {
         start_error = strdup("cannot start the container: out of resources");
+        if (log >= 0)
+            close(log);
+        if (marks >= 0)
+            close(marks);
         return;
     }
     if (child == 0) {
@@ -398,13 +406,16 @@ static void start_container(spank_t sp, const char *ids, const char *script, con
         dup2(log, STDERR_FILENO);
         int null = open("/dev/null", O_RDONLY);
         dup2(null, STDIN_FILENO);
-        execvp(hydria_path, command("start", extras, 3));
+        fcntl(marks, F_SETFD, 0);  /* hydria makes it close-on-exec again at once */
+        snprintf(marks_arg, sizeof marks_arg, "--marks-fd=%d", marks);
+        execvp(hydria_path, command("start", extras, 4));
         fprintf(stderr, "hydria: cannot run %s: %s\n", hydria_path, strerror(errno));
         _exit(127);
     }
     status = wait_for(child, WUNTRACED);
     char *output = read_all(log);
-    const char *attach_pid = read_marks(output);
+    char *resolved = read_all(marks);
+    const char *attach_pid = read_marks(resolved);
     if (WIFSTOPPED(status)) {
         holder = child;
         if (show_entrypoint_output) {
@@ -417,12 +428,17 @@ static void start_container(spank_t sp, const char *ids, const char *script, con
         if (holder <= 0)
             start_error = strdup("hydria: cannot attach to the running container");
     } else if (!(WIFEXITED(status) && WEXITSTATUS(status) == DISABLED_STATUS)) {
-        start_error = read_all(log);
-        if (!start_error || !*start_error)
+        start_error = output;
+        output = NULL;
+        if (!start_error || !*start_error) {
+            free(start_error);
             start_error = strdup("hydria: the container did not start");
+        }
     }
     free(output);
+    free(resolved);
     close(log);
+    close(marks);
     if (holder > 0 && snapshot(holder) < 0 && !start_error)
         start_error = strdup(attached ? "hydria: the running container exited while the step was joining it"
                                       : "hydria: the container exited before its tasks could join it");
@@ -680,8 +696,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     (void)av;
     if (start_error) {
         for (char *line = strtok(start_error, "\n"); line; line = strtok(NULL, "\n"))
-            if (*line != '@')  /* our marks; "@log" lines went to the user already */
-                slurm_error("%s", line);
+            slurm_error("%s", line);
         return -1;
     }
     if (holder < 0)
@@ -689,8 +704,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     uint32_t local_id = 1;
     if (entrypoint_output && spank_get_item(sp, S_TASK_ID, &local_id) == ESPANK_SUCCESS && local_id == 0)
         for (char *line = strtok(entrypoint_output, "\n"); line; line = strtok(NULL, "\n"))
-            if (*line != '@')  /* once per node, in the first task's error stream, without our marks */
-                fprintf(stderr, "%s\n", line);
+            fprintf(stderr, "%s\n", line);  /* once per node, in the first task's error stream */
     if (merge_environment(sp) < 0) {
         slurm_error("hydria: cannot read the container's environment");
         return -1;
