@@ -29,6 +29,7 @@ class Workspace:
     def env(self, **extra: str) -> dict[str, str]:
         return {"HYDRIA_CACHE_PATH": str(self.cache), "HYDRIA_CONFIG_PATH": str(self.root / "config"),
                 "HYDRIA_DATA_PATH": str(self.root / "data"), "HYDRIA_SYSCONF_PATH": str(self.root / "etc"),
+                "XDG_CACHE_HOME": str(self.root / "xdg-cache"),
                 "HYDRIA_ALLOW_HTTP": "y", **extra}
 
     def run(self, *args: str, cwd: Path | None = None, timeout: float = 300,

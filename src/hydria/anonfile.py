@@ -54,8 +54,11 @@ def anonymous_file(target: Path, mode: int = 0o644) -> Iterator[AnonymousFile]:
     except OSError as e:
         if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
             raise
-        partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
-        fd = os.open(partial, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+        import secrets  # here: only file systems without O_TMPFILE pay for its import
+
+        # An unpredictable name, made new (O_EXCL follows no link): the directory may be shared.
+        partial = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(8)}.partial")
+        fd = os.open(partial, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
         os.fchmod(fd, mode)
         yield AnonymousFile(fd, target, partial)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import stat
 import sys
 
 from hydria.errors import HydriaError, PathNotUsable
@@ -43,11 +44,20 @@ def ensure_dir(path: str, *, setting: str, private: bool = True) -> str:
         raise _unusable(path, setting, f"cannot create directory: {e.strerror}") from None
     uid = os.geteuid()
     if private and info.st_uid != uid:
-        raise _unusable(path, setting, f"belongs to {_user_name(info.st_uid)}, not to you",
+        raise _unusable(path, setting, f"belongs to {user_name(info.st_uid)}, not to you",
                         fix="remove it or")
     if not os.access(path, os.W_OK | os.X_OK):
         raise _unusable(path, setting, "is not writable")
     return path
+
+
+def is_own_private_dir(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a directory (not a link to one) of this user that nobody else can write."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o022
 
 
 def read_text(path: str) -> str:
@@ -82,7 +92,7 @@ def listed(folder: str, suffix: str) -> list[str]:
 
 
 def _unusable(path: str, setting: str, problem: str, *, fix: str = "ask an administrator to create it for you, or") -> PathNotUsable:
-    user = _user_name(os.geteuid())
+    user = user_name(os.geteuid())
     return PathNotUsable(
         f"{path} ({setting}) {problem} (user {user}, uid {os.geteuid()})",
         hint=f"{fix} set {setting} to a directory that {user} can write, "
@@ -94,7 +104,7 @@ def _leaf(setting: str) -> str:
     return setting.removeprefix("HYDRIA_").removesuffix("_PATH").lower()
 
 
-def _user_name(uid: int) -> str:
+def user_name(uid: int) -> str:
     try:
         return pwd.getpwuid(uid).pw_name
     except KeyError:

@@ -128,7 +128,8 @@ def test_a_directory_planted_by_another_user_is_not_used(uri: str, workspace: Wo
     planted = shared_cache / f"images.{workspace.user.uid}"
     assert run_as(other_workspace.user, ["mkdir", "-m", "777", str(planted)]).returncode == 0
     result = workspace.run("import", "-o", "mine.sqsh", uri, HYDRIA_CACHE_PATH=str(shared_cache))
-    assert result.returncode == 0 and "Could not keep the image in the cache" in result.stderr
+    assert result.returncode == 0, result.stderr
+    assert f"Not using the kept images in {planted}: it belongs to {other_workspace.user.name}" in result.stderr
     assert list(planted.iterdir()) == []
 
 

@@ -8,13 +8,19 @@ many users at once.
   once: the others wait and then find it.
 * Shared cache: when the cache directory is world-writable and sticky (mode 1777, like ``/tmp``),
   hydria keeps that mode on the directories it makes inside, writes blobs 0644, and so every user
-  can read and add blobs while only a blob's writer (or root) can delete it. A blob another user
-  wrote is verified against its digest as it is read, so nobody can slip a wrong blob to others;
-  so is every blob when the blob folders belong to another user (who could rename blobs there).
+  can read and add blobs while only a blob's writer (or root) can delete it.
+* Nothing there is trusted unless it is this user's (or root's) regular file, reached without
+  links, in blob folders of this user or root: any other entry is verified against its digest
+  before it is used (and again as it is read, in case its owner writes to it meanwhile). An entry
+  that is a link, not a regular file or not the blob never blocks an import: the blob goes to the
+  user's private cache instead (``private``), with one warning naming the entry and its owner.
+* Lock files are per user (``<hex>.<uid>.lock``, mode 0600, opened without following links), so
+  that nobody else can hold them; one that another user planted under that name is not used.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import os
@@ -29,7 +35,10 @@ from hydria.anonfile import anonymous_file
 from hydria.errors import HydriaError
 from hydria.image.growing import GrowingBlob
 from hydria.image.manifest import Blob
-from hydria.paths import ensure_dir
+from hydria.log import Logger
+from hydria.paths import ensure_dir, user_name
+
+log = Logger(__name__)
 
 SHARED_MODE = 0o1777
 
@@ -61,11 +70,16 @@ class CachedBlob:
 
 
 class BlobCache:
-    """Blobs under ``root``, which is created 0700 unless it already exists (shared or not)."""
+    """Blobs under ``root``, which is created 0700 unless it already exists (shared or not);
+    ``private``: where blobs go when an entry of ``root`` cannot be used (made when needed)."""
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, private: str | Path | None = None) -> None:
         root = Path(root)
         self.root = root
+        self._private_root = Path(private) if private is not None and Path(private) != root else None
+        self._private: BlobCache | None = None
+        self._refused: set[str] = set()  # digests whose entry here is unusable
+        self._verified: set[str] = set()  # digests whose entry of another owner was checked
         shared = root.is_dir() and stat.S_IMODE(root.stat().st_mode) & SHARED_MODE == SHARED_MODE
         if not root.exists():
             ensure_dir(str(root), setting="HYDRIA_CACHE_PATH")
@@ -96,12 +110,65 @@ class BlobCache:
         return self.blobs / hex_of(digest)
 
     def lookup(self, digest: str) -> CachedBlob | None:
+        """The blob's usable entry: here, or in the private cache when the one here is unusable."""
+        if digest not in self._refused:
+            found = self._entry(digest)
+            if found is not None or digest not in self._refused:
+                return found
+        private = self._private_cache()
+        return private.lookup(digest) if private is not None else None
+
+    def _entry(self, digest: str) -> CachedBlob | None:
         path = self.path(digest)
         try:
-            owner = path.stat().st_uid
+            info = os.lstat(path)
         except FileNotFoundError:
             return None
-        return CachedBlob(path, owner in (os.geteuid(), 0) and self.own_folders)
+        trusted = info.st_uid in (os.geteuid(), 0) and self.own_folders
+        if stat.S_ISREG(info.st_mode) and (trusted or self._is_blob(path, digest, info)):
+            return CachedBlob(path, trusted)
+        self._refused.add(digest)
+        kind = "a regular file" if stat.S_ISREG(info.st_mode) else "a link or special file"
+        log.warning("Not using %s (owned by %s): %s that is not the blob; using your private cache %s",
+                    path, user_name(info.st_uid), kind, self._private_root or "(none)")
+        return None
+
+    def _is_blob(self, path: Path, digest: str, info: os.stat_result) -> bool:
+        """Whether the regular file at ``path`` (``info``: its lstat) holds ``digest``'s content."""
+        if digest in self._verified:
+            return True
+        try:
+            fd = open_regular(path)
+        except OSError:
+            return False
+        try:
+            opened = os.fstat(fd)
+            if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+                return False
+            hashing = hashlib.sha256()
+            while chunk := os.read(fd, 1 << 20):
+                hashing.update(chunk)
+        finally:
+            os.close(fd)
+        if "sha256:" + hashing.hexdigest() != digest:
+            return False
+        self._verified.add(digest)
+        return True
+
+    def _private_cache(self) -> BlobCache | None:
+        if self._private is None and self._private_root is not None:
+            self._private = BlobCache(ensure_dir(str(self._private_root), setting="the private blob cache"))
+        return self._private
+
+    @contextmanager
+    def reading(self, found: CachedBlob, digest: str) -> Iterator[Blob]:
+        """A reader of ``found``: opened without following links; verified as it is read unless trusted.
+
+        Raises:
+            OSError: the entry is no longer a regular file.
+        """
+        with os.fdopen(open_regular(found.path), "rb") as handle:
+            yield handle if found.trusted else VerifyingReader(handle, digest, str(found.path))
 
     def fetch(self, digest: str, download: Callable[[Writer], None],
               growing: GrowingBlob | None = None) -> CachedBlob:
@@ -114,10 +181,14 @@ class BlobCache:
         found = self.lookup(digest)
         if found:
             return found
+        if digest in self._refused:
+            return self._fetch_privately(digest, download, growing)
         with self._lock(digest):
             found = self.lookup(digest)
             if found:
                 return found
+            if digest in self._refused:
+                return self._fetch_privately(digest, download, growing)
             with anonymous_file(self.path(digest)) as blob:
                 if growing is not None:
                     growing.started(blob.fd)
@@ -127,17 +198,53 @@ class BlobCache:
                 if actual != digest:
                     raise DigestMismatch(f"Checksum mismatch: {digest} (received {actual})",
                                          hint="the registry or the network corrupted the blob; try again")
-                blob.commit()  # False: another writer published the same content first
-        return CachedBlob(self.path(digest), True)
+                if blob.commit():
+                    return CachedBlob(self.path(digest), True)
+        # Another writer published it first: theirs, if it is the blob.
+        found = self.lookup(digest)
+        if found is None:
+            raise HydriaError(f"{self.path(digest)} was replaced while the blob downloaded",
+                              hint="import again: the blob then goes to your private cache")
+        return found
+
+    def _fetch_privately(self, digest: str, download: Callable[[Writer], None],
+                         growing: GrowingBlob | None) -> CachedBlob:
+        private = self._private_cache()
+        if private is None:
+            raise HydriaError(f"{self.path(digest)} is not the blob {digest}, and there is no private cache to use",
+                              hint="set HYDRIA_CACHE_PATH to a directory of your own")
+        return private.fetch(digest, download, growing)
 
     @contextmanager
     def _lock(self, digest: str) -> Iterator[None]:
-        fd = os.open(self.locks / f"{hex_of(digest)}.lock", os.O_RDONLY | os.O_CREAT, 0o644)
+        """This user's lock on downloading ``digest``; none (with a warning) when another user
+        planted a file or link under its name."""
+        path = self.locks / f"{hex_of(digest)}.{os.geteuid()}.lock"
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+        except OSError as e:
+            log.warning("Not using the lock %s: %s; downloading without it", path, e.strerror)
+            yield
+            return
+        try:
+            owner = os.fstat(fd).st_uid
+            if owner == os.geteuid():
+                fcntl.flock(fd, fcntl.LOCK_EX)  # only this user's imports can hold it
+            else:
+                log.warning("Not using the lock %s: it belongs to %s; downloading without it", path, user_name(owner))
             yield
         finally:
             os.close(fd)
+
+
+def open_regular(path: Path) -> int:
+    """A read-only descriptor of the regular file at ``path``, not following a link there (nor
+    blocking on a FIFO). Raises OSError, ELOOP for a link and EINVAL for what is not a regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, f"{path} is not a regular file")
+    return fd
 
 
 class _HashingWriter:

@@ -11,7 +11,9 @@ image: an entry whose file was since written to (say, ``cp`` over the imported f
 writes into the same inode) no longer matches them and is dropped, never used.
 
 Entries sit in a directory of their own user (0700), in a shared cache too: nobody uses an image
-another user wrote. The ``HYDRIA_CACHE_IMAGES`` most recently used entries of a user are kept
+another user wrote. Only a real directory of the user that nobody else can write is used, and in
+it only the user's regular files (no links): a directory another user made under that name (in a
+shared cache, before the user's first import) is ignored with a warning naming its owner. The ``HYDRIA_CACHE_IMAGES`` most recently used entries of a user are kept
 (using one marks its inode's change time). Keeping an image can fail
 (a full disk): that is a warning, never a failed import.
 """
@@ -28,7 +30,7 @@ from hydria import __version__
 from hydria.anonfile import link_or_copy
 from hydria.errors import HydriaError
 from hydria.log import Logger
-from hydria.paths import ensure_dir
+from hydria.paths import ensure_dir, is_own_private_dir, user_name
 
 log = Logger(__name__)
 
@@ -48,6 +50,15 @@ class ImageCache:
     def entry(self, uri: str, manifest_digest: str, squash_options: str) -> CachedImage:
         text = f"{IMAGE_FORMAT}\n{__version__}\n{uri}\n{manifest_digest}\n{squash_options}"
         return CachedImage(self, hashlib.sha256(text.encode()).hexdigest())
+
+    def usable(self) -> bool:
+        """Whether the directory is this user's own (or missing); warns when it is not."""
+        if not os.path.lexists(self.directory) or is_own_private_dir(self.directory):
+            return True
+        info = os.lstat(self.directory)
+        log.warning("Not using the kept images in %s: it belongs to %s, or others can write it, or it is a link",
+                    self.directory, user_name(info.st_uid))
+        return False
 
     def evict(self) -> None:
         """Remove all but the ``keep`` most recently used entries."""
@@ -82,10 +93,11 @@ class CachedImage:
         for path in self._candidates():
             try:
                 size, mtime = (int(part) for part in path.name[len(self.key) + 1:-len(SUFFIX)].split("."))
-                info = path.stat()
+                info = path.lstat()
             except (ValueError, FileNotFoundError):
                 info = None
-            if info is not None and (info.st_size, info.st_mtime_ns, info.st_uid) == (size, mtime, os.geteuid()):
+            if info is not None and stat.S_ISREG(info.st_mode) and \
+                    (info.st_size, info.st_mtime_ns, info.st_uid) == (size, mtime, os.geteuid()):
                 return path
             log.debug("dropping the changed cache entry %s", path)
             path.unlink(missing_ok=True)

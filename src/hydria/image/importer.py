@@ -69,9 +69,9 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
         if found and found != want.architecture:
             log.warning("Image architecture doesn't match the requested one: %s != %s", found, want.architecture)
         kept = None
-        if resolved.digest and settings.cache_images > 0:
-            kept = ImageCache(settings.cache_path, settings.cache_images).entry(
-                resolved.uri, resolved.digest, settings.squash_options)
+        images = ImageCache(settings.cache_path, settings.cache_images)
+        if resolved.digest and settings.cache_images > 0 and images.usable():
+            kept = images.entry(resolved.uri, resolved.digest, settings.squash_options)
         image = write_image(resolved, target, options, kept, in_place=in_place)
     if image == target:
         log.info("Image written to %s", target)
@@ -92,11 +92,18 @@ def image_digest(uri: str, settings: Settings, *, arch: str | None = None) -> st
     assert isinstance(ref, RegistryImage)
     from hydria.image.sources.registry import RegistrySource
 
-    source = RegistrySource(ref, settings, BlobCache(settings.cache_path))
+    source = RegistrySource(ref, settings, blob_cache(settings))
     try:
         return source.digest(mf.parse_platform(arch))
     finally:
         source.close()
+
+
+def blob_cache(settings: Settings) -> BlobCache:
+    """The blob cache, with the user's own default cache for entries that cannot be used there
+    (a shared cache where another user planted something)."""
+    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return BlobCache(settings.cache_path, private=os.path.join(home, "hydria"))
 
 
 def _local_path_exists(uri: str, cwd: Path) -> bool:
@@ -109,7 +116,7 @@ def _open_source(ref: ImageReference, settings: Settings, cwd: Path,
     if isinstance(ref, RegistryImage):
         from hydria.image.sources.registry import RegistrySource
 
-        source = RegistrySource(ref, settings, BlobCache(settings.cache_path))
+        source = RegistrySource(ref, settings, blob_cache(settings))
         stack.callback(source.close)
         return source.resolve
     if isinstance(ref, LocalImage):

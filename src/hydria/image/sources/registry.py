@@ -25,7 +25,7 @@ import httpx
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.image import manifest as mf
-from hydria.image.cache import BlobCache, VerifyingReader, Writer, digest_of
+from hydria.image.cache import BlobCache, Writer, digest_of
 from hydria.image.growing import GrowingBlob
 from hydria.image.progress import Progress
 from hydria.image.reference import RegistryImage
@@ -377,5 +377,5 @@ class RegistrySource:
         found = self.cache.lookup(descriptor.digest)
         if found is None:
             raise RegistryError(f"blob {descriptor.digest} vanished from the cache during the import")
-        with found.path.open("rb") as handle:
-            yield handle if found.trusted else VerifyingReader(handle, descriptor.digest, str(found.path))
+        with self.cache.reading(found, descriptor.digest) as blob:
+            yield blob
