@@ -7,6 +7,7 @@ import gzip
 import os
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from testbed.flakyproxy import FlakyProxy
 from testbed.oci import Image, make_layer, push
 from testbed.publish import PublishedImage
 from testbed.registry import Registry
+from testbed.stallproxy import StallProxy
 from testbed.tarbuild import LayerTar
 from testbed.users import run_as
 from testbed.workspace import Workspace
@@ -373,3 +375,21 @@ def test_a_distant_registry_gets_several_downloads_at_once(variants: dict[str, s
         result = workspace.run("import", "-o", "far.sqsh", f"docker://{proxy.address}#{repository}")
     assert result.returncode == 0, result.stderr
     assert proxy.most_at_once >= 2
+
+
+@pytest.mark.parametrize(("how", "message"), [
+    ("blob-headers", "no data for 5 s"),
+    ("manifest-silent", "no data for 5 s"),
+    ("manifest-drip", "did not arrive within 5 s"),
+    ("redirect-loop", "too many redirects"),
+])
+def test_a_stalled_registry_ends_the_import_clearly(how: str, message: str, busybox: PublishedImage,
+                                                    registry: Registry, workspace: Workspace) -> None:
+    with StallProxy(registry.address, how) as front:
+        started = time.monotonic()
+        result = workspace.run("import", "-o", "stalled.sqsh", busybox.docker_uri.replace(registry.address, front.address),
+                               HYDRIA_TRANSFER_TIMEOUT="5", timeout=120)
+        took = time.monotonic() - started
+    assert result.returncode == 1 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and took < 60
+    assert not (workspace.out / "stalled.sqsh").exists()

@@ -23,7 +23,8 @@ def body_chunks(response: httpx.Response) -> Iterator[bytes]:
     """The body of a streamed ``response``, as it arrives.
 
     Raises:
-        httpx.TransportError: the connection broke or ended before the body did.
+        httpx.TransportError: the connection broke, stalled (no data for the client's read timeout)
+            or ended before the body did.
     """
     stream = response.extensions.get("network_stream")
     length = response.headers.get("Content-Length", "")
@@ -32,6 +33,7 @@ def body_chunks(response: httpx.Response) -> Iterator[bytes]:
         yield from response.iter_bytes()
         return
     remaining = int(length)
+    stall = response.request.extensions.get("timeout", {}).get("read")  # the client's read timeout
     parsed = response.iter_raw()
     try:
         if remaining:
@@ -41,7 +43,7 @@ def body_chunks(response: httpx.Response) -> Iterator[bytes]:
             yield first
         while remaining > 0:
             try:
-                data = stream.read(min(CHUNK, remaining))
+                data = stream.read(min(CHUNK, remaining), stall)
             except (httpcore.NetworkError, httpcore.TimeoutException) as error:
                 raise httpx.ReadError(str(error) or type(error).__name__) from None
             if not data:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import getpass
+import json
 import re
 import sys
 import time
@@ -39,6 +40,13 @@ log = Logger(__name__)
 # A blob download that breaks off is resumed where it stopped this many times, plus
 # HYDRIA_TRANSFER_RETRIES (enroot's GNU parallel runs a failed layer download twice more).
 RESUMES = 2
+# Every read from a registry is bounded (docs/import.md, "Slow and stalled registries"): no byte for
+# STALL seconds (or HYDRIA_TRANSFER_TIMEOUT, when shorter) is a stall; a blob that gets fewer
+# than LOW_SPEED bytes in STALL seconds is cut, as curl's low-speed limit does for enroot; a
+# manifest or token must arrive whole within STALL seconds (or HYDRIA_TRANSFER_TIMEOUT).
+STALL = 60
+LOW_SPEED = 1024
+MAX_DOCUMENT = 32 << 20
 
 _REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
             405: "Method Not Allowed", 408: "Request Timeout", 429: "Too Many Requests",
@@ -74,6 +82,13 @@ def _range_start(response: httpx.Response, offset: int) -> int:
     return offset
 
 
+def _describe(error: Exception, stall: float) -> str:
+    """An httpx error in words (a read timeout's message is empty)."""
+    if isinstance(error, httpx.TimeoutException):
+        return f"no data for {stall:g} s"
+    return str(error) or type(error).__name__
+
+
 def parse_challenge(header: str) -> tuple[str, dict[str, str]]:
     """``Bearer realm="...",service="..."`` -> ("bearer", {"realm": ..., "service": ...})."""
     scheme, _, rest = header.strip().partition(" ")
@@ -100,8 +115,9 @@ class RegistrySource:
         self._pool = ThreadPoolExecutor(max_workers=settings.max_connections or 32)
         self._layers = DownloadQueue(self._start_layer, settings.max_connections)
         limit = settings.max_connections or None
+        self.stall = min(STALL, settings.transfer_timeout or STALL)
         self.client = httpx.Client(
-            timeout=httpx.Timeout(None, connect=settings.connect_timeout or None),
+            timeout=httpx.Timeout(self.stall, connect=settings.connect_timeout or None),
             follow_redirects=True,
             limits=httpx.Limits(max_connections=limit, max_keepalive_connections=limit),
             transport=httpx.HTTPTransport(retries=settings.transfer_retries),
@@ -157,12 +173,18 @@ class RegistrySource:
             if "SSL" in str(e) or "ssl" in str(e):
                 hint = "if this registry serves plain HTTP, set HYDRIA_ALLOW_HTTP=y (insecure)"
             raise RegistryError(f"Could not connect to registry {self.ref.registry}: {e}", hint=hint) from None
-        except httpx.TimeoutException:
+        except httpx.ConnectTimeout:
             raise RegistryError(f"Could not connect to registry {self.ref.registry}: timed out after "
                                 f"{self.settings.connect_timeout} s",
                                 hint="raise HYDRIA_CONNECT_TIMEOUT or check the network") from None
+        except httpx.TooManyRedirects:
+            raise RegistryError(f"registry {self.ref.registry}: too many redirects for {self._url(path)}",
+                                hint="the registry or a proxy in front of it redirects in a loop") from None
         except httpx.TransportError as e:
-            raise RegistryError(f"Could not talk to registry {self.ref.registry}: {e}") from None
+            raise RegistryError(f"Could not talk to registry {self.ref.registry}: {_describe(e, self.stall)}") from None
+        except (httpx.HTTPError, httpx.InvalidURL) as e:
+            raise RegistryError(f"Could not talk to registry {self.ref.registry}: {e}",
+                                hint="check the registry's address in the image URI") from None
 
     def _http_error(self, response: httpx.Response) -> RegistryError:
         code = response.status_code
@@ -211,17 +233,22 @@ class RegistrySource:
         if not realm:
             raise RegistryError(f"Could not parse authentication realm from {self.ref.registry}")
         try:
-            response = self.client.get(realm, params=params, auth=login)
-        except httpx.TransportError as e:
+            request = self.client.build_request("GET", realm, params=params)
+            response = self.client.send(request, auth=login, stream=True)
+        except (httpx.HTTPError, httpx.InvalidURL) as e:
             raise RegistryError(f"Could not get a token from {realm}: {e}") from None
-        if response.status_code >= 400:
-            who = f"as {login[0]}" if login else "anonymously"
-            raise RegistryError(f"authentication {who} at {realm} failed: {response.status_code}",
-                                hint=f"check your credentials in {self.settings.config_path}/.credentials")
         try:
-            document = response.json()
+            if response.status_code >= 400:
+                who = f"as {login[0]}" if login else "anonymously"
+                raise RegistryError(f"authentication {who} at {realm} failed: {response.status_code}",
+                                    hint=f"check your credentials in {self.settings.config_path}/.credentials")
+            data = self._read_document(response, f"the token from {realm}")
+        finally:
+            response.close()
+        try:
+            document = json.loads(data)
             token = document.get("token") or document.get("access_token")
-        except ValueError:
+        except (ValueError, AttributeError):
             token = None
         if not token:
             raise RegistryError(f"the token server {realm} returned no token")
@@ -258,12 +285,30 @@ class RegistrySource:
     def _manifest(self, reference: str, where: str) -> tuple[object, str, str]:
         """The manifest document, its media type and its digest."""
         with self._request(f"manifests/{reference}", mf.ACCEPT) as response:
-            data = response.read()
+            data = self._read_document(response, f"the manifest of {where}")
             header = response.headers.get("Content-Type")
         if reference.startswith("sha256:") and digest_of(data) != reference:
             raise RegistryError(f"Checksum mismatch: manifest {reference} of {where}")
         document = mf.load_json(data, f"the manifest of {where}")
         return document, mf.media_type_of(document, header), digest_of(data)
+
+    def _read_document(self, response: httpx.Response, what: str) -> bytes:
+        """A small body (manifest, token), which must arrive whole within the transfer timeout
+        (STALL seconds by default) and be at most MAX_DOCUMENT bytes. Raises RegistryError."""
+        deadline = time.monotonic() + (self.settings.transfer_timeout or STALL)
+        data = bytearray()
+        try:
+            for chunk in response.iter_bytes():
+                data += chunk
+                if len(data) > MAX_DOCUMENT:
+                    raise RegistryError(f"{what} is larger than {MAX_DOCUMENT >> 20} MiB; not a manifest")
+                if time.monotonic() > deadline:
+                    raise RegistryError(f"{what} did not arrive within {self.settings.transfer_timeout or STALL} s",
+                                        hint="the registry is stalled or very slow; HYDRIA_TRANSFER_TIMEOUT sets the limit")
+        except httpx.TransportError as e:
+            raise RegistryError(f"Could not read {what}: {_describe(e, self.stall)}",
+                                hint="the registry is stalled or the network broke; try again") from None
+        return bytes(data)
 
     def fetch(self, descriptors: list[mf.Descriptor], *, wait: bool = True) -> None:
         """Download the blobs the cache lacks, in parallel, in the given order; without ``wait``
@@ -316,7 +361,7 @@ class RegistrySource:
                     self._download_from(descriptor, received, out, deadline)
                     return
                 except _BrokenOff as broken:
-                    received, error = broken.received, broken.error
+                    received, error = broken.received, _describe(broken.error, self.stall)
                     if attempt < resumes:
                         log.warning("Download of %s broke off after %d bytes (%s); resuming",
                                     descriptor.digest, received, error)
@@ -339,6 +384,7 @@ class RegistrySource:
             _BrokenOff: the connection broke; how many bytes ``out`` has now.
         """
         received = offset
+        window_start, window_bytes = time.monotonic(), 0  # for the low-speed limit
         try:
             with self._request(f"blobs/{descriptor.digest}", offset=offset) as response:
                 skip = offset - _range_start(response, offset)
@@ -348,9 +394,16 @@ class RegistrySource:
                     out.write(chunk)
                     received += len(chunk)
                     self.progress.advance(descriptor.digest, len(chunk))
-                    if deadline and time.monotonic() > deadline:
+                    now = time.monotonic()
+                    if deadline and now > deadline:
                         raise RegistryError(f"downloading {descriptor.digest} took longer than "
                                             f"HYDRIA_TRANSFER_TIMEOUT ({self.settings.transfer_timeout} s)")
+                    window_bytes += len(chunk)
+                    if now - window_start >= STALL:
+                        if window_bytes < LOW_SPEED:
+                            raise RegistryError(f"downloading {descriptor.digest}: fewer than {LOW_SPEED} bytes "
+                                                f"in {STALL} s", hint="the registry is stalled or very slow")
+                        window_start, window_bytes = now, 0
         except httpx.TransportError as error:
             raise _BrokenOff(received, error) from None
 

@@ -1,0 +1,73 @@
+"""A front for the test registry that stalls in one of several ways (``how``):
+
+* ``blob-headers``: a blob's answer sends its headers, then nothing;
+* ``manifest-silent``: a manifest request is never answered;
+* ``manifest-drip``: a manifest's body comes at one byte a second;
+* ``redirect-loop``: every manifest request is redirected to itself.
+
+Everything else is forwarded. A stalled answer ends when the front is closed."""
+
+from __future__ import annotations
+
+import threading
+import time
+from http.server import BaseHTTPRequestHandler
+
+import httpx
+
+from testbed.forwarding import QuietHandler, RegistryFront, forward
+
+KINDS = ("blob-headers", "manifest-silent", "manifest-drip", "redirect-loop")
+
+
+class StallProxy(RegistryFront):
+    def __init__(self, upstream: str, how: str) -> None:
+        if how not in KINDS:
+            raise ValueError(f"unknown stall {how!r}; one of {KINDS}")
+        self.how = how
+        self.closing = threading.Event()
+        super().__init__(upstream)
+
+    def __exit__(self, *exc: object) -> None:
+        self.closing.set()
+        super().__exit__(*exc)  # type: ignore[arg-type]
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        proxy = self
+
+        class Handler(QuietHandler):
+            def do_GET(self) -> None:
+                how, blob = proxy.how, "/blobs/" in self.path
+                if how == "blob-headers" and blob:
+                    self.send_response(200)
+                    self.send_header("Content-Length", "1000000")
+                    self.end_headers()
+                    self.wfile.flush()
+                    proxy.closing.wait()
+                elif how == "manifest-silent" and "/manifests/" in self.path:
+                    proxy.closing.wait()
+                elif how == "manifest-drip" and "/manifests/" in self.path:
+                    answer = httpx.get(f"http://{proxy.upstream}{self.path}",
+                                       headers={"Accept": self.headers.get("Accept", "")})
+                    self.send_response(answer.status_code)
+                    self.send_header("Content-Type", answer.headers.get("Content-Type", ""))
+                    self.send_header("Content-Length", str(len(answer.content)))
+                    self.end_headers()
+                    for byte in answer.content:
+                        if proxy.closing.is_set():
+                            break
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(1)
+                elif how == "redirect-loop" and "/manifests/" in self.path:
+                    self.send_response(302)
+                    self.send_header("Location", self.path)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                else:
+                    forward(self, proxy.upstream, "GET")
+
+            def do_HEAD(self) -> None:
+                forward(self, proxy.upstream, "HEAD")
+
+        return Handler
