@@ -61,8 +61,9 @@ def is_own_private_dir(path: str | os.PathLike[str]) -> bool:
 
 
 def read_text(path: str) -> str:
-    """A text file's whole content, as ``Path.read_text`` (without ``pathlib`` on the start path)."""
-    with open(path) as handle:
+    """A text file's whole content, as ``Path.read_text`` (without ``pathlib`` on the start path);
+    bytes that are not UTF-8 are kept as they are (``surrogateescape``), never an error."""
+    with open(path, encoding="utf-8", errors="surrogateescape") as handle:
         return handle.read()
 
 

@@ -425,3 +425,18 @@ def test_namespaces_wait_for_a_leaving_thread(workspace: Workspace) -> None:
     result = run_as(workspace.user, [python, "-c", "import os\n" + program], env=workspace.env(), cwd=workspace.out)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"['{workspace.user.uid}', '{workspace.user.uid}', '1']"
+
+
+def test_config_files_with_bytes_that_are_not_utf8(images: dict[str, Path], workspace: Workspace) -> None:
+    """A non-UTF-8 byte in mounts.d or environ.d is kept as it is, not a crash of every start."""
+    for folder, name, content in (("mounts.d", "x.fstab", b"# caf\xe9\ntmpfs /caf\xe9\n"),
+                                  ("environ.d", "x.env", b"LATIN1=caf\xe9\n")):
+        directory = workspace.root / "config" / folder
+        directory.mkdir(exist_ok=True)
+        (directory / name).write_bytes(content)
+        os.chown(directory, workspace.user.uid, workspace.user.gid)
+    result = run_as(workspace.user, [workspace.hydria, "start", str(images["busybox"]), "sh", "-c",
+                                     "echo $LATIN1 | od -c | head -1; ls -d /caf*"],
+                    env=workspace.env(), cwd=workspace.out)
+    assert result.returncode == 0, result.stderr
+    assert "c   a   f 351" in result.stdout and "/caf" in result.stdout

@@ -99,9 +99,9 @@ def test_a_lock_held_or_planted_by_another_user_does_not_block(uri: str, busybox
     attacker_prepares(other_workspace, shared_cache,
                       f"touch {locks / hex_digest}.lock && chmod 666 {locks / hex_digest}.lock && touch {victims_lock}")
     holder = subprocess.Popen(  # holds both the old shared name's lock and the one planted under the victim's name
-        ["python3", "-c", "import fcntl, sys, time\n"
-         f"a = open('{locks / hex_digest}.lock'); b = open('{victims_lock}')\n"
-         "fcntl.flock(a, fcntl.LOCK_EX); fcntl.flock(b, fcntl.LOCK_EX); print('held', flush=True); time.sleep(600)"],
+        ["python3", "-c", (f"import fcntl, time\na = open('{locks / hex_digest}.lock'); b = open('{victims_lock}')\n"
+                           "fcntl.flock(a, fcntl.LOCK_EX); fcntl.flock(b, fcntl.LOCK_EX)\n"
+                           "print('held', flush=True); time.sleep(600)")],
         user=other_workspace.user.uid, group=other_workspace.user.gid, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"

@@ -15,11 +15,14 @@ NAME_MAX = 255
 
 
 def validate_name(name: str) -> str:
-    """Raises HydriaError for names that cannot be a container (empty, ``/``, ``.``, overlong)."""
-    if not name or "/" in name or name in (".", "..") or len(name.encode()) > NAME_MAX or "\0" in name:
-        raise HydriaError(f"Invalid argument: {name}",
-                          hint="a container name is a single path component: no '/', not '.' or '..', "
-                               f"at most {NAME_MAX} bytes")
+    """Raises HydriaError for names that cannot be a container (empty, ``/``, ``.``, overlong,
+    not UTF-8, or with control characters, which would garble ``list``)."""
+    encoded = name.encode(errors="surrogateescape")
+    if not name or "/" in name or name in (".", "..") or len(encoded) > NAME_MAX or \
+            any(ord(c) < 32 or c == "\x7f" or "\udc80" <= c <= "\udcff" for c in name):
+        raise HydriaError(f"Invalid argument: {name if name.isprintable() else ascii(name)}",
+                          hint="a container name is a single path component of UTF-8 text: no '/', not '.' "
+                               f"or '..', no control characters, at most {NAME_MAX} bytes")
     return name
 
 
