@@ -263,3 +263,19 @@ def test_ancestors_and_modes() -> None:
     assert usable_mode(0o000, True) == 0o700
     assert usable_mode(0o070, False) == 0o570
     assert usable_mode(0o060, False) == 0o460
+
+
+@pytest.mark.timeout(30)
+def test_a_deep_tree_merges_in_time_linear_in_its_size() -> None:
+    """Nested directories (10,000 in a 0.8 MB crafted layer) took time cubic in the depth when each
+    entry looked at every ancestor (6,000: ~100 s, now ~2 s); a lower layer under the same tree and
+    a whiteout deep in it still apply."""
+    depth = 6_000
+    names = ["d"] * depth
+    deep = "/".join(names)
+    upper = layer(*(d("/".join(names[:i])) for i in range(1, depth + 1)), f(f"{deep}/.wh.gone"),
+                  f(f"{deep}/top", "upper"))
+    lower = layer(f(f"{deep}/gone", "deleted"), f(f"{deep}/kept", "lower"))
+    merged = merge(upper, lower)
+    assert merged[f"{deep}/top#data"] == "upper" and merged[f"{deep}/kept#data"] == "lower"
+    assert f"{deep}/gone" not in merged

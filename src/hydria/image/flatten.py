@@ -169,16 +169,31 @@ class _Merger:
     link_targets: dict[str, str] = field(default_factory=dict)  # hardlink path -> target
     stats: FlattenStats = field(default_factory=FlattenStats)
 
+    # Directories whose entries upper layers cover, as far as they were asked for: one look at an
+    # entry's parent instead of at every ancestor keeps a deep tree linear (10,000 nested
+    # directories). Cleared when what it derives from changes (a layer's end, a non-directory claim).
+    blocked: dict[str, bool] = field(default_factory=dict)
+
     def covered(self, path: str, is_dir: bool) -> bool:
         """Whether upper layers hide or already provide ``path``."""
-        if path in self.hidden:
+        if path in self.hidden or self._blocked(path.rpartition("/")[0]):
             return True
-        for parent in ancestors(path):
-            claim = self.claimed.get(parent)
-            if parent in self.hidden or parent in self.opaque or claim and not claim.is_dir:
-                return True
         claim = self.claimed.get(path)
         return claim is not None and (claim.explicit or not is_dir)
+
+    def _blocked(self, directory: str) -> bool:
+        """Whether ``directory`` or an ancestor is hidden, opaque or not a directory."""
+        unknown = []
+        while directory and directory not in self.blocked:
+            unknown.append(directory)
+            directory = directory.rpartition("/")[0]
+        answer = self.blocked.get(directory, False)
+        for directory in reversed(unknown):  # from the top down
+            claim = self.claimed.get(directory)
+            answer = answer or directory in self.hidden or directory in self.opaque or \
+                (claim is not None and not claim.is_dir)
+            self.blocked[directory] = answer
+        return answer
 
     def under_non_directory(self, path: str) -> bool:
         """Whether a link or file that upper layers wrote lies on the way to ``path``."""
@@ -187,8 +202,19 @@ class _Merger:
 
     def claim(self, path: str, is_dir: bool) -> None:
         self.claimed[path] = _Claim(is_dir, True)
-        for parent in ancestors(path):
-            self.claimed.setdefault(parent, _Claim(True, False))
+        if path in self.blocked:
+            self.blocked.clear()
+        parent = path
+        while parent := parent.rpartition("/")[0]:  # a claimed path's ancestors are all claimed
+            if parent in self.claimed:
+                break
+            self.claimed[parent] = _Claim(True, False)
+
+    def layer_ended(self, hidden: set[str], opaque: set[str]) -> None:
+        """What a layer deleted and made opaque now hides the layers below it."""
+        self.hidden |= hidden
+        self.opaque |= opaque
+        self.blocked.clear()
 
     def write(self, info: tarfile.TarInfo, content: Callable[[IO[bytes], int], object] | None = None) -> None:
         """Write ``info``'s header and then its ``content(out, size)``, padded to a block."""
@@ -357,8 +383,7 @@ def _merge_layer(merger: _Merger, layer: LayerStream) -> None:
     if pending:
         _write_covered_link_targets(merger, layer, pending)
     merger.stats.whiteouts += len(whiteouts) + len(opaque)
-    merger.hidden |= whiteouts
-    merger.opaque |= opaque
+    merger.layer_ended(whiteouts, opaque)
 
 
 def _write_covered_link_targets(merger: _Merger, layer: LayerStream, pending: dict[str, list[str]]) -> None:
