@@ -11,6 +11,7 @@ directory tree instead, in ``rootfs/``.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from hydria.anonfile import link_or_copy
@@ -48,7 +49,7 @@ class Store:
         if target.exists() or target.is_symlink():
             if not (force or self.settings.force_override):
                 raise HydriaError(f"File already exists: {target}", hint="use --force to replace it")
-            self.remove(name)
+            self._discard(target)
         staging = self.root / f".{name}.creating.{os.getpid()}"
         try:
             staging.mkdir(mode=0o700)
@@ -84,7 +85,19 @@ class Store:
         path = self.path(name)
         if not path.is_dir():
             raise HydriaError(f"No such file or directory: {path}")
-        delete_tree(path)
+        self._discard(path)
+
+    def _discard(self, path: Path) -> None:
+        """Take ``path`` out of the store at once (a rename: of concurrent removals, one does it),
+        then delete it."""
+        trash = self.root / f".{path.name}.removing.{os.getpid()}.{time.monotonic_ns()}"
+        try:
+            os.rename(path, trash)
+        except FileNotFoundError:
+            return  # another process removed it meanwhile
+        except OSError as e:
+            raise HydriaError(f"cannot remove {path}: {e.strerror}") from None
+        delete_tree(trash)
 
 
 def _unsquash(image: Path, target: Path) -> None:

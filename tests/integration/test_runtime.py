@@ -440,3 +440,17 @@ def test_config_files_with_bytes_that_are_not_utf8(images: dict[str, Path], work
                     env=workspace.env(), cwd=workspace.out)
     assert result.returncode == 0, result.stderr
     assert "c   a   f 351" in result.stdout and "/caf" in result.stdout
+
+
+def test_concurrent_forced_creates_of_one_name(images: dict[str, Path], workspace: Workspace) -> None:
+    """Each one succeeds or says the name is taken; the container that is left works."""
+    assert workspace.run("create", "-n", "same", str(images["busybox"])).returncode == 0
+    processes = [workspace.popen("create", "-f", "-n", "same", str(images["busybox"])) for _ in range(16)]
+    results = [(p.wait(timeout=120), p.communicate()[1]) for p in processes]
+    for code, stderr in results:
+        assert code == 0 or "File already exists" in stderr, stderr
+        assert "Traceback" not in stderr and "No such file" not in stderr, stderr
+    assert any(code == 0 for code, _ in results)
+    assert output(workspace, "same", "cat", "/etc/os-release").startswith("PRETTY_NAME")
+    data = workspace.root / "data"
+    assert sorted(p.name for p in data.iterdir()) == ["same"]  # no staging or removed trees left
