@@ -28,6 +28,10 @@ from testbed.users import run_as
 from testbed.workspace import Workspace
 
 ROOT = Path("/run/hydria-slurm")
+# hydria's site settings on the test cluster, where an administrator puts them: a job cannot set
+# them (docs/slurm.md), so a test names its workspace's folders with the job's HYDRIA_TESTBED_*
+# variables (testbed/workspace.py), which this file reads, as a site's file may read any variable.
+SITE_CONF = Path("/etc/hydria/hydria.conf.d/50-hydria-testbed.conf")
 CONF = ROOT / "slurm.conf"
 NODE = "hydria-node"
 # Run on each node of a several-node cluster: NODE_TMP TMPFS CONF NAME
@@ -93,6 +97,8 @@ def start(hydria: str, plugin_options: list[str] | None = None, count: int = 1) 
                 *(f"tmp/{name}" for name in node_names(count))):
         (ROOT / sub).mkdir(parents=True, exist_ok=True)
     CONF.write_text(slurm_conf(count=count))
+    SITE_CONF.parent.mkdir(parents=True, exist_ok=True)
+    SITE_CONF.write_text(site_conf(count))
     (ROOT / "plugstack.conf").write_text(f"include {ROOT}/plugstack.conf.d/*.conf\n")
     subprocess.run([hydria, "slurm", "install-plugin", f"--plugin-dir={ROOT}/lib",
                     f"--plugstack-dir={ROOT}/plugstack.conf.d", *(plugin_options or [])],
@@ -124,8 +130,24 @@ def start(hydria: str, plugin_options: list[str] | None = None, count: int = 1) 
     raise RuntimeError(f"the Slurm test cluster did not come up:\n{logs}")
 
 
+def site_conf(count: int) -> str:
+    """The test cluster's site settings; with several nodes, each keeps its named containers in a
+    folder of its own (``$HOSTNAME``), as a site with node-local data paths does."""
+    per_node = "/${HOSTNAME}" if count > 1 else ""
+    return f"""\
+HYDRIA_ALLOW_HTTP y
+HYDRIA_ALLOW_SUPERUSER ${{HYDRIA_TESTBED_SUPERUSER:-n}}
+HYDRIA_CACHE_PATH ${{HYDRIA_TESTBED_CACHE:-$XDG_CACHE_HOME/hydria}}
+HYDRIA_CONFIG_PATH ${{HYDRIA_TESTBED_CONFIG:-$XDG_CONFIG_HOME/hydria}}
+HYDRIA_DATA_PATH ${{HYDRIA_TESTBED_DATA:-$XDG_DATA_HOME/hydria}}{per_node}
+HYDRIA_TEMP_PATH ${{HYDRIA_TESTBED_TEMP:-/tmp}}
+"""
+
+
 def stop() -> None:
-    """Stop the daemons of an earlier start, if any, and remove its network namespaces."""
+    """Stop the daemons of an earlier start, if any, remove its network namespaces and its site
+    settings."""
+    SITE_CONF.unlink(missing_ok=True)
     # Not slurmd's pid files: a node's slurmd writes the pid it has in its own PID namespace (1).
     for pidfile in (ROOT / "slurmctld.pid", Path("/run/munge/munged.pid")):
         try:
@@ -150,8 +172,11 @@ class Submitter:
 
     def run(self, program: str, *args: str, input: str | None = None,
             **env: str) -> subprocess.CompletedProcess[str]:
+        environment = {key: value for key, value in self.workspace.env().items()
+                       if key != "HYDRIA_SYSCONF_PATH"}  # a job reads the site's (SITE_CONF)
+        environment.update(SLURM_CONF=str(CONF), **env)
         return run_as(self.workspace.user, [program, *args], cwd=self.workspace.out, timeout=120, input=input,
-                      env=self.workspace.env(SLURM_CONF=str(CONF), **env))
+                      env=environment)
 
     def ok(self, program: str, *args: str, input: str | None = None, **env: str) -> str:
         result = self.run(program, *args, input=input, **env)

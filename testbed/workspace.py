@@ -30,6 +30,9 @@ class Workspace:
         return {"HYDRIA_CACHE_PATH": str(self.cache), "HYDRIA_CONFIG_PATH": str(self.root / "config"),
                 "HYDRIA_DATA_PATH": str(self.root / "data"), "HYDRIA_SYSCONF_PATH": str(self.root / "etc"),
                 "XDG_CACHE_HOME": str(self.root / "xdg-cache"),
+                # the same folders for a Slurm step, through the test cluster's site file (testbed/slurm.py)
+                "HYDRIA_TESTBED_CACHE": str(self.cache), "HYDRIA_TESTBED_CONFIG": str(self.root / "config"),
+                "HYDRIA_TESTBED_DATA": str(self.root / "data"),
                 "HYDRIA_ALLOW_HTTP": "y", **extra}
 
     def run(self, *args: str, cwd: Path | None = None, timeout: float = 300,

@@ -349,8 +349,23 @@ def _runtime_default(uid: int, env: Mapping[str, str]) -> str:
     return "${TMPDIR:-/tmp}/hydria-runtime-${UID}"
 
 
-def load_settings(env: Mapping[str, str] | None = None) -> Settings:
-    """Load the settings of this process from the configuration files and the environment.
+# Settings that protect the site: for a Slurm step only the administrator's files set them, not
+# the job's environment nor the user's hydria.conf (docs/slurm.md, "What a job may set").
+SITE_SETTINGS = frozenset({"ALLOW_HTTP", "ALLOW_SUPERUSER", "RESTRICT_DEV", "NVIDIA_DRIVER_ROOT", "RDMA_ROOT",
+                           *(spec.name for spec in SPECS if spec.name.endswith("_PATH"))})
+
+
+def job_environment(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """``env`` without the site settings (under ``HYDRIA_`` and ``ENROOT_`` names), and the names
+    taken out."""
+    removed = sorted(key for key in env if key.startswith((PREFIX, ENROOT_PREFIX))
+                     and key.split("_", 1)[1] in SITE_SETTINGS)
+    return {key: value for key, value in env.items() if key not in removed}, removed
+
+
+def load_settings(env: Mapping[str, str] | None = None, *, site_only: frozenset[str] = frozenset()) -> Settings:
+    """Load the settings of this process from the configuration files and the environment;
+    ``site_only`` settings come from the system files alone (not from the user's file).
 
     Raises:
         ConfigError: an unreadable or invalid configuration file, or an invalid value.
@@ -364,7 +379,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     config_path = resolve(system_layers, env, context).config_path
     user_file = os.path.join(config_path, CONF_FILE)
     user_text = _read(user_file)
-    user_layers = [parse_conf(user_text, user_file)] if user_text is not None else []
+    user_layers = [[assignment for assignment in parse_conf(user_text, user_file)
+                    if assignment.key[len(PREFIX):] not in site_only]] if user_text is not None else []
     return resolve([*system_layers, *user_layers], env, context)
 
 

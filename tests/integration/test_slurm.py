@@ -47,7 +47,7 @@ def test_tasks_run_in_the_image(srun: Srun, images: dict[str, Path]) -> None:
 
 @pytest.fixture
 def local_scratch(workspace: Workspace) -> Iterator[Path]:
-    """A tmpfs for HYDRIA_TEMP_PATH: the steps' scratch on another file system than the cache,
+    """A tmpfs for the steps' scratch (HYDRIA_TEMP_PATH) on another file system than the cache,
     as a node's local /tmp and a cache in an NFS home are."""
     mount = workspace.root / "local-tmp"
     mount.mkdir()
@@ -63,9 +63,9 @@ def test_a_kept_image_on_another_file_system_is_used_where_it_is(srun: Srun, bus
     image = busybox.docker_uri.removeprefix("docker://")
     look = ("sh", "-c", "find /scratch -name '*.sqsh'; cat /etc/os-release")
     options = (f"--container-image={image}", f"--container-mounts={local_scratch}:/scratch")
-    first = srun.ok(*options, *look, HYDRIA_TEMP_PATH=str(local_scratch))
+    first = srun.ok(*options, *look, HYDRIA_TESTBED_TEMP=str(local_scratch))
     assert first.startswith("/scratch/hydria-slurm-") and "/image.sqsh\n" in first  # imported there
-    second = srun.ok(*options, *look, HYDRIA_TEMP_PATH=str(local_scratch))
+    second = srun.ok(*options, *look, HYDRIA_TESTBED_TEMP=str(local_scratch))
     assert ".sqsh" not in second  # no copy this time
     assert "hydria busybox test image" in second
 
@@ -256,8 +256,22 @@ def test_a_step_that_joins_another_steps_container_keeps_its_own_slurm_variables
     assert srun.submitter.ok("salloc", "-n", "2", "sh", "-c", script) == "2 unset\n"
 
 
+def test_a_job_cannot_change_the_sites_settings(srun: Srun, busybox: PublishedImage, workspace: Workspace) -> None:
+    """Plain HTTP, the paths and the other site settings come from the administrator's files
+    (here testbed/slurm.py's): not from the job's environment, nor from the user's hydria.conf."""
+    elsewhere = workspace.root / "elsewhere"
+    (workspace.root / "config" / "hydria.conf").write_text(f"HYDRIA_ALLOW_HTTP n\nHYDRIA_DATA_PATH {elsewhere}\n")
+    image = busybox.docker_uri.removeprefix("docker://")
+    result = srun(f"--container-image={image}", "--container-name=site", "true", HYDRIA_ALLOW_HTTP="n",
+                  HYDRIA_DATA_PATH=str(elsewhere), ENROOT_DATA_PATH=str(elsewhere), HYDRIA_SYSCONF_PATH=str(elsewhere))
+    assert result.returncode == 0, result.stderr  # the registry is plain HTTP: the site allows it
+    for name in ("HYDRIA_ALLOW_HTTP", "HYDRIA_DATA_PATH", "HYDRIA_SYSCONF_PATH"):
+        assert f"hydria: ignoring {name} from the job's environment or your hydria.conf" in result.stderr
+    assert [p.name for p in (workspace.root / "data").iterdir()] == ["hydria_site"] and not elsewhere.exists()
+
+
 def test_container_save(srun: Srun, images: dict[str, Path]) -> None:
-    data = Path(srun.workspace.env()["HYDRIA_DATA_PATH"])
+    data = Path(srun.workspace.env()["HYDRIA_TESTBED_DATA"])
     srun.ok(f"--container-image={images['busybox']}", "--container-writable", "--container-save=saved.sqsh",
             "sh", "-c", "echo from-step > /result")
     saved = srun.workspace.out / "saved.sqsh"  # relative to the job's working directory
@@ -298,11 +312,11 @@ def test_jobs_without_container_options_are_untouched(srun: Srun) -> None:
 
 def test_privileged_root_jobs(cluster: None, images: dict[str, Path], tmp_path: Path) -> None:
     # root's step with HYDRIA_ALLOW_SUPERUSER, as pyxis's privileged mode: no user namespace, no filter
-    env = {"PATH": os.environ["PATH"], "SLURM_CONF": str(slurm.CONF), "HYDRIA_RUNTIME_PATH": str(tmp_path / "run"),
-           "HYDRIA_DATA_PATH": str(tmp_path / "data")}
+    env = {"PATH": os.environ["PATH"], "SLURM_CONF": str(slurm.CONF), "HYDRIA_TESTBED_DATA": str(tmp_path / "data")}
     show = ["sh", "-c", "cat /proc/self/uid_map; grep '^Seccomp:' /proc/self/status"]
     privileged = subprocess.run(["srun", f"--container-image={images['busybox']}", *show], capture_output=True,
-                                text=True, env={**env, "HYDRIA_ALLOW_SUPERUSER": "y"}, cwd=tmp_path, timeout=120, check=False)
+                                text=True, env={**env, "HYDRIA_TESTBED_SUPERUSER": "y"}, cwd=tmp_path, timeout=120,
+                                check=False)
     assert privileged.stdout.split() == ["0", "0", "4294967295", "Seccomp:", "0"], privileged.stderr
     plain = subprocess.run(["srun", f"--container-image={images['busybox']}", *show], capture_output=True,
                            text=True, env=env, cwd=tmp_path, timeout=120, check=False)

@@ -28,12 +28,11 @@ def test_job_scope_containers_go_with_the_job(hydria_bin: str, restart: slurm.Su
     slurm.start(hydria_bin, ["container_scope=job"])
     # the job epilog runs as the user with the default settings: the data path in the user's home
     data = restart.workspace.user.home / ".local/share/hydria"
-    default_data = {"HYDRIA_DATA_PATH": str(data)}
     out = restart.ok("salloc", "sh", "-c",
                      f"srun --container-image={images['busybox']} --container-name=scoped --container-writable"
                      " sh -c 'echo kept > /marker';"
-                     " srun --container-name=scoped cat /marker; echo job=$SLURM_JOB_ID; ls $HYDRIA_DATA_PATH",
-                     **default_data)
+                     f" srun --container-name=scoped cat /marker; echo job=$SLURM_JOB_ID; ls {data}",
+                     HYDRIA_TESTBED_DATA="")
     lines = out.splitlines()
     assert lines[0] == "kept"  # reused across the job's steps
     name = f"hydria_{lines[1].removeprefix('job=')}_scoped"

@@ -43,11 +43,9 @@ def cluster(hydria_bin: str) -> Iterator[None]:
 
 
 @pytest.fixture
-def nodes(submit: slurm.Submitter, workspace: Workspace) -> slurm.Submitter:
-    """The submitter, with hydria's data path made per node by the workspace's configuration."""
-    etc = workspace.root / "etc"
-    etc.mkdir(exist_ok=True)
-    (etc / "hydria.conf").write_text(f"HYDRIA_DATA_PATH {workspace.root}/data/${{HOSTNAME}}\n")
+def nodes(submit: slurm.Submitter) -> slurm.Submitter:
+    """The submitter; the test cluster's site file makes hydria's data path per node (its
+    ``$HOSTNAME``), for steps and for hydria commands run in a job (HYDRIA_DATA_PATH="")."""
     return submit
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
@@ -47,17 +48,39 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
 def run_action(action: str, args: list[str]) -> int:
     """``start``, ``cleanup`` or ``epilog`` without the command-line parser (main.py)."""
     from hydria.cli.logsetup import setup_logging
-    from hydria.config import load_settings
     from hydria.slurm.shim import report
 
     setup_logging()
     try:
-        return _dispatch(action, args, load_settings())
+        settings, ignored = _job_settings()
+        return _dispatch(action, args, settings, ignored)
     except HydriaError as e:
         return report(e)
 
 
-def _dispatch(action: str, args: list[str], settings: Settings) -> int:
+def _job_settings() -> tuple[Settings, list[str]]:
+    """A step's settings: those that protect the site (plain HTTP, paths, ...) come from the
+    administrator's files alone. Also the site settings that the job's environment or the user's
+    hydria.conf would have changed."""
+    from hydria.config import PREFIX, SITE_SETTINGS, job_environment, load_settings
+    from hydria.errors import ConfigError
+
+    environment, removed = job_environment(os.environ)
+    settings = load_settings(environment, site_only=SITE_SETTINGS)
+    try:
+        wanted: Settings | None = load_settings(os.environ)
+    except ConfigError:
+        wanted = None  # what the job asked for is not even valid: it is ignored all the same
+    for name in removed:
+        del os.environ[name]
+    if wanted is None:
+        return settings, removed
+    return settings, [PREFIX + name for name in sorted(SITE_SETTINGS)
+                      if getattr(wanted, name.lower()) != getattr(settings, name.lower())]
+
+
+def _dispatch(action: str, args: list[str], settings: Settings, ignored: Sequence[str] = ()) -> int:
+    """``ignored``: site settings the job wanted to change (the user hears of them at start)."""
     from hydria.slurm import options as container_options
     from hydria.slurm import shim
     from hydria.slurm import step as step_lifecycle
@@ -81,6 +104,9 @@ def _dispatch(action: str, args: list[str], settings: Settings) -> int:
                                plugin=config)
         return 0
     marks = shim.MarkChannel(arguments.marks_fd)  # before anything runs that could inherit it
+    for name in ignored:
+        marks.send(f"@log hydria: ignoring {name} from the job's environment or your hydria.conf: "
+                   "for Slurm jobs only the administrator sets it")
     if parsed.entrypoint is None:
         parsed.entrypoint = config.execute_entrypoint
     for warning in parsed.warnings:
