@@ -51,3 +51,16 @@ def test_any_container_name_is_valid_or_a_clear_error(name: str) -> None:
 def test_names_that_cannot_be_containers(name: str) -> None:
     with pytest.raises(HydriaError, match="Invalid argument"):
         validate_name(name)
+
+
+@pytest.mark.parametrize("registry", ["127..0.1", "127.04.0.1", "999.1.1.1", "host:0", "host:65536", "-a.io",
+                                      "a_b.io"])
+def test_registry_addresses_that_cannot_be_reached_are_clear_errors(registry: str) -> None:
+    with pytest.raises(HydriaError, match="is not a registry address"):
+        parse_reference(f"docker://{registry}#library/ubuntu:22.04")
+
+
+@pytest.mark.parametrize("registry", ["127.0.0.1:5000", "localhost:5000", "nvcr.io", "my-registry.example.com:443",
+                                      "10.0.0.1"])
+def test_registry_addresses(registry: str) -> None:
+    assert parse_reference(f"docker://{registry}#library/ubuntu:22.04").registry == registry  # type: ignore[union-attr]

@@ -134,6 +134,20 @@ def parse(uri: str, *, path_exists: bool | None = None) -> ImageReference:
     return LocalImage(scheme, rest)
 
 
+def _check_registry(registry: str, uri: str) -> None:
+    """A host name (labels of letters, digits and ``-``) or an IPv4 address, with a port from 1 to
+    65535. Raises InvalidReference."""
+    host, _, port = registry.partition(":")
+    labels = host.split(".")
+    valid_host = all(label and len(label) <= 63 and not label.startswith("-") and not label.endswith("-")
+                     and all(c.isascii() and (c.isalnum() or c == "-") for c in label) for label in labels)
+    if valid_host and all(label.isdigit() for label in labels):  # an IPv4 address: four numbers, no leading 0
+        valid_host = len(labels) == 4 and all(int(n) <= 255 and (n == "0" or not n.startswith("0")) for n in labels)
+    if not valid_host or (port and not (port.isdigit() and 0 < int(port) < 65536)):
+        raise InvalidReference(f"Invalid image reference: {uri}: {registry!r} is not a registry address",
+                               hint="write HOST[:PORT]#IMAGE, e.g. nvcr.io#nvidia/pytorch:24.01-py3")
+
+
 def parse_docker(text: str, uri: str) -> RegistryImage:
     """Parse what follows ``docker://``. Raises InvalidReference."""
     if "@sha256:" in text and not re.search(r"@sha256:[a-f0-9]{64}$", text):
@@ -152,6 +166,7 @@ def parse_docker(text: str, uri: str) -> RegistryImage:
             else:
                 image = f"{host}/{image}"
         registry = registry or DOCKER_HUB
+        _check_registry(registry, uri)
         if registry in DOCKER_HUB_ALIASES:
             registry = DOCKER_HUB
             if "/" not in image:
