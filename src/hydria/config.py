@@ -269,10 +269,11 @@ def resolve(
 def _variables(env: Mapping[str, str], context: Context) -> dict[str, str]:
     """What ``$NAME`` may refer to: the environment plus identity, XDG defaults and internals."""
     variables = dict(env)
-    variables.setdefault("UID", str(context.uid))
-    variables.setdefault("EUID", str(context.uid))
+    # The process's own, never the environment's: Slurm gives every task of an sbatch job the batch
+    # host's HOSTNAME, and "/local/$HOSTNAME" must name the node the task runs on.
+    variables["UID"] = variables["EUID"] = str(context.uid)
+    variables["HOSTNAME"] = context.hostname
     variables.setdefault("USER", context.user)
-    variables.setdefault("HOSTNAME", context.hostname)
     if not variables.get("HOME"):
         variables["HOME"] = context.home
     for name, default in (("XDG_DATA_HOME", "/.local/share"), ("XDG_CONFIG_HOME", "/.config"),

@@ -82,6 +82,12 @@ def test_expansion_of_identity_and_tmpdir() -> None:
     assert s.runtime_path == "/run/hydria/home/ada/.cache"
 
 
+def test_host_name_and_uid_are_the_processes_not_the_environments() -> None:
+    """Slurm sets HOSTNAME to the batch host for every task of a job: a per-node path must not follow it."""
+    s = settings_from("HYDRIA_DATA_PATH /local/$HOSTNAME/$UID", {**ENV, "HOSTNAME": "batchhost", "UID": "0"})
+    assert s.data_path == "/local/node07/1001"
+
+
 def test_comments_and_blank_lines_are_skipped() -> None:
     s = settings_from("# a comment\n\n#HYDRIA_MAX_CONNECTIONS 3\nHYDRIA_MAX_CONNECTIONS 4\n")
     assert s.max_connections == 4
