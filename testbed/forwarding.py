@@ -51,13 +51,13 @@ class QuietHandler(BaseHTTPRequestHandler):
 
 
 class RegistryFront:
-    """A server on a free loopback port, answering with ``_handler()``'s class while entered."""
+    """A server on a free port of ``host`` (loopback), answering with ``_handler()``'s class while entered."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, host: str = "127.0.0.1") -> None:
         self.upstream = upstream
         self.port = free_port()
-        self.address = f"127.0.0.1:{self.port}"
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
+        self.address = f"{host}:{self.port}"
+        self._server = ThreadingHTTPServer((host, self.port), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -72,3 +72,20 @@ class RegistryFront:
                  tb: TracebackType | None) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class Forwarder(RegistryFront):
+    """The registry as it is, at another address: the test cluster's nodes, each in a network
+    namespace of its own, reach the head's bridge address, not the registry's loopback one."""
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        upstream = self.upstream
+
+        class Handler(QuietHandler):
+            def do_GET(self) -> None:
+                forward(self, upstream, "GET")
+
+            def do_HEAD(self) -> None:
+                forward(self, upstream, "HEAD")
+
+        return Handler

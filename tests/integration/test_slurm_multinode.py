@@ -12,6 +12,10 @@ from pathlib import Path
 import pytest
 
 from testbed import slurm
+from testbed.forwarding import Forwarder
+from testbed.nodes import HEAD_ADDRESS
+from testbed.publish import PublishedImage
+from testbed.registry import Registry
 from testbed.workspace import Workspace
 
 pytestmark = pytest.mark.integration
@@ -54,6 +58,18 @@ def test_every_node_runs_its_tasks_in_the_container(nodes: slurm.Submitter, imag
                    'echo "$SLURM_NODEID $(hostname) $(grep PRETTY /etc/os-release)"', HYDRIA_DATA_PATH="")
     assert sorted(out.splitlines()) == [f'{i} {node} PRETTY_NAME="hydria busybox test image"'
                                         for i, node in enumerate(NODES)]
+
+
+def test_a_registry_image_on_every_node(nodes: slurm.Submitter, busybox: PublishedImage,
+                                         registry: Registry) -> None:
+    """Both nodes import the image into the same shared temporary folder: each into its own."""
+    with Forwarder(registry.address, host=HEAD_ADDRESS) as front:
+        image = f"{front.address}#{busybox.docker_uri.split('#', 1)[1]}"
+        for attempt in ("cold", "kept"):  # the second step finds the image kept in the shared cache
+            out = nodes.ok("srun", "-N2", f"--container-image={image}", "sh", "-c",
+                           'echo "$(hostname) $(grep PRETTY /etc/os-release)"', HYDRIA_DATA_PATH="")
+            assert sorted(out.splitlines()) == [f'{node} PRETTY_NAME="hydria busybox test image"'
+                                                for node in NODES], attempt
 
 
 def test_a_named_container_lives_on_each_node(nodes: slurm.Submitter, images: dict[str, Path],

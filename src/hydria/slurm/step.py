@@ -46,8 +46,9 @@ def user_dir(settings: Settings) -> str:
 
 
 def step_dir(settings: Settings, step: str) -> str:
-    """A step's scratch space (made only when the step imports an image)."""
-    return os.path.join(user_dir(settings), step)
+    """A step's scratch space on this node (made only when the step imports an image): named after
+    the node too, since the nodes of a step may share the temporary folder."""
+    return os.path.join(user_dir(settings), f"{step}.{os.uname().nodename}")
 
 
 def start(options: ContainerOptions, step: str, settings: Settings, environment: Mapping[str, str],
@@ -170,7 +171,7 @@ def _rc_local(settings: Settings) -> str:
     folder = user_dir(settings)
     path = os.path.join(folder, "rc.local")
     if not os.path.isfile(path) or read_text(path) != RC_LOCAL:
-        staging = os.path.join(folder, f".rc.local.{os.getpid()}")
+        staging = os.path.join(folder, f".rc.local.{os.uname().nodename}.{os.getpid()}")
         with open(staging, "w") as handle:
             handle.write(RC_LOCAL)
         os.replace(staging, path)
