@@ -270,6 +270,19 @@ def test_a_job_cannot_change_the_sites_settings(srun: Srun, busybox: PublishedIm
     assert [p.name for p in (workspace.root / "data").iterdir()] == ["hydria_site"] and not elsewhere.exists()
 
 
+def test_pyxis_variables_choose_the_container(srun: Srun, images: dict[str, Path]) -> None:
+    """A job script written for pyxis, exporting PYXIS_CONTAINER_*, runs in the container."""
+    image = str(images["busybox"])
+    assert "hydria busybox test image" in srun.ok("cat", "/etc/os-release", PYXIS_CONTAINER_IMAGE=image)
+    assert srun.ok("pwd", PYXIS_CONTAINER_IMAGE=image, PYXIS_CONTAINER_WORKDIR="/etc") == "/etc\n"
+    assert srun.ok("touch", "/new", PYXIS_CONTAINER_IMAGE=image, PYXIS_CONTAINER_READONLY="0") == ""
+    refused = srun("touch", "/new", PYXIS_CONTAINER_IMAGE=image, PYXIS_CONTAINER_WRITABLE="0")
+    assert refused.returncode != 0 and "Read-only file system" in refused.stderr
+    path = "/bin:/usr/bin:/job-bin"  # the image sets PATH=/bin; the job's is kept when named
+    assert srun.ok("sh", "-c", "echo $PATH", PYXIS_CONTAINER_IMAGE=image, PYXIS_CONTAINER_ENV="PATH", PATH=path) == \
+        f"{path}\n"
+
+
 def test_container_save(srun: Srun, images: dict[str, Path]) -> None:
     data = Path(srun.workspace.env()["HYDRIA_TESTBED_DATA"])
     srun.ok(f"--container-image={images['busybox']}", "--container-writable", "--container-save=saved.sqsh",

@@ -31,6 +31,23 @@ def test_environment_defaults_lose_to_the_command_line() -> None:
     assert parse(["--container-readonly"], env).writable is False
 
 
+@pytest.mark.parametrize("prefix", ["HYDRIA_CONTAINER_", "PYXIS_CONTAINER_"])
+def test_pyxis_names_and_false_values(prefix: str) -> None:
+    options = parse([], {f"{prefix}IMAGE": "img", f"{prefix}MOUNTS": "/a:/b", f"{prefix}WORKDIR": "/w",
+                         f"{prefix}MOUNT_HOME": "0", f"{prefix}ENTRYPOINT_LOG": "1", f"{prefix}UNSHARE": "net"})
+    assert (options.image, options.workdir, options.mount_home, options.entrypoint_log, options.unshare) == \
+        ("img", "/w", False, True, ["net"])
+    assert [m.target for m in options.mounts] == ["/b"]
+    for suffix, value, writable in (("WRITABLE", "0", False), ("WRITABLE", "1", True), ("READONLY", "0", True),
+                                    ("READONLY", "1", False)):
+        assert parse([], {f"{prefix}IMAGE": "img", f"{prefix}{suffix}": value}).writable is writable
+    assert parse(["--container-readonly"], {f"{prefix}READONLY": "0"}).writable is False
+
+
+def test_hydrias_name_wins_over_pyxiss() -> None:
+    assert parse([], {"HYDRIA_CONTAINER_IMAGE": "mine", "PYXIS_CONTAINER_IMAGE": "theirs"}).image == "mine"
+
+
 def test_ignored_without_image_or_name() -> None:
     options = parse(["--container-workdir=/x", "--container-remap-root"], {})
     assert not options.enabled

@@ -61,8 +61,9 @@ class ContainerOptions:
 
 
 def parse(args: Sequence[str], environment: Mapping[str, str]) -> ContainerOptions:
-    """Options from the shim's arguments, then ``HYDRIA_CONTAINER_*`` defaults from the job's
-    environment for what the command line left unset. Raises OptionError."""
+    """Options from the shim's arguments, then ``HYDRIA_CONTAINER_*`` (or pyxis's
+    ``PYXIS_CONTAINER_*``) defaults from the job's environment for what the command line left
+    unset. Raises OptionError."""
     values: dict[str, str] = {}
     flags: dict[str, str] = {}
     for arg in args:
@@ -81,7 +82,7 @@ def parse(args: Sequence[str], environment: Mapping[str, str]) -> ContainerOptio
         else:
             raise OptionError(f"unknown option: {arg}")
     for name, suffix in _ENV_DEFAULTS.items():
-        default = environment.get(f"HYDRIA_CONTAINER_{suffix}")
+        default = _job_default(environment, suffix)
         if name not in values and default:
             values[name] = default
     options = ContainerOptions()
@@ -89,14 +90,14 @@ def parse(args: Sequence[str], environment: Mapping[str, str]) -> ContainerOptio
         setattr(options, setting, PAIRS[flag][1] if flag in PAIRS else True)
     for setting, suffix in _BOOL_DEFAULTS.items():
         if setting not in flags:
-            default = environment.get(f"HYDRIA_CONTAINER_{suffix}", "")
+            default = _job_default(environment, suffix)
             if default in TRUE or default in FALSE:
                 setattr(options, setting, default in TRUE)
-    if "writable" not in flags:
+    if "writable" not in flags:  # as pyxis: a false WRITABLE means read-only, a false READONLY writable
         for suffix, meaning in (("WRITABLE", True), ("READONLY", False)):
-            default = environment.get(f"HYDRIA_CONTAINER_{suffix}", "")
-            if options.writable is None and default in TRUE:
-                options.writable = meaning
+            default = _job_default(environment, suffix)
+            if options.writable is None and (default in TRUE or default in FALSE):
+                options.writable = meaning if default in TRUE else not meaning
     _apply_values(options, values)
     if not options.enabled:
         given: list[str] = [f for f in ("container-mounts", "container-workdir", "container-save") if f in values]
@@ -104,6 +105,11 @@ def parse(args: Sequence[str], environment: Mapping[str, str]) -> ContainerOptio
         options.warnings = [f"ignoring --{f} because neither --container-image nor --container-name is set"
                             for f in given]
     return options
+
+
+def _job_default(environment: Mapping[str, str], suffix: str) -> str:
+    """The job's ``HYDRIA_CONTAINER_<suffix>``, else pyxis's ``PYXIS_CONTAINER_<suffix>``."""
+    return environment.get(f"HYDRIA_CONTAINER_{suffix}") or environment.get(f"PYXIS_CONTAINER_{suffix}") or ""
 
 
 def _apply_values(options: ContainerOptions, values: Mapping[str, str]) -> None:

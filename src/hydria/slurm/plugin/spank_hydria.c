@@ -121,15 +121,30 @@ static int option_cb(int val, const char *optarg, int remote)
     return 0;
 }
 
+/* The job's variable HYDRIA_CONTAINER_<suffix>, else pyxis's PYXIS_CONTAINER_<suffix> */
+static int job_variable(spank_t sp, const char *suffix, char *value, size_t size)
+{
+    static const char *const prefixes[] = {"HYDRIA_CONTAINER_", "PYXIS_CONTAINER_"};
+    char name[64];
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++) {
+        snprintf(name, sizeof name, "%s%s", prefixes[i], suffix);
+        if (spank_remote(sp)) {
+            if (spank_getenv(sp, name, value, (int)size) == ESPANK_SUCCESS)
+                return 1;
+        } else if (getenv(name)) {
+            snprintf(value, size, "%s", getenv(name));
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int wanted(spank_t sp)
 {
-    char value[16];
+    char value[4096];
     if (option_count > 0)
         return 1;
-    if (spank_remote(sp))
-        return spank_getenv(sp, "HYDRIA_CONTAINER_IMAGE", value, sizeof value) != ESPANK_ENV_NOEXIST ||
-               spank_getenv(sp, "HYDRIA_CONTAINER_NAME", value, sizeof value) != ESPANK_ENV_NOEXIST;
-    return getenv("HYDRIA_CONTAINER_IMAGE") != NULL || getenv("HYDRIA_CONTAINER_NAME") != NULL;
+    return job_variable(sp, "IMAGE", value, sizeof value) || job_variable(sp, "NAME", value, sizeof value);
 }
 
 /* pyxis's false values; anything else is checked (and refused) by `hydria slurm validate` */
@@ -557,9 +572,9 @@ static int merge_environment(spank_t sp)
     char *text, *entry;
     static const char *locale[] = {"LANG", "LANGUAGE", "LC_ALL"};
 
-    if (!container_env) {  /* the HYDRIA_CONTAINER_ENV default of --container-env */
+    if (!container_env) {  /* the HYDRIA_CONTAINER_ENV (PYXIS_CONTAINER_ENV) default of --container-env */
         char names[4096];
-        if (spank_getenv(sp, "HYDRIA_CONTAINER_ENV", names, sizeof names) == ESPANK_SUCCESS && *names)
+        if (job_variable(sp, "ENV", names, sizeof names) && *names)
             container_env = strdup(names);
     }
     for (size_t i = 0; i < sizeof locale / sizeof *locale; i++)
