@@ -454,3 +454,14 @@ def test_concurrent_forced_creates_of_one_name(images: dict[str, Path], workspac
     assert output(workspace, "same", "cat", "/etc/os-release").startswith("PRETTY_NAME")
     data = workspace.root / "data"
     assert sorted(p.name for p in data.iterdir()) == ["same"]  # no staging or removed trees left
+
+
+def test_the_home_directory_is_home_also_under_root(images: dict[str, Path], workspace: Workspace) -> None:
+    """As enroot: $HOME (not the passwd entry) is bound, at /root when the user is remapped to root."""
+    home = workspace.root / "home"
+    home.mkdir()
+    (home / "marker").write_text("mine\n")
+    os.chown(home, workspace.user.uid, workspace.user.gid)
+    shown = output(workspace, "--root", str(images["busybox"]), "cat", "/root/marker", HYDRIA_MOUNT_HOME="y", HOME=str(home))
+    assert shown == "mine\n"
+    assert output(workspace, str(images["busybox"]), "cat", f"{home}/marker", HYDRIA_MOUNT_HOME="y", HOME=str(home)) == "mine\n"

@@ -13,8 +13,9 @@ writes into the same inode) no longer matches them and is dropped, never used.
 Entries sit in a directory of their own user (0700), in a shared cache too: nobody uses an image
 another user wrote. Only a real directory of the user that nobody else can write is used, and in
 it only the user's regular files (no links): a directory another user made under that name (in a
-shared cache, before the user's first import) is ignored with a warning naming its owner. The ``HYDRIA_CACHE_IMAGES`` most recently used entries of a user are kept
-(using one marks its inode's change time). Keeping an image can fail
+shared cache, before the user's first import) is ignored with a warning naming its owner. The
+``HYDRIA_CACHE_IMAGES`` most recently used entries of a user are kept (using one marks its inode's
+change time). Keeping an image can fail
 (a full disk): that is a warning, never a failed import.
 """
 

@@ -166,8 +166,9 @@ def start(options: StartOptions, settings: Settings) -> None:
              *launch_mounts,
              *extra_mounts]
     mount_entries(final, root, 0, cwd)
-    if settings.mount_home and not settings.remap_root:
-        mount_entries([fstab.MountEntry(host_user.pw_dir, host_user.pw_dir, "none",
+    if settings.mount_home:  # as enroot: $HOME (not the passwd entry), at /root when remapped to root
+        home = os.environ.get("HOME") or host_user.pw_dir
+        mount_entries([fstab.MountEntry(home, "/root" if settings.remap_root else home, "none",
                                         ("x-create=dir", "bind", "rw", "nosuid"))], root, 0, cwd)
 
     hooks.login_environment(environment, root, inner_uid, host_user)
