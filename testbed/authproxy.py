@@ -23,8 +23,10 @@ from testbed.forwarding import QuietHandler, RegistryFront, forward
 
 class AuthProxy(RegistryFront):
     def __init__(self, upstream: str, *, mode: Literal["bearer", "basic"] = "bearer",
-                 user: str = "ada", password: str = "s3cret", anonymous: bool = False) -> None:
+                 user: str = "ada", password: str = "s3cret", anonymous: bool = False,
+                 realm: str | None = None) -> None:
         self.mode = mode
+        self.realm = realm  # the Bearer realm to announce (default: this front's /token)
         self.user, self.password, self.anonymous = user, password, anonymous
         self.tokens: set[str] = set()
         self.token_requests = 0
@@ -54,7 +56,8 @@ class AuthProxy(RegistryFront):
                 if proxy.mode == "basic":
                     header = 'Basic realm="hydria-test"'
                 else:
-                    header = (f'Bearer realm="http://{proxy.address}/token",service="hydria-test",'
+                    realm = proxy.realm if proxy.realm is not None else f"http://{proxy.address}/token"
+                    header = (f'Bearer realm="{realm}",service="hydria-test",'
                               f'scope="repository:{repository}:pull"')
                 self._reply(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}', {"WWW-Authenticate": header})
 

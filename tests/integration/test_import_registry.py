@@ -393,3 +393,12 @@ def test_a_stalled_registry_ends_the_import_clearly(how: str, message: str, busy
     assert result.returncode == 1 and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and took < 60
     assert not (workspace.out / "stalled.sqsh").exists()
+
+
+@pytest.mark.parametrize("realm", ["::::", "http://127..0.1/token", "ftp://127.0.0.1/token", "http://[::1/token"])
+def test_a_bearer_realm_that_is_no_url_is_a_clear_error(realm: str, busybox: PublishedImage, registry: Registry,
+                                                       workspace: Workspace) -> None:
+    with AuthProxy(registry.address, anonymous=True, realm=realm) as proxy:
+        result = workspace.run("import", "-o", "x.sqsh", busybox.docker_uri.replace(registry.address, proxy.address))
+    assert result.returncode == 1 and f"Could not get a token from {realm}" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and not (workspace.out / "x.sqsh").exists()

@@ -182,7 +182,7 @@ class RegistrySource:
                                 hint="the registry or a proxy in front of it redirects in a loop") from None
         except httpx.TransportError as e:
             raise RegistryError(f"Could not talk to registry {self.ref.registry}: {_describe(e, self.stall)}") from None
-        except (httpx.HTTPError, httpx.InvalidURL) as e:
+        except (httpx.HTTPError, httpx.InvalidURL, UnicodeError) as e:  # UnicodeError: a redirect to a bad host
             raise RegistryError(f"Could not talk to registry {self.ref.registry}: {e}",
                                 hint="check the registry's address in the image URI") from None
 
@@ -235,7 +235,7 @@ class RegistrySource:
         try:
             request = self.client.build_request("GET", realm, params=params)
             response = self.client.send(request, auth=login, stream=True)
-        except (httpx.HTTPError, httpx.InvalidURL) as e:
+        except (httpx.HTTPError, httpx.InvalidURL, UnicodeError) as e:  # UnicodeError: a host idna refuses
             raise RegistryError(f"Could not get a token from {realm}: {e}") from None
         try:
             if response.status_code >= 400:
