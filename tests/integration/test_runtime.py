@@ -92,7 +92,7 @@ def test_mount_errors_change_nothing(images: dict[str, Path], workspace: Workspa
     missing = start(workspace, "-m", "/no/such/dir:/mnt", str(images["busybox"]), "true")
     assert missing.returncode == 1 and "failed to mount: /no/such/dir at /mnt: No such file or directory" in missing.stderr
     escape = start(workspace, "-m", f"{workspace.root}:../escape", str(images["busybox"]), "true")
-    assert escape.returncode == 1 and "leads outside the container's root" in escape.stderr
+    assert escape.returncode == 1 and "Invalid cross-device link (it leads outside the container's root)" in escape.stderr
 
 
 def test_pid_and_net_namespaces(images: dict[str, Path], workspace: Workspace) -> None:

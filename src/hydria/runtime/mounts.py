@@ -26,6 +26,16 @@ class MountFailed(HydriaError):
     pass
 
 
+def _escapes(path: str) -> MountFailed:
+    """A path that climbs out of the root, in enroot's words (EXDEV's text) and ours."""
+    return MountFailed(f"failed to resolve path: {path}: Invalid cross-device link "
+                       "(it leads outside the container's root)")
+
+
+def _loops(path: str) -> MountFailed:
+    return MountFailed(f"failed to resolve path: {path}: too many levels of symbolic links")
+
+
 def resolve_in_root(root: str, path: str) -> str:
     """The host path of ``path`` inside ``root``, following symlinks without leaving ``root``
     (a symlink's ``..`` stops at the root, as in a chroot).
@@ -42,13 +52,13 @@ def resolve_in_root(root: str, path: str) -> str:
             if resolved:
                 resolved.pop()
             elif not hops:  # a literal ../ above the root, not one found in a symlink
-                raise MountFailed(f"failed to resolve path: {path}: it leads outside the container's root")
+                raise _escapes(path)
             continue
         candidate = os.path.join(root, *resolved, part)
         if os.path.islink(candidate):
             hops += 1
             if hops > 40:
-                raise MountFailed(f"failed to resolve path: {path}: too many levels of symbolic links")
+                raise _loops(path)
             link = os.readlink(candidate)
             if link.startswith("/"):
                 resolved = []
@@ -78,7 +88,7 @@ def open_in_root(root: str, path: str) -> int:
                 if len(opened) > 1:
                     os.close(opened.pop())
                 elif not hops:
-                    raise MountFailed(f"failed to resolve path: {path}: it leads outside the container's root")
+                    raise _escapes(path)
                 continue
             fd = os.open(part, flags, dir_fd=opened[-1])
             if not stat.S_ISLNK(os.fstat(fd).st_mode):
@@ -88,7 +98,7 @@ def open_in_root(root: str, path: str) -> int:
             os.close(fd)
             hops += 1
             if hops > 40:
-                raise MountFailed(f"failed to resolve path: {path}: too many levels of symbolic links")
+                raise _loops(path)
             if link.startswith("/"):
                 while len(opened) > 1:
                     os.close(opened.pop())
