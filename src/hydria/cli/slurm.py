@@ -80,7 +80,7 @@ def _job_settings() -> tuple[Settings, list[str]]:
 
 
 def _dispatch(action: str, args: list[str], settings: Settings, ignored: Sequence[str] = ()) -> int:
-    """``ignored``: site settings the job wanted to change (the user hears of them at start)."""
+    """``ignored``: site settings the job wanted to change (the user hears of them when the step fails)."""
     from hydria.slurm import options as container_options
     from hydria.slurm import shim
     from hydria.slurm import step as step_lifecycle
@@ -104,9 +104,9 @@ def _dispatch(action: str, args: list[str], settings: Settings, ignored: Sequenc
                                plugin=config)
         return 0
     marks = shim.MarkChannel(arguments.marks_fd)  # before anything runs that could inherit it
-    for name in ignored:
-        marks.send(f"@log hydria: ignoring {name} from the job's environment or your hydria.conf: "
-                   "for Slurm jobs only the administrator sets it")
+    for name in ignored:  # shown with the step's errors only: the job's output stays the program's, as with pyxis
+        print(f"hydria: ignoring {name} from the job's environment or your hydria.conf: for Slurm jobs only "
+              "the administrator sets it", file=sys.stderr)
     if parsed.entrypoint is None:
         parsed.entrypoint = config.execute_entrypoint
     for warning in parsed.warnings:

@@ -164,12 +164,9 @@ def start(options: StartOptions, settings: Settings) -> None:
              *_config_files(settings, "mounts.d", ".fstab", substitution), *pmi_mounts,
              *fstab.parse(conf.mounts if conf else "", f"{options.conf.path if options.conf else ''} mounts()"),
              *launch_mounts,
-             *extra_mounts]
+             *_home_mount(settings, host_user),
+             *extra_mounts]  # last: "umount:/root" can take the home away again, as with enroot
     mount_entries(final, root, 0, cwd)
-    if settings.mount_home:  # as enroot: $HOME (not the passwd entry), at /root when remapped to root
-        home = os.environ.get("HOME") or host_user.pw_dir
-        mount_entries([fstab.MountEntry(home, "/root" if settings.remap_root else home, "none",
-                                        ("x-create=dir", "bind", "rw", "nosuid"))], root, 0, cwd)
 
     hooks.login_environment(environment, root, inner_uid, host_user)
     if rc_text is not None:
@@ -201,6 +198,15 @@ def start(options: StartOptions, settings: Settings) -> None:
     except OSError as e:
         raise HydriaError(f"cannot run {argv[0]} in the container: {e.strerror}",
                           hint="hydria runs the image's /etc/rc with /bin/sh; the image needs one") from None
+
+
+def _home_mount(settings: Settings, host_user: pwd.struct_passwd) -> list[fstab.MountEntry]:
+    """As enroot: ``$HOME`` (not the passwd entry), at ``/root`` when remapped to root."""
+    if not settings.mount_home:
+        return []
+    home = os.environ.get("HOME") or host_user.pw_dir
+    return [fstab.MountEntry(home, "/root" if settings.remap_root else home, "none",
+                             ("x-create=dir", "bind", "rw", "nosuid"))]
 
 
 def _own_cgroups() -> list[fstab.MountEntry]:

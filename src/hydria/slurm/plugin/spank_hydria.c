@@ -709,9 +709,11 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 
     (void)ac;
     (void)av;
-    if (start_error) {
-        for (char *line = strtok(start_error, "\n"); line; line = strtok(NULL, "\n"))
-            slurm_error("%s", line);
+    if (start_error) {  /* one setup failed for every task: said once per node, as pyxis says it */
+        uint32_t task = 0;
+        if (spank_get_item(sp, S_TASK_ID, &task) != ESPANK_SUCCESS || task == 0)
+            for (char *line = strtok(start_error, "\n"); line; line = strtok(NULL, "\n"))
+                slurm_error("%s", line);
         return -1;
     }
     if (holder < 0)
