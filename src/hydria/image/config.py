@@ -27,6 +27,7 @@ from hydria.errors import HydriaError
 PROVENANCE = "# hydria-provenance:"
 # Besides what is not printable: what fstab parsing would take for an escape, a substitution or a comment.
 _FSTAB_ESCAPED = frozenset("\\$#")
+_CRAFTED = "the image was built wrongly or crafted; nothing was written"
 
 
 class ImageConfigInvalid(HydriaError):
@@ -101,7 +102,7 @@ def runtime_files(config: object, uri: str) -> RuntimeFiles:
 
 def _invalid(field: str, expected: str, value: object) -> ImageConfigInvalid:
     return ImageConfigInvalid(f"Invalid image config: {field} must be {expected}, not {type(value).__name__}",
-                              hint="the image was built wrongly or crafted; nothing was written")
+                              hint=_CRAFTED)
 
 
 def _text(field: str, value: object) -> str:
@@ -109,7 +110,7 @@ def _text(field: str, value: object) -> str:
         raise _invalid(field, "text", value)
     if "\0" in value:
         raise ImageConfigInvalid(f"Invalid image config: {field} holds a NUL byte",
-                                 hint="the image was built wrongly or crafted; nothing was written")
+                                 hint=_CRAFTED)
     return value
 
 
@@ -162,7 +163,7 @@ def _fstab_field(path: str) -> str:
         elif special:
             raise ImageConfigInvalid(f"Invalid image config: the volume {path!r} holds {char!r}, "
                                      "which /etc/fstab cannot hold",
-                                     hint="the image was built wrongly or crafted; nothing was written")
+                                     hint=_CRAFTED)
         else:
             pieces.append(char)
     return "".join(pieces)

@@ -47,6 +47,9 @@ RESUMES = 2
 STALL = 60
 LOW_SPEED = 1024
 MAX_DOCUMENT = 32 << 20
+# What sending a request can raise besides transport errors: a URL that is none (a realm of
+# "::::", a redirect's Location), a host that idna refuses (UnicodeError), a redirect loop.
+_UNSENDABLE = (httpx.HTTPError, httpx.InvalidURL, UnicodeError)
 
 _REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
             405: "Method Not Allowed", 408: "Request Timeout", 429: "Too Many Requests",
@@ -182,7 +185,7 @@ class RegistrySource:
                                 hint="the registry or a proxy in front of it redirects in a loop") from None
         except httpx.TransportError as e:
             raise RegistryError(f"Could not talk to registry {self.ref.registry}: {_describe(e, self.stall)}") from None
-        except (httpx.HTTPError, httpx.InvalidURL, UnicodeError) as e:  # UnicodeError: a redirect to a bad host
+        except _UNSENDABLE as e:
             raise RegistryError(f"Could not talk to registry {self.ref.registry}: {e}",
                                 hint="check the registry's address in the image URI") from None
 
@@ -235,7 +238,7 @@ class RegistrySource:
         try:
             request = self.client.build_request("GET", realm, params=params)
             response = self.client.send(request, auth=login, stream=True)
-        except (httpx.HTTPError, httpx.InvalidURL, UnicodeError) as e:  # UnicodeError: a host idna refuses
+        except _UNSENDABLE as e:
             raise RegistryError(f"Could not get a token from {realm}: {e}") from None
         try:
             if response.status_code >= 400:
@@ -295,7 +298,8 @@ class RegistrySource:
     def _read_document(self, response: httpx.Response, what: str) -> bytes:
         """A small body (manifest, token), which must arrive whole within the transfer timeout
         (STALL seconds by default) and be at most MAX_DOCUMENT bytes. Raises RegistryError."""
-        deadline = time.monotonic() + (self.settings.transfer_timeout or STALL)
+        limit = self.settings.transfer_timeout or STALL
+        deadline = time.monotonic() + limit
         data = bytearray()
         try:
             for chunk in response.iter_bytes():
@@ -303,7 +307,7 @@ class RegistrySource:
                 if len(data) > MAX_DOCUMENT:
                     raise RegistryError(f"{what} is larger than {MAX_DOCUMENT >> 20} MiB; not a manifest")
                 if time.monotonic() > deadline:
-                    raise RegistryError(f"{what} did not arrive within {self.settings.transfer_timeout or STALL} s",
+                    raise RegistryError(f"{what} did not arrive within {limit} s",
                                         hint="the registry is stalled or very slow; HYDRIA_TRANSFER_TIMEOUT sets the limit")
         except httpx.TransportError as e:
             raise RegistryError(f"Could not read {what}: {_describe(e, self.stall)}",
