@@ -1,10 +1,10 @@
 """Settings: built-in defaults, configuration files and ``HYDRIA_*`` environment variables.
 
-Precedence, lowest first: built-in default, ``$HYDRIA_SYSCONF_PATH/hydria.conf``, its
+Precedence, lowest first: built-in default, ``$HYDRIA_SYSCONF_PATH/enroot.conf`` and its
+``enroot.conf.d/*.conf`` (where a site points hydria at enroot's folder), ``hydria.conf``, its
 ``hydria.conf.d/*.conf`` in name order, the user's ``$HYDRIA_CONFIG_PATH/hydria.conf``, then a
-non-empty ``ENROOT_*`` environment variable (enroot's name; not for the ``*_PATH`` settings), then
-a non-empty ``HYDRIA_*`` one. Parsing and resolution are pure; only
-:func:`load_settings` reads files and the process state.
+non-empty ``ENROOT_*`` environment variable (enroot's name), then a non-empty ``HYDRIA_*`` one.
+Parsing and resolution are pure; only :func:`load_settings` reads files and the process state.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ PREFIX = "HYDRIA_"
 ENROOT_PREFIX = "ENROOT_"
 DEFAULT_SYSCONF_PATH = "/etc/hydria"
 CONF_FILE = "hydria.conf"
-CONF_DIR = "hydria.conf.d"
+SYSTEM_CONF_FILES = ("enroot.conf", CONF_FILE)  # each with its FILE.d/*.conf after it
+COMMAND_TIMEOUT = 30  # seconds a $(command) of a system file may take
 
 # Variables a configuration file may set that are not hydria settings but are handed to the
 # programs hydria runs (hooks, registries), as enroot's configuration allows.
@@ -144,6 +145,7 @@ class Assignment(Record):
     value: str
     literal: bool  # single-quoted: no expansion
     origin: str  # "FILE:LINE"
+    commands: bool = False  # $(command) runs: a system file that only root can write
 
 
 # Patterns as text: ``re`` is imported only where a configuration file is read (a start without
@@ -151,11 +153,11 @@ class Assignment(Record):
 _LINE = r"^(?P<key>[A-Za-z_][A-Za-z0-9_]*)(?:[ \t]*=[ \t]*|[ \t]+)(?P<value>.*)$"
 
 
-def parse_conf(text: str, source: str) -> list[Assignment]:
+def parse_conf(text: str, source: str, *, commands: bool = False) -> list[Assignment]:
     """Parse a configuration file: ``KEY VALUE`` or ``KEY=VALUE`` lines, ``#`` comments.
 
     ``ENROOT_*`` keys are accepted as the ``HYDRIA_*`` setting of the same name, so an
-    ``enroot.conf`` can be reused as it is.
+    ``enroot.conf`` can be reused as it is; with ``commands``, its values may run ``$(command)``.
 
     Raises:
         ConfigError: a line that is not an assignment, or names no known setting.
@@ -189,7 +191,7 @@ def parse_conf(text: str, source: str) -> list[Assignment]:
                 hint="only HYDRIA_* settings, NVIDIA_*, MELLANOX_*, SSL_CERT_* and proxy variables may be set here",
             )
         value, literal = _unquote(match["value"], origin)
-        result.append(Assignment(key, value, literal, origin))
+        result.append(Assignment(key, value, literal, origin, commands))
     return result
 
 
@@ -241,11 +243,11 @@ def resolve(
         for assignment in layer:
             chosen[assignment.key] = assignment
     for key, value in sorted(env.items(), key=lambda item: not item[0].startswith(ENROOT_PREFIX)):
-        # ENROOT_X first, so that HYDRIA_X wins: enroot users' exported switches keep working.
-        # Not enroot's paths: they hold enroot's own files (its hooks, its containers).
+        # ENROOT_X first, so that HYDRIA_X wins: enroot users' exported switches and the paths
+        # that sites' module files set keep working.
         if key.startswith(ENROOT_PREFIX):
             spec = SPEC_BY_NAME.get(key[len(ENROOT_PREFIX):])
-            if value and spec is not None and spec.kind != "path":
+            if value and spec is not None:
                 chosen[PREFIX + spec.name] = Assignment(PREFIX + spec.name, value, True, f"environment variable {key}")
         elif value and (key.startswith(PREFIX) and key[len(PREFIX):] in SPEC_BY_NAME or _is_passthrough(key)):
             chosen[key] = Assignment(key, value, True, f"environment variable {key}")
@@ -290,9 +292,29 @@ def _expand(assignment: Assignment, variables: Mapping[str, str]) -> str:
     if assignment.literal:
         return assignment.value
     try:
-        return expand(assignment.value, variables)
+        return expand(assignment.value, variables,
+                      (lambda command: _command_output(command, variables)) if assignment.commands else None)
     except ExpansionError as e:
         raise ConfigError(f"Invalid configuration: {assignment.origin}: {assignment.key}: {e}") from None
+
+
+def _command_output(command: str, variables: Mapping[str, str]) -> str:
+    """The output of a ``$(command)`` of a system file, run by ``/bin/sh`` with ``variables`` as
+    its environment (enroot runs them through ``eval echo``). Raises ExpansionError."""
+    import subprocess  # here: only a configuration that uses $(...) pays for it
+
+    try:
+        result = subprocess.run(["/bin/sh", "-c", command], env=dict(variables), stdin=subprocess.DEVNULL,
+                                capture_output=True, text=True, errors="surrogateescape",
+                                timeout=COMMAND_TIMEOUT, check=False)
+    except subprocess.TimeoutExpired:
+        raise ExpansionError(f"$({command}) did not finish within {COMMAND_TIMEOUT} s") from None
+    except OSError as e:
+        raise ExpansionError(f"cannot run $({command}): {e.strerror}") from None
+    if result.returncode != 0:
+        detail = result.stderr.strip().splitlines()[-1:] or [f"exit status {result.returncode}"]
+        raise ExpansionError(f"$({command}) failed: {detail[0]}")
+    return result.stdout
 
 
 def _convert(spec: SettingSpec, assignment: Assignment, variables: Mapping[str, str]) -> object:
@@ -373,9 +395,11 @@ def load_settings(env: Mapping[str, str] | None = None, *, site_only: frozenset[
     """
     env = os.environ if env is None else env
     context = current_context(env)
-    sysconf = env.get(PREFIX + "SYSCONF_PATH") or DEFAULT_SYSCONF_PATH
-    system_files = [os.path.join(sysconf, CONF_FILE), *listed(os.path.join(sysconf, CONF_DIR), ".conf")]
-    system_layers = [parse_conf(text, path) for path in system_files if (text := _read(path)) is not None]
+    sysconf = env.get(PREFIX + "SYSCONF_PATH") or env.get(ENROOT_PREFIX + "SYSCONF_PATH") or DEFAULT_SYSCONF_PATH
+    system_files = [path for name in SYSTEM_CONF_FILES for path in
+                    (os.path.join(sysconf, name), *listed(os.path.join(sysconf, name + ".d"), ".conf"))]
+    system_layers = [parse_conf(text, path, commands="$(" in text and only_root_can_write(path))
+                     for path in system_files if (text := _read(path)) is not None]
     # The user's file lives in CONFIG_PATH, which the system files or the environment may move.
     config_path = resolve(system_layers, env, context).config_path
     user_file = os.path.join(config_path, CONF_FILE)
@@ -383,6 +407,22 @@ def load_settings(env: Mapping[str, str] | None = None, *, site_only: frozenset[
     user_layers = [[assignment for assignment in parse_conf(user_text, user_file)
                     if assignment.key[len(PREFIX):] not in site_only]] if user_text is not None else []
     return resolve([*system_layers, *user_layers], env, context)
+
+
+def only_root_can_write(path: str) -> bool:
+    """Whether ``path`` (links resolved) and every folder above it belong to root and no one
+    else may write them."""
+    path = os.path.realpath(path)
+    while True:
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return False
+        if info.st_uid != 0 or info.st_mode & 0o022:
+            return False
+        if path == "/":
+            return True
+        path = os.path.dirname(path)
 
 
 def _read(path: str) -> str | None:

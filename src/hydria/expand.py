@@ -1,15 +1,16 @@
 """Shell-style ``$VAR`` expansion for configuration values, without running a shell.
 
 enroot passes every configuration value through ``eval echo``, which also runs command
-substitutions. hydria expands only variables (``$NAME``, ``${NAME}``, ``${NAME:-default}``) and a
-leading ``~``, so a configuration file can never run a program; an unknown variable is an error
-instead of silently becoming empty, because an empty piece in a path (``/scratch//hydria``) is the
-kind of mistake that is hard to find later.
+substitutions. hydria expands variables (``$NAME``, ``${NAME}``, ``${NAME:-default}``) and a
+leading ``~``; a ``$(command)`` runs only through the ``run`` the caller gives, which config.py
+does for the system files that only root can write. An unknown variable is an error instead of
+silently becoming empty, because an empty piece in a path (``/scratch//hydria``) is the kind of
+mistake that is hard to find later.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 # A scanner rather than a regular expression: every start expands the settings' defaults, and
 # importing ``re`` would cost it ~8 ms (see docs/runtime.md).
@@ -21,11 +22,13 @@ class ExpansionError(ValueError):
     """A value refers to something that cannot be expanded."""
 
 
-def expand(text: str, variables: Mapping[str, str]) -> str:
-    """Expand ``$NAME``, ``${NAME}``, ``${NAME:-word}``, ``${NAME-word}`` and a leading ``~``.
+def expand(text: str, variables: Mapping[str, str], run: Callable[[str], str] | None = None) -> str:
+    """Expand ``$NAME``, ``${NAME}``, ``${NAME:-word}``, ``${NAME-word}``, a leading ``~``, and
+    ``$(command)`` with ``run`` (which returns the command's output) where one is given.
 
     Raises:
-        ExpansionError: an unset variable without a default, ``$(...)`` or a stray ``$``.
+        ExpansionError: an unset variable without a default, ``$(...)`` without ``run``, an
+            unbalanced ``$(`` or a stray ``$``.
     """
     if text == "~" or text.startswith("~/"):
         text = _lookup("HOME", variables) + text[1:]
@@ -33,13 +36,14 @@ def expand(text: str, variables: Mapping[str, str]) -> str:
     done = 0
     while (dollar := text.find("$", done)) >= 0:
         pieces.append(text[done:dollar])
-        value, done = _reference(text, dollar + 1, variables)
+        value, done = _reference(text, dollar + 1, variables, run)
         pieces.append(value)
     pieces.append(text[done:])
     return "".join(pieces)
 
 
-def _reference(text: str, start: int, variables: Mapping[str, str]) -> tuple[str, int]:
+def _reference(text: str, start: int, variables: Mapping[str, str],
+               run: Callable[[str], str] | None) -> tuple[str, int]:
     """The value of the reference that follows the ``$`` before ``start``, and where it ends."""
     following = text[start:start + 1]
     if following in _NAME_START:
@@ -53,11 +57,33 @@ def _reference(text: str, start: int, variables: Mapping[str, str]) -> tuple[str
             word = text[end + len(operator):close] if operator else ""
             return _value(text[start + 1:end], operator, word, variables), close + 1
     if following == "(":
-        raise ExpansionError("command substitution $(...) is not supported; use variables such as "
-                             "$UID, $USER, $HOME, $HOSTNAME or ${XDG_CACHE_HOME}")
+        if run is None:
+            raise ExpansionError("command substitution $(...) runs only in system configuration files that "
+                                 "only root can write; use variables such as $UID, $USER, $HOME, $HOSTNAME "
+                                 "or ${XDG_CACHE_HOME}")
+        close = _closing_parenthesis(text, start)
+        return run(text[start + 1:close]).rstrip("\n"), close + 1
     if following == "$":
         return "$", start + 1
     raise ExpansionError(f"stray '$' in {text!r}; write $$ for a literal dollar sign")
+
+
+def _closing_parenthesis(text: str, start: int) -> int:
+    """Where the ``(`` at ``start`` is closed, skipping quoted text and nested parentheses."""
+    depth, quote = 0, ""
+    for index in range(start, len(text)):
+        character = text[index]
+        if quote:
+            quote = "" if character == quote else quote
+        elif character in "'\"":
+            quote = character
+        elif character == "(":
+            depth += 1
+        elif character == ")":
+            depth -= 1
+            if depth == 0:
+                return index
+    raise ExpansionError(f"unbalanced $( in {text!r}")
 
 
 def name_end(text: str, start: int) -> int:

@@ -3,11 +3,12 @@ and errors that name the file, line and setting."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from hydria.config import SPECS, Context, load_settings, parse_conf, resolve
+from hydria.config import SPECS, Context, load_settings, only_root_can_write, parse_conf, resolve
 from hydria.errors import ConfigError
 
 CONTEXT = Context(uid=1001, user="ada", home="/home/ada", hostname="node07", nproc=4,
@@ -109,13 +110,18 @@ def test_precedence_layers_then_environment() -> None:
     assert s.origins["HYDRIA_CONNECT_TIMEOUT"] == "environment variable HYDRIA_CONNECT_TIMEOUT"
 
 
-def test_enroot_environment_names_below_hydrias_and_never_for_paths() -> None:
+def test_enroot_environment_names_below_hydrias_paths_included() -> None:
+    """A site's module file exports ENROOT_DATA_PATH and friends: they move hydria's paths too,
+    and a HYDRIA_* variable still wins."""
     s = settings_from("HYDRIA_MAX_CONNECTIONS 4", {**ENV, "ENROOT_MAX_CONNECTIONS": "6", "ENROOT_REMAP_ROOT": "y",
                                                    "ENROOT_MOUNT_HOME": "y", "HYDRIA_MOUNT_HOME": "n",
-                                                   "ENROOT_DATA_PATH": "/enroot/data"})
+                                                   "ENROOT_DATA_PATH": "/enroot/data",
+                                                   "ENROOT_CACHE_PATH": "/enroot/cache",
+                                                   "HYDRIA_CACHE_PATH": "/hydria/cache"})
     assert (s.max_connections, s.remap_root, s.mount_home) == (6, True, False)
     assert s.origins["HYDRIA_REMAP_ROOT"] == "environment variable ENROOT_REMAP_ROOT"
-    assert str(s.data_path) == "/home/ada/.local/share/hydria"  # enroot's containers stay enroot's
+    assert (s.data_path, s.cache_path) == ("/enroot/data", "/hydria/cache")
+    assert s.origins["HYDRIA_DATA_PATH"] == "environment variable ENROOT_DATA_PATH"
 
 
 def test_empty_environment_variable_does_not_override() -> None:
@@ -186,3 +192,41 @@ def test_load_reports_the_broken_dropin(tmp_path: Path) -> None:
     write(tmp_path / "hydria.conf.d" / "50-site.conf", "\n\nHYDRIA_UNPACK sometimes\n")
     with pytest.raises(ConfigError, match=r"50-site.conf:3: HYDRIA_UNPACK: 'sometimes' is not a boolean"):
         load_settings({"HOME": str(tmp_path), "HYDRIA_SYSCONF_PATH": str(tmp_path)})
+
+
+def test_load_reads_enroot_conf_first_where_sysconf_is_enroots_folder(tmp_path: Path) -> None:
+    """ENROOT_SYSCONF_PATH=/etc/enroot (a module file) reads enroot.conf, its drop-ins, then hydria.conf."""
+    write(tmp_path / "enroot.conf", "ENROOT_MAX_CONNECTIONS 1\nENROOT_TRANSFER_RETRIES 4\n")
+    write(tmp_path / "enroot.conf.d" / "10-site.conf", "ENROOT_MAX_CONNECTIONS 2\nENROOT_CONNECT_TIMEOUT 7\n")
+    write(tmp_path / "hydria.conf", "HYDRIA_TRANSFER_RETRIES 5\n")
+    s = load_settings({"HOME": str(tmp_path), "ENROOT_SYSCONF_PATH": str(tmp_path)})
+    assert (s.sysconf_path, s.max_connections, s.connect_timeout, s.transfer_retries) == (str(tmp_path), 2, 7, 5)
+
+
+def test_command_substitution_runs_only_where_the_file_allows_it() -> None:
+    system = parse_conf("ENROOT_MAX_PROCESSORS $(echo 3)\nENROOT_DATA_PATH /data/$(printf '%s' \"$USER\")-$(id -u)\n",
+                        "/etc/hydria/enroot.conf", commands=True)
+    s = resolve([system], ENV, CONTEXT)
+    assert (s.max_processors, s.data_path) == (3, f"/data/ada-{os.getuid()}")
+    with pytest.raises(ConfigError, match=r"user.conf:1: HYDRIA_MAX_PROCESSORS: command substitution .* only root"):
+        resolve([parse_conf("ENROOT_MAX_PROCESSORS $(nproc)", "user.conf")], ENV, CONTEXT)
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("$(exit 3)", r"\$\(exit 3\) failed: exit status 3"),
+    ("$(echo oops >&2; false)", r".* failed: oops"),
+    ("$(echo 3", r"unbalanced \$\("),
+])
+def test_a_failing_command_substitution_is_an_error_naming_the_line(value: str, message: str) -> None:
+    system = parse_conf(f"ENROOT_MAX_PROCESSORS {value}", "/etc/hydria/hydria.conf", commands=True)
+    with pytest.raises(ConfigError, match="hydria.conf:1: HYDRIA_MAX_PROCESSORS: " + message):
+        resolve([system], ENV, CONTEXT)
+
+
+def test_only_root_can_write(tmp_path: Path) -> None:
+    assert only_root_can_write("/")
+    open_file = write(tmp_path / "open.conf", "")
+    assert not only_root_can_write(str(open_file))  # under /tmp (1777) or a user's folder
+    link = tmp_path / "link.conf"
+    link.symlink_to("/etc/passwd")
+    assert only_root_can_write(str(link))  # judged by what it leads to
