@@ -112,7 +112,7 @@ def hooks(workspace: Workspace) -> Iterator[Path]:
 
 def write_hook(directory: Path, name: str, body: str, owner: Workspace) -> None:
     hook = directory / name
-    hook.write_text("#!/bin/sh\n" + body)
+    hook.write_text(body if body.startswith("#!") else "#!/bin/sh\n" + body)
     hook.chmod(0o755)
     os.chown(hook, owner.user.uid, owner.user.gid)
 
@@ -130,6 +130,48 @@ def test_enroot_style_hook_reaches_the_program(images: dict[str, Path], workspac
     out = output(workspace, str(images["busybox"]), "sh", "-c", "echo $FROM_HOOK; cat /hooked/file")
     pid, content = out.splitlines()
     assert pid.isdigit() and content == "mounted by a hook"
+
+
+ENROOT_STYLE_HOOK = """#!/bin/bash
+set -euo pipefail
+source "${ENROOT_LIBRARY_PATH}/common.sh"
+common::checkcmd awk grep
+[ -n "${ENROOT_REMAP_ROOT-}" ] && switch=on || switch=off
+printf "ROOT_SWITCH=%s\nHOME_SWITCH=%s\n" "${switch}" "${ENROOT_MOUNT_HOME-unset}" >> "${ENROOT_ENVIRON}"
+cat << EOF | enroot-mount --root "${ENROOT_ROOTFS}" -
+MARKER /hooked none x-create=dir,bind,ro,nosuid,private
+tmpfs /scratch tmpfs x-create=dir,mode=1777,size=1m
+EOF
+echo "written after enroot-mount" > "${ENROOT_ROOTFS}/scratch/note"
+enroot-mount --root "${ENROOT_ROOTFS}" - <<< "/nonexistent /gone none x-create=dir,bind,nofail,silent"
+common::log INFO "hook $(common::getpwent | cut -d: -f1) done"
+"""
+
+
+def test_hooks_written_for_enroot_run_unchanged(images: dict[str, Path], workspace: Workspace, hooks: Path) -> None:
+    """enroot's helpers (common.sh), enroot-mount with the capabilities to mount, and switches
+    that are off left unset, as enroot's own hooks and the site hooks copied from them expect."""
+    marker = workspace.root / "marker"
+    marker.mkdir()
+    (marker / "file").write_text("mounted by enroot-mount\n")
+    write_hook(hooks, "10-enroot.sh", ENROOT_STYLE_HOOK.replace("MARKER", str(marker)), workspace)
+    command = ("sh", "-c", "echo $ROOT_SWITCH $HOME_SWITCH; cat /hooked/file /scratch/note; test -e /gone || echo no-gone")
+    result = start(workspace, str(images["busybox"]), *command)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["off unset", "mounted by enroot-mount", "written after enroot-mount", "no-gone"]
+    assert f"[INFO] hook {workspace.user.name} done" in result.stderr
+    assert output(workspace, "--root", str(images["busybox"]), *command).splitlines()[0] == "on unset"
+    assert output(workspace, str(images["busybox"]), *command, HYDRIA_MOUNT_HOME="y").splitlines()[0] == "off y"
+
+
+def test_a_hook_that_calls_common_err_stops_the_start_with_its_message(images: dict[str, Path],
+                                                                        workspace: Workspace, hooks: Path) -> None:
+    write_hook(hooks, "20-check.sh", '#!/bin/bash\nsource "${ENROOT_LIBRARY_PATH}/common.sh"\n'
+               'common::checkcmd no-such-tool-here\n', workspace)
+    result = start(workspace, str(images["busybox"]), "echo", "should not run")
+    assert result.returncode == 1 and "should not run" not in result.stdout
+    assert "[ERROR] Command not found: no-such-tool-here" in result.stderr
+    assert "20-check.sh exited with return code 1" in result.stderr
 
 
 def test_failing_hook_aborts_the_start(images: dict[str, Path], workspace: Workspace, hooks: Path) -> None:

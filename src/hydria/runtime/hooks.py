@@ -1,10 +1,12 @@
 """Hooks: the built-in ones, in-process, and ``hooks.d/*.sh`` scripts with enroot's contract.
 
-A hook script runs before the container switches root, inside its namespaces, with the caller's
-environment, every setting as ``HYDRIA_*`` and ``ENROOT_*``, and ``HYDRIA_PID``,
-``HYDRIA_ROOTFS``, ``HYDRIA_ENVIRON``, ``HYDRIA_MOUNTS`` (and their ``ENROOT_*`` twins). It may
-append ``NAME=value`` lines to the environment file and fstab lines to the mounts file; its
-stdout is discarded, its stderr shown, and a non-zero exit aborts the start.
+A hook script runs before the container switches root, inside its namespaces, with the
+capabilities of its user namespace (as enroot's hooks do, to mount), the caller's environment,
+every setting as ``HYDRIA_*`` (switches ``y``/``n``) and ``ENROOT_*`` (as enroot hands them: a
+switch that is off is unset), and ``HYDRIA_PID``, ``HYDRIA_ROOTFS``, ``HYDRIA_ENVIRON``,
+``HYDRIA_MOUNTS`` (and their ``ENROOT_*`` twins). ``enroot-mount`` is first on its ``PATH``
+(cli/enroot_mount.py). It may append ``NAME=value`` lines to the environment file and fstab lines
+to the mounts file; its stdout is discarded, its stderr shown, and a non-zero exit aborts the start.
 """
 
 from __future__ import annotations
@@ -12,16 +14,21 @@ from __future__ import annotations
 import grp
 import os
 import pwd
+import sys
 
 from hydria import __version__
-from hydria.config import Settings
+from hydria.config import PREFIX, SPECS, Settings
 from hydria.errors import HydriaError
+from hydria.log import Logger
 from hydria.paths import listed, read_text
 from hydria.record import TYPE_CHECKING, Record
+from hydria.runtime import syscalls as sc
 from hydria.runtime.mounts import resolve_in_root
 
 if TYPE_CHECKING:
     from hydria.runtime.confscript import ConfOutput, ConfScript
+
+log = Logger(__name__)
 
 
 class HookFailed(HydriaError):
@@ -48,13 +55,21 @@ def run_hooks(settings: Settings, root: str, area: str, conf: ConfScript | None 
         import subprocess  # here: a start with no hook scripts spares its import
 
         env = hook_environment(settings, root, area)
-        for script in scripts:
-            result = subprocess.run([str(script)], env=env, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.DEVNULL, check=False)
-            if result.returncode != 0:
-                raise HookFailed(f"{script} exited with return code {result.returncode}")
-        if conf is not None:
-            conf_output = conf.run(env)
+        _write_mount_program(f"{area}/bin")
+        try:
+            sc.raise_ambient_capabilities()
+        except OSError as e:  # a kernel before 4.3: the hooks run, but cannot mount
+            log.warning("hooks run without capabilities (%s): their mounts will fail", e.strerror)
+        try:
+            for script in scripts:
+                result = subprocess.run([str(script)], env=env, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, check=False)
+                if result.returncode != 0:
+                    raise HookFailed(f"{script} exited with return code {result.returncode}")
+            if conf is not None:
+                conf_output = conf.run(env)
+        finally:
+            sc.clear_ambient_capabilities()
     return HookOutput(read_text(environ_file), read_text(mounts_file), conf_output)
 
 
@@ -64,18 +79,38 @@ def hook_files(area: str) -> tuple[str, str]:
 
 
 def hook_environment(settings: Settings, root: str, area: str) -> dict[str, str]:
-    """The caller's environment, every setting as HYDRIA_* and ENROOT_*, and the hook contract."""
+    """The caller's environment, every setting as HYDRIA_* and ENROOT_* (a switch that is off
+    unset, as enroot does: hooks test ``[ -n "${ENROOT_REMAP_ROOT-}" ]``), the hook contract,
+    and ``enroot-mount`` first on ``PATH``."""
     environ_file, mounts_file = hook_files(area)
     contract = {"PID": str(os.getpid()), "ROOTFS": root, "ENVIRON": environ_file,
                 "MOUNTS": mounts_file, "VERSION": __version__}
     env = dict(os.environ)
     env.update(settings.environment)
+    switches = {spec.name for spec in SPECS if spec.kind == "bool"}
     for name, value in settings.as_variables().items():
         env[name] = value
-        env["ENROOT_" + name.removeprefix("HYDRIA_")] = value
+        enroot_name = "ENROOT_" + name.removeprefix(PREFIX)
+        if name.removeprefix(PREFIX) in switches and value == "n":
+            env.pop(enroot_name, None)
+        else:
+            env[enroot_name] = value
     for key, value in contract.items():
         env["HYDRIA_" + key] = env["ENROOT_" + key] = value
+    env["PATH"] = f"{area}/bin" + (":" + env["PATH"] if env.get("PATH") else ":/usr/local/bin:/usr/bin:/bin")
     return env
+
+
+def _write_mount_program(folder: str) -> None:
+    """``FOLDER/enroot-mount``: this Python, isolated from the hooks' PYTHONPATH, running
+    cli/enroot_mount.py from this installation."""
+    installation = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "enroot-mount")
+    with open(path, "w") as handle:
+        handle.write(f"#!{sys.executable} -I\nimport sys\nsys.path.insert(0, {installation!r})\n"
+                     "from hydria.cli.enroot_mount import main\nsys.exit(main(sys.argv[1:]))\n")
+    os.chmod(path, 0o755)
 
 
 def write_identity(root: str, user: pwd.struct_passwd, remap_root: bool) -> None:

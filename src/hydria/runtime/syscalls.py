@@ -41,7 +41,11 @@ MS_LAZYTIME = 0x2000000
 MNT_DETACH = 0x2
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_RAISE = 2
+PR_CAP_AMBIENT_CLEAR_ALL = 4
 SIG_DFL = 0
+_CAPABILITY_VERSION_3 = 0x20080522
 
 
 def _check(result: int, what: str) -> None:
@@ -80,6 +84,40 @@ def prctl(option: int, arg: int = 0, arg3: int = 0) -> None:
     """``arg3`` may be an address (ctypes.addressof)."""
     _check(_libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(arg3), ctypes.c_ulong(0),
                        ctypes.c_ulong(0)), "prctl")
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def raise_ambient_capabilities() -> None:
+    """Make every capability this process holds inheritable and ambient, so that the programs it
+    starts keep them across ``execve`` (as enroot's hooks run: with the capabilities of the
+    container's user namespace, to mount)."""
+    data = _set_inheritable(all_permitted=True)
+    for number in range(64):
+        if data[number // 32].permitted >> (number % 32) & 1:
+            prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, number)
+
+
+def clear_ambient_capabilities() -> None:
+    """Undo :func:`raise_ambient_capabilities`: the programs started next get none."""
+    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    _set_inheritable(all_permitted=False)
+
+
+def _set_inheritable(all_permitted: bool) -> ctypes.Array[_CapData]:
+    header = _CapHeader(_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(_libc.capget(ctypes.byref(header), data), "capget")
+    for half in data:
+        half.inheritable = half.permitted if all_permitted else 0
+    _check(_libc.capset(ctypes.byref(header), data), "capset")
+    return data
 
 
 def exit_like(child: int) -> None:
