@@ -126,3 +126,17 @@ def test_rc_and_json_config_round_trip(busybox: PublishedImage, workspace: Works
     assert rc.rstrip().endswith("exec /bin/sh\nfi")
     assert (tmp_path / "r" / "etc/environment").read_text() == "PATH=/bin\n"
     assert nodes["bin/sh"] == Node("l", 0o777, 0, 0, "busybox")
+
+
+@pytest.mark.parametrize(("options", "compressor"), [
+    ("-comp lzo -noD -exit-on-error", "lz4"),  # enroot's default
+    ("-noI -noD -noF -noX", "lz4"),  # uncompressed and fast, not tar2sqfs's xz
+    ("-b 256K", "gzip"),  # mksquashfs's default compressor
+])
+def test_enroot_squash_options_mean_what_they_say(options: str, compressor: str, busybox: PublishedImage,
+                                                 workspace: Workspace) -> None:
+    result = workspace.run("import", busybox.docker_uri, HYDRIA_SQUASH_OPTIONS=options)
+    assert result.returncode == 0 and "WARN" not in result.stderr, result.stderr
+    image = next(workspace.out.glob("*.sqsh"))
+    superblock = subprocess.run(["unsquashfs", "-s", str(image)], check=True, capture_output=True, text=True).stdout
+    assert f"Compression {compressor}" in superblock

@@ -21,15 +21,25 @@ log = Logger(__name__)
 TAR2SQFS = "tar2sqfs"
 PIPE_SIZE = 1 << 20
 COMPRESSORS = frozenset({"gzip", "lzma", "lzo", "xz", "lz4", "zstd"})
-# mksquashfs options tar2sqfs has no use for: hydria already does what they ask, or they only
-# affect mksquashfs's own reporting.
+MKSQUASHFS_DEFAULT_COMPRESSOR = "gzip"
+# Without data compression, the data is read at the speed of the disk: the nearest tar2sqfs
+# (which always compresses, storing a block raw only where that does not shrink it) comes is
+# lz4, the compressor that is fastest to read.
+UNCOMPRESSED_DATA_COMPRESSOR = "lz4"
+# mksquashfs options tar2sqfs has no use for: hydria already does what they ask, they only
+# affect mksquashfs's own reporting, or they choose how metadata (a small part of an image) is
+# compressed, which tar2sqfs decides with the data's compressor.
 _IGNORED = frozenset({"-all-root", "-root-owned", "-exit-on-error", "-no-progress", "-progress",
-                      "-quiet", "-no-recovery", "-no-duplicates", "-no-sparse", "-noappend"})
-# These make mksquashfs store data uncompressed; tar2sqfs always compresses, so they are dropped
-# with a warning rather than failing an enroot configuration that uses them.
-_COMPRESSION_OFF = frozenset({"-noD", "-noI", "-noF", "-noX", "-noId", "-noDataCompression",
-                              "-noInodeCompression", "-noFragmentCompression", "-noXattrCompression",
-                              "-no-compression"})
+                      "-quiet", "-no-recovery", "-no-duplicates", "-no-sparse", "-noappend",
+                      "-noI", "-noF", "-noX", "-noId", "-noInodeCompression", "-noFragmentCompression",
+                      "-noXattrCompression", "-noIdTableCompression", "-always-use-fragments",
+                      "-no-fragments", "-noFragments"})
+_DATA_UNCOMPRESSED = frozenset({"-noD", "-noDataCompression", "-no-compression"})
+# mksquashfs's -X options: tar2sqfs's name for each, and the compressors that take it.
+_EXTRAS = {"-Xcompression-level": ("level", {"gzip", "lzo", "xz", "lzma", "zstd"}),
+           "-Xwindow-size": ("window", {"gzip"}),
+           "-Xdict-size": ("dictsize", {"xz", "lzma"}),
+           "-Xalgorithm": ("algorithm", {"lzo"})}
 
 
 class SquashfsFailed(HydriaError):
@@ -37,14 +47,18 @@ class SquashfsFailed(HydriaError):
 
 
 def tar2sqfs_options(squash_options: str, processors: int) -> list[str]:
-    """Translate mksquashfs-style options into tar2sqfs arguments.
+    """Translate mksquashfs options into the tar2sqfs arguments that mean the same, quietly:
+    no ``-comp`` is mksquashfs's gzip, uncompressed data (``-noD``) the fastest to read (lz4),
+    and a ``-X`` option only goes to the compressor that takes it.
 
     Raises:
-        ConfigError: an option tar2sqfs cannot honour, or a malformed value.
+        ConfigError: an option that means nothing tar2sqfs can do, or a malformed value.
     """
     words = shlex.split(squash_options)
+    compressor = MKSQUASHFS_DEFAULT_COMPRESSOR
     args: list[str] = []
-    extra: list[str] = []
+    extras: dict[str, str] = {}
+    high_compression = data_uncompressed = False
     i = 0
 
     def value() -> str:
@@ -61,30 +75,35 @@ def tar2sqfs_options(squash_options: str, processors: int) -> list[str]:
             if compressor not in COMPRESSORS:
                 raise ConfigError(f"HYDRIA_SQUASH_OPTIONS: unknown compressor {compressor!r}",
                                   hint="use one of " + ", ".join(sorted(COMPRESSORS)))
-            args += ["--compressor", compressor]
         elif word == "-b":
             args += ["--block-size", str(_size(value()))]
-        elif word in ("-Xcompression-level", "-Xdict-size", "-Xwindow-size"):
-            key = {"-Xcompression-level": "level", "-Xdict-size": "dictsize", "-Xwindow-size": "windowsize"}[word]
-            extra.append(f"{key}={value()}")
-        elif word in ("-Xhc",):
-            extra.append("hc")
+        elif word in _EXTRAS:
+            extras[word] = value()
+        elif word == "-Xhc":
+            high_compression = True
         elif word == "-no-xattrs":
             args.append("--no-xattr")
         elif word in ("-mkfs-time", "-all-time", "-processors"):
             value()  # times come from the layers; parallelism from HYDRIA_MAX_PROCESSORS
-        elif word in _COMPRESSION_OFF:
-            log.warning("HYDRIA_SQUASH_OPTIONS: %s is not supported by tar2sqfs and is ignored; "
-                        "use -comp lz4 for the fastest images", word)
+        elif word in _DATA_UNCOMPRESSED:
+            data_uncompressed = True
         elif word not in _IGNORED:
             raise ConfigError(f"HYDRIA_SQUASH_OPTIONS: {word} is not supported",
                               hint="supported: -comp NAME, -Xcompression-level N, -b SIZE, -Xhc, "
-                                   "-Xdict-size N, -no-xattrs")
+                                   "-Xdict-size N, -Xwindow-size N, -no-xattrs, -noD/-noI/-noF/-noX")
         i += 1
-    if extra:
-        args += ["--comp-extra", ",".join(extra)]
+    if data_uncompressed:
+        compressor, extras, high_compression = UNCOMPRESSED_DATA_COMPRESSOR, {}, False
+    taken = [f"{_EXTRAS[option][0]}={setting}" for option, setting in extras.items()
+             if compressor in _EXTRAS[option][1]]
+    if high_compression and compressor == "lz4":
+        taken.append("hc")
+    args += ["--compressor", compressor]
+    if taken:
+        args += ["--comp-extra", ",".join(taken)]
     if processors > 0:
         args += ["--num-jobs", str(processors)]
+    log.debug("HYDRIA_SQUASH_OPTIONS %r: tar2sqfs %s", squash_options, shlex.join(args))
     return args
 
 
