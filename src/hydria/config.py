@@ -66,7 +66,7 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("CONNECT_TIMEOUT", "int", "30", "Seconds to wait for a registry connection"),
     SettingSpec("TRANSFER_TIMEOUT", "int", "0", "Seconds a single transfer may take (0: unlimited)"),
     SettingSpec("TRANSFER_RETRIES", "int", "0", "Retries of a failed transfer"),
-    SettingSpec("LOGIN_SHELL", "bool", "true", "Start the container command through a login shell"),
+    SettingSpec("LOGIN_SHELL", "bool", "false", "Start the container command through a login shell (reads /etc/profile)"),
     SettingSpec("ALLOW_SUPERUSER", "bool", "false", "Let real root run without a user namespace, keeping its privileges"),
     SettingSpec("ALLOW_HTTP", "bool", "false", "Allow plain-HTTP registries (insecure)"),
     SettingSpec("ROOTFS_WRITABLE", "bool", "false", "Make the container root filesystem writable (--rw)"),

@@ -507,3 +507,17 @@ def test_the_home_directory_is_home_also_under_root(images: dict[str, Path], wor
     shown = output(workspace, "--root", str(images["busybox"]), "cat", "/root/marker", HYDRIA_MOUNT_HOME="y", HOME=str(home))
     assert shown == "mine\n"
     assert output(workspace, str(images["busybox"]), "cat", f"{home}/marker", HYDRIA_MOUNT_HOME="y", HOME=str(home)) == "mine\n"
+
+
+def test_login_shell_reads_profile_d_as_enroot_does(images: dict[str, Path], workspace: Workspace) -> None:
+    """HYDRIA_LOGIN_SHELL (ENROOT_LOGIN_SHELL, which a site's enroot.conf sets): the container's
+    shell runs as a login shell, so /etc/profile and /etc/profile.d (module setups, conda) apply.
+    Off by default (docs/runtime.md)."""
+    profile_d = workspace.root / "profile.d"
+    profile_d.mkdir()
+    (profile_d / "site.sh").write_text("export FROM_PROFILE=sourced\n")
+    command = (f"--mount={profile_d}:/etc/profile.d:none:bind,ro", str(images["debian"]),
+               "sh", "-c", 'echo "${FROM_PROFILE:-none} $0"')
+    assert output(workspace, *command, ENROOT_LOGIN_SHELL="yes") == "sourced sh\n"
+    assert output(workspace, *command) == "none sh\n"
+    assert output(workspace, *command, HYDRIA_LOGIN_SHELL="y", ENROOT_LOGIN_SHELL="n") == "sourced sh\n"

@@ -30,7 +30,7 @@ def test_defaults_follow_enroot_with_hydria_names() -> None:
     assert s.temp_path == "/tmp"
     assert s.max_processors == 4 and s.max_connections == 10
     assert s.connect_timeout == 30 and s.transfer_timeout == 0 and s.transfer_retries == 0
-    assert s.login_shell and s.native_overlayfs
+    assert s.native_overlayfs and not s.login_shell  # login shell: docs/runtime.md says why not
     assert not (s.remap_root or s.rootfs_writable or s.mount_home or s.allow_http or s.unpack)
     assert s.origins["HYDRIA_DATA_PATH"] == "default"
 

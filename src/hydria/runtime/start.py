@@ -191,12 +191,12 @@ def start(options: StartOptions, settings: Settings) -> None:
     if not namespaces.privileged(settings, uid):
         sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
         seccomp.install()
-    argv = _program(options.command, rc_fd)
+    shell, argv = _program(options.command, rc_fd, environment.get("SHELL") if settings.login_shell else None)
     sys.stdout.flush()
     try:
-        os.execve(argv[0], argv, environment)
+        os.execve(shell, argv, environment)
     except OSError as e:
-        raise HydriaError(f"cannot run {argv[0]} in the container: {e.strerror}",
+        raise HydriaError(f"cannot run {shell} in the container: {e.strerror}",
                           hint="hydria runs the image's /etc/rc with /bin/sh; the image needs one") from None
 
 
@@ -254,16 +254,23 @@ def _config_files(settings: Settings, folder: str, suffix: str,
     return entries
 
 
-def _program(command: Sequence[str], rc_fd: int | None) -> list[str]:
-    """``/bin/sh RC CMD...``; the rc (``--rc`` or the image's ``/etc/rc``) runs the command."""
+def _program(command: Sequence[str], rc_fd: int | None, login_shell: str | None) -> tuple[str, list[str]]:
+    """The shell to execute and its arguments: ``/bin/sh RC CMD...``, where the rc (``--rc`` or
+    the image's ``/etc/rc``) runs the command. With ``HYDRIA_LOGIN_SHELL`` (``login_shell``: the
+    container's ``$SHELL``) that shell runs as a login shell (``-bash``), which reads
+    ``/etc/profile`` (and so ``/etc/profile.d``) and the user's profile first, as enroot's does."""
+    shell = "/bin/sh"
+    if login_shell is not None and login_shell.startswith("/") and os.access(login_shell, os.X_OK):
+        shell = login_shell
+    name = ("-" if login_shell is not None else "") + os.path.basename(shell)
     rc = f"/proc/self/fd/{rc_fd}" if rc_fd is not None else "/etc/rc"
     if rc_fd is not None or os.path.isfile("/etc/rc"):
-        return ["/bin/sh", rc, *command]
+        return shell, [name, rc, *command]
     if not command:
-        return ["/bin/sh"]
+        return shell, [name]
     if " " in command[0]:
-        return ["/bin/sh", "-c", command[0], *command[1:]]
-    return ["/bin/sh", "-c", 'exec "$@"', "sh", *command]
+        return shell, [name, "-c", command[0], *command[1:]]
+    return shell, [name, "-c", 'exec "$@"', "sh", *command]
 
 
 def _become_pid_one() -> None:
