@@ -26,7 +26,8 @@ from typing import Any
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
-from hydria.paths import hydria_command
+from hydria.paths import delete_tree, hydria_command
+from hydria.runtime.fstab import unescape
 
 # program, Debian package, needed for what (None: optional)
 TOOLS = (
@@ -96,7 +97,8 @@ def node_report(settings: Settings, image: str | None = None) -> NodeReport:
     checks: list[Callable[[], Check]] = [
         _user_namespaces, _kernel, _fuse_device, *(partial(_tool, *tool) for tool in TOOLS),
         *(partial(_path, settings, setting) for setting in ("data_path", "cache_path", "runtime_path", "temp_path")),
-        partial(_mounts, settings), partial(_start, image), _slurm_plugin, _gpus, _infiniband,
+        partial(_mounts, settings), partial(_named_containers, settings), partial(_start, image),
+        _slurm_plugin, _gpus, _infiniband,
     ]
     results = []
     for check in checks:
@@ -186,7 +188,7 @@ def _kernel() -> Check:
     if numbers >= OVERLAY_IN_USERNS:
         return Check("kernel", "ok", f"{release}: overlayfs in user namespaces")
     return Check("kernel", "warn", f"{release}: older than 5.11, no overlayfs in user namespaces",
-                 "writable containers from image files need Linux 5.11 or newer")
+                 "containers use fuse-overlayfs instead (install it); Linux 5.11 or newer is faster")
 
 
 def _fuse_device() -> Check:
@@ -224,41 +226,96 @@ def _path(settings: Settings, setting: str) -> Check:
 
 
 def _mounts(settings: Settings) -> Check:
-    """A squashfs mounted with squashfuse and an overlay on it, in a user namespace, as a start does."""
-    from hydria.runtime import namespaces, rootfs
-
+    """A squashfs mounted with squashfuse and an overlay on it, in a user namespace, as a start of
+    an image file does (its writes on the runtime tmpfs; here in the temporary path)."""
     name = "namespaces and mounts"
     if shutil.which("mksquashfs") is None or shutil.which("squashfuse") is None:
         return Check(name, "skip", "needs mksquashfs and squashfuse (see above)")
     work = Path(tempfile.mkdtemp(prefix="hydria-doctor.", dir=settings.temp_path))
     try:
-        (work / "tree").mkdir()
-        (work / "tree" / "probe").write_text("hydria\n")
-        subprocess.run(["mksquashfs", str(work / "tree"), str(work / "probe.sqsh"), "-quiet", "-noappend",
-                        "-no-progress"], check=True, capture_output=True)
-        uid, gid = os.getuid(), os.getgid()
-
-        def inside() -> None:
-            plain = settings._replace(remap_root=False, unshare_net=False, unshare_ipc=False, unshare_uts=False)
-            namespaces.enter(plain, uid, gid)
-            for sub in ("lower", "upper", "work", "root"):
-                (work / sub).mkdir()
-            rootfs.mount_squashfs(str(work / "probe.sqsh"), str(work / "lower"), uid, gid)
-            rootfs.mount_overlay(str(work / "lower"), str(work / "upper"), str(work / "work"), str(work / "root"))
-            if (work / "root" / "probe").read_text() != "hydria\n":
-                raise HydriaError("the image's file reads back wrong through squashfuse and the overlay")
-            (work / "root" / "written").write_text("ok\n")
-
         started = time.monotonic()
-        namespaces.in_child(inside)
+        kind = _probe_overlay(settings, work, work)
         elapsed = 1000 * (time.monotonic() - started)
-        return Check(name, "ok", f"user + mount namespace, squashfuse, overlay: {elapsed:.0f} ms")
+        return Check(name, "ok", f"user + mount namespace, squashfuse, {kind}: {elapsed:.0f} ms")
     except HydriaError as e:
         return Check(name, "fail", e.message, e.hint or "")
     finally:
-        from hydria.paths import delete_tree
-
         delete_tree(work)
+
+
+def _named_containers(settings: Settings) -> Check:
+    """The overlay of a named container, whose writes live in the data path: the kernel refuses an
+    upper directory on NFS and most network file systems (and FUSE), where fuse-overlayfs serves."""
+    name = "named containers"
+    data = Path(settings.data_path)
+    existing = next(p for p in (data, *data.parents) if os.path.exists(p))
+    if shutil.which("mksquashfs") is None or shutil.which("squashfuse") is None:
+        return Check(name, "skip", "needs mksquashfs and squashfuse (see above)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return Check(name, "skip", "the data path is not writable (see HYDRIA_DATA_PATH above)")
+    work = Path(tempfile.mkdtemp(prefix="hydria-doctor.", dir=settings.temp_path))
+    writes = Path(tempfile.mkdtemp(prefix=".hydria-doctor.", dir=existing))
+    where = f"{existing} ({_file_system(existing)})"
+    try:
+        kind = _probe_overlay(settings, work, writes)
+    except HydriaError as e:
+        return Check(name, "fail", f"data path {where}: {e.message}", e.hint or "")
+    finally:
+        delete_tree(work)
+        delete_tree(writes)
+    if kind == "overlay":
+        return Check(name, "ok", f"the kernel's overlay on the data path {where}")
+    if not settings.native_overlayfs:
+        return Check(name, "ok", f"fuse-overlayfs on the data path {where} (HYDRIA_NATIVE_OVERLAYFS is off)")
+    return Check(name, "warn", f"the kernel refuses an overlay on the data path {where}: named containers "
+                               "use fuse-overlayfs (slower on metadata-heavy work)",
+                 "for the kernel's overlay, set HYDRIA_DATA_PATH on a local file system, "
+                 "e.g. /tmp/hydria-$UID/data or node-local scratch")
+
+
+def _probe_overlay(settings: Settings, work: Path, writes: Path) -> str:
+    """Mount a small squashfs from ``work`` with an overlay whose upper and work directories are
+    in ``writes``, in a user namespace of a child, read and write through it; returns the kind of
+    overlay a start would use. Raises HydriaError."""
+    from hydria.runtime import namespaces, rootfs
+
+    (work / "tree").mkdir()
+    (work / "tree" / "probe").write_text("hydria\n")
+    subprocess.run(["mksquashfs", str(work / "tree"), str(work / "probe.sqsh"), "-quiet", "-noappend",
+                    "-no-progress"], check=True, capture_output=True)
+    uid, gid = os.getuid(), os.getgid()
+
+    def inside() -> None:
+        plain = settings._replace(remap_root=False, unshare_net=False, unshare_ipc=False, unshare_uts=False)
+        namespaces.enter(plain, uid, gid)
+        for folder in (work / "lower", writes / "upper", writes / "work", work / "root"):
+            folder.mkdir()
+        rootfs.mount_squashfs(str(work / "probe.sqsh"), str(work / "lower"), uid, gid)
+        kind = rootfs.mount_overlay(str(work / "lower"), str(writes / "upper"), str(writes / "work"),
+                                    str(work / "root"), uid, gid, settings.native_overlayfs)
+        if (work / "root" / "probe").read_text() != "hydria\n":
+            raise HydriaError("the image's file reads back wrong through squashfuse and the overlay")
+        (work / "root" / "written").write_text("ok\n")
+        (work / "kind").write_text(kind)
+
+    namespaces.in_child(inside)
+    return (work / "kind").read_text()
+
+
+def _file_system(path: Path) -> str:
+    """The type of the file system that holds ``path`` (the longest mount point above it)."""
+    best, kind = "", "unknown file system"
+    try:
+        with open("/proc/self/mountinfo") as handle:
+            for line in handle:
+                fields = line.split()
+                mount_point = unescape(fields[4])
+                inside = str(path) == mount_point or str(path).startswith(mount_point.rstrip("/") + "/")
+                if inside and len(mount_point) >= len(best):
+                    best, kind = mount_point, line.split(" - ", 1)[1].split()[0]
+    except (OSError, IndexError):
+        pass
+    return kind
 
 
 def _start(image: str | None) -> Check:

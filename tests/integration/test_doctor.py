@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 
 REQUIRED = ["user namespaces", "kernel", "/dev/fuse", "squashfuse", "tar2sqfs", "mksquashfs", "unsquashfs",
             "sqfs2tar", "HYDRIA_DATA_PATH", "HYDRIA_CACHE_PATH", "HYDRIA_RUNTIME_PATH", "HYDRIA_TEMP_PATH",
-            "namespaces and mounts", "container start"]
+            "namespaces and mounts", "named containers", "container start"]
 
 
 def statuses(output: str) -> dict[str, str]:

@@ -46,7 +46,7 @@ def _squash(container: rootfs.Container, output: Path, label: str, settings: Set
                      uid, gid)
     sc.mount("tmpfs", str(runtime), "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=700")
     area = f"{runtime}/{os.getpid()}"
-    root = rootfs.mount_container(container, area, 0, 0)
+    root = rootfs.mount_container(container, area, 0, 0, settings.native_overlayfs)
     excludes = Path(area, "excludes")
     written = container.directory or (f"{container.home}/upper" if container.home else None)
     excludes.write_text("".join(f"{p}\n" for p in ["dev/*", *_placeholders(Path(written or root))]))

@@ -49,27 +49,37 @@ def mount_squashfs(image: str, target: str, uid: int, gid: int) -> None:
     if binary is None:
         raise HydriaError("Command not found: squashfuse", hint="install the Debian package squashfuse")
     try:
+        _mount_fuse(str(image), target, "fuse.squashfuse", sc.MS_RDONLY, uid, gid,
+                    [binary, "-f", "-o", f"uid={uid},gid={gid}", str(image)])
+    except OSError as e:
+        raise HydriaError(f"Failed to mount: {image}: {e.strerror}") from None
+
+
+def _mount_fuse(source: str, target: str, fstype: str, flags: int, uid: int, gid: int, argv: list[str],
+                capabilities: bool = False) -> None:
+    """Mount a FUSE file system at ``target`` on a ``/dev/fuse`` descriptor of hydria's own and
+    fork its daemon (``argv`` plus ``/dev/fd/N``; with ``capabilities``, those of the user
+    namespace, as ambient ones). Raises HydriaError, OSError."""
+    try:
         fuse = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
     except OSError as e:
         raise HydriaError(f"cannot open /dev/fuse: {e.strerror}",
                           hint="an administrator must make /dev/fuse usable by users (mode 0666)") from None
     try:
-        sc.mount(str(image), target, "fuse.squashfuse", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_RDONLY,
+        sc.mount(source, target, fstype, sc.MS_NOSUID | sc.MS_NODEV | flags,
                  f"fd={fuse},rootmode=40000,user_id={uid},group_id={gid}")
         if os.fork() == 0:
-            _become_squashfuse([binary, "-f", "-o", f"uid={uid},gid={gid}", str(image), f"/dev/fd/{fuse}"],
-                               fuse, target)
-    except OSError as e:
-        raise HydriaError(f"Failed to mount: {image}: {e.strerror}") from None
+            _become_daemon([*argv, f"/dev/fd/{fuse}"], fuse, target, capabilities)
     finally:
         os.close(fuse)
+    os.stat(target)  # answered once the daemon serves it; ENOTCONN when it failed (it said why)
 
 
-def _become_squashfuse(argv: list[str], fuse: int, target: str) -> None:
+def _become_daemon(argv: list[str], fuse: int, target: str, capabilities: bool) -> None:
     """In the forked child: a session and a mount namespace of its own, without the FUSE mount,
     standard input and output on /dev/null, no other descriptor than ``fuse`` past standard error
     (as subprocess's close_fds: a caller's pipe must not stay open while the container runs), then
-    squashfuse serving ``fuse``. Forked by hand, as the subprocess module would cost every start
+    the daemon serving ``fuse``. Forked by hand, as the subprocess module would cost every start
     ~15 ms of imports."""
     try:
         os.setsid()
@@ -81,6 +91,8 @@ def _become_squashfuse(argv: list[str], fuse: int, target: str) -> None:
         os.set_inheritable(fuse, True)
         sc.unshare(sc.CLONE_NEWNS)
         sc.umount2(target, sc.MNT_DETACH)
+        if capabilities:
+            sc.raise_ambient_capabilities()
         os.execv(argv[0], argv)
     finally:
         os._exit(127)
@@ -95,18 +107,49 @@ def find_program(name: str) -> str | None:
     return None
 
 
-def mount_overlay(lower: str, upper: str, work: str, target: str) -> None:
-    """A kernel overlay (user namespaces allow it since Linux 5.11). Raises HydriaError."""
+FUSE_OVERLAY = "fuse.fuse-overlayfs"
+
+
+def mount_overlay(lower: str, upper: str, work: str, target: str, uid: int, gid: int, native: bool = True) -> str:
+    """The container's overlay: the kernel's (user namespaces allow it since Linux 5.11) unless
+    ``native`` is off (``HYDRIA_NATIVE_OVERLAYFS``) or the kernel refuses it (an older kernel, an
+    upper directory on NFS or FUSE), then fuse-overlayfs, as enroot does. Returns which one
+    ("overlay" or "fuse-overlayfs"). Raises HydriaError."""
+    refusal = None
+    if native:
+        try:
+            sc.mount("overlay", target, "overlay", sc.MS_NOSUID | sc.MS_NODEV,
+                     f"lowerdir={lower},upperdir={upper},workdir={work},userxattr,xino=off")
+            return "overlay"
+        except OSError as e:
+            if e.errno == 16:
+                raise HydriaError(f"Failed to mount the container's overlay: {e.strerror}",
+                                  hint="another start of this container is running") from None
+            refusal = e.strerror
+    binary = find_program("fuse-overlayfs")
+    if binary is None:
+        why = f"the kernel refused its overlay ({refusal}) and " if refusal else "HYDRIA_NATIVE_OVERLAYFS is off and "
+        raise HydriaError(f"Failed to mount the container's overlay: {why}fuse-overlayfs is not installed",
+                          hint="install the Debian package fuse-overlayfs (needed before Linux 5.11, and where "
+                               "the data path is on NFS or another network file system)")
+    if refusal is not None:  # the kernel may have left a mode-0000 "work" in it: start afresh
+        work += "-fuse"
+        os.mkdir(work, 0o700)
+    # The source names the directories, for list --fancy and the work directories in use
+    # (runtime/running.py): a FUSE mount has no upperdir among its options.
+    source = f"upperdir={upper},workdir={work}"
     try:
-        sc.mount("overlay", target, "overlay", sc.MS_NOSUID | sc.MS_NODEV,
-                 f"lowerdir={lower},upperdir={upper},workdir={work},userxattr,xino=off")
+        # With the capabilities hydria holds in the namespace, as enroot runs it: the daemon
+        # creates the mode-0000 mount points and copies up files its uid could not read.
+        _mount_fuse(source, target, FUSE_OVERLAY, 0, uid, gid,
+                    [binary, "-f", "-o", f"lowerdir={lower},upperdir={upper},workdir={work},squash_to_uid={uid},"
+                                         f"squash_to_gid={gid}"], capabilities=True)
     except OSError as e:
-        hint = "another start of this container is running" if e.errno == 16 else \
-            "the kernel must allow overlayfs in user namespaces (Linux 5.11 or newer)"
-        raise HydriaError(f"Failed to mount the container's overlay: {e.strerror}", hint=hint) from None
+        raise HydriaError(f"Failed to mount the container's overlay with fuse-overlayfs: {e.strerror}") from None
+    return "fuse-overlayfs"
 
 
-def mount_container(container: Container, area: str, uid: int, gid: int) -> str:
+def mount_container(container: Container, area: str, uid: int, gid: int, native_overlay: bool = True) -> str:
     """Mount the container's root filesystem under ``area`` (a fresh directory); returns its path."""
     root = f"{area}/root"
     for name in ("lower", "upper", "work", "root"):
@@ -119,7 +162,7 @@ def mount_container(container: Container, area: str, uid: int, gid: int) -> str:
     upper, work = f"{area}/upper", f"{area}/work"
     if container.home is not None:
         upper, work = f"{container.home}/upper", _instance_workdir(f"{container.home}/work")
-    mount_overlay(f"{area}/lower", upper, work, root)
+    mount_overlay(f"{area}/lower", upper, work, root, uid, gid, native_overlay)
     return root
 
 

@@ -2,7 +2,7 @@
 
 No registry is kept (nothing to go stale): the user's processes are grouped by mount namespace,
 and a namespace belongs to container NAME when its root mount is NAME's overlay (its upperdir is
-``DATA/NAME/upper``) or, for an unpacked container, NAME's ``rootfs`` directory itself. Each
+``DATA/NAME/upper``, the kernel's or fuse-overlayfs's) or, for an unpacked container, NAME's ``rootfs`` directory itself. Each
 namespace is represented by its lowest PID, which is the container's first process.
 """
 
@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime.fstab import unescape
 from hydria.runtime.named import ROOTFS
+from hydria.runtime.rootfs import FUSE_OVERLAY
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -100,8 +101,10 @@ def _owner(pid: int, uppers: dict[str, str], trees: dict[tuple[int, int], str]) 
 
 
 def _super_options(line: str) -> list[str]:
-    """A mountinfo line's last field: the file system's own options (an overlay's upperdir, ...)."""
-    return line.rsplit(" ", 1)[-1].split(",")
+    """A mountinfo line's last field, the file system's own options (an overlay's upperdir, ...),
+    and for a fuse-overlayfs mount its source, where hydria writes the same (runtime/rootfs.py)."""
+    fstype, source, options = (line.split(" - ", 1)[-1].split(" ") + ["", "", ""])[:3]
+    return [*options.split(","), *(source.split(",") if fstype == FUSE_OVERLAY else ())]
 
 
 def _link(pid: int | str, name: str) -> str | None:

@@ -117,7 +117,7 @@ def start(options: StartOptions, settings: Settings) -> None:
     sc.mount("tmpfs", str(runtime), "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=700")
     if container.home is not None:
         lock.hold(os.path.join(container.home, LOCK_FILE))
-    root = rootfs.mount_container(container, area, inner_uid, inner_gid)
+    root = rootfs.mount_container(container, area, inner_uid, inner_gid, settings.native_overlayfs)
     hooks.write_identity(root, host_user, settings.remap_root)
     hooks.apt_as_root(root, settings.remap_root)
     hooks.copy_localtime(root)
