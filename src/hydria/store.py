@@ -79,7 +79,7 @@ class Store:
 
     def running(self) -> dict[str, list[RunningProcess]]:
         """The running processes of each container that has any (see runtime/running.py)."""
-        return running({name: self.path(name) for name in self.names()})
+        return running({name: self.path(name) for name in self.names()}, self.settings.runtime_path)
 
     def remove(self, name: str) -> None:
         path = self.path(name)

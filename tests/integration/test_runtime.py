@@ -294,9 +294,28 @@ def test_list_fancy_shows_running_containers(images: dict[str, Path], workspace:
         rows = {line.split()[0]: line.split() for line in table[1:]}
         assert rows["idle"] == ["idle"]  # not running: the name only
         assert rows["busy"][1] == str(busy.pid) and rows["busy"][2] == "sleep" and rows["busy"][-2:] == ["sleep", "30"]
+        assert "<unknown>" not in rows
     finally:
         busy.kill()
         busy.wait()
+
+
+def test_list_fancy_shows_containers_of_image_files_as_unknown(images: dict[str, Path], workspace: Workspace) -> None:
+    """As enroot: a running container that is not in the data path is listed as <unknown>."""
+    assert workspace.run("create", "-n", "named", str(images["busybox"])).returncode == 0
+    marker = workspace.out / "running"
+    from_file = workspace.popen("start", "-m", f"{workspace.out}:/out", str(images["busybox"]), "sh", "-c",
+                                "touch /out/running; exec sleep 30")
+    try:
+        deadline = time.monotonic() + 10
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        rows = [line.split() for line in workspace.run("list", "--fancy").stdout.splitlines()[1:]]
+        assert [row[:3] for row in rows] == [["<unknown>", str(from_file.pid), "sleep"], ["named"]]
+        assert workspace.run("list").stdout == "named\n"
+    finally:
+        from_file.kill()
+        from_file.wait()
 
 
 def test_rc_file_replaces_the_images_rc(images: dict[str, Path], workspace: Workspace) -> None:

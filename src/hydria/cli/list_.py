@@ -1,5 +1,6 @@
 """``hydria list [-f]``: the containers in the data path; with ``--fancy``, a table of their
-running processes (as enroot's: NAME PID COMM STATE STARTED TIME MNTNS USERNS COMMAND)."""
+running processes (as enroot's: NAME PID COMM STATE STARTED TIME MNTNS USERNS COMMAND), where
+containers started from image files appear as ``<unknown>``, as enroot shows them."""
 
 from __future__ import annotations
 
@@ -31,11 +32,11 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
 
 
 def fancy_rows(store: Store) -> list[list[str]]:
-    from hydria.runtime.running import describe
+    from hydria.runtime.running import UNKNOWN, describe
 
     processes = store.running()
     rows = []
-    for name in store.names():
+    for name in sorted([*store.names(), *([UNKNOWN] if UNKNOWN in processes else [])]):
         described = [(p, describe(p.pid)) for p in processes.get(name, [])]
         live = [(p, d) for p, d in described if d is not None]
         if not live:

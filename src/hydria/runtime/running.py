@@ -27,9 +27,14 @@ class RunningProcess(Record):
     user_namespace: str
 
 
-def running(containers: dict[str, str | Path]) -> dict[str, list[RunningProcess]]:
+UNKNOWN = "<unknown>"  # enroot's name for a running container that is not in the data path
+
+
+def running(containers: dict[str, str | Path], runtime_path: str) -> dict[str, list[RunningProcess]]:
     """The running processes of each container, given as name -> its directory in the data path
-    (lowest PID of each mount namespace, in PID order). Containers not running are left out."""
+    (lowest PID of each mount namespace, in PID order), and as :data:`UNKNOWN` those of containers
+    started from image files (their overlay's upper directory is a start's own in
+    ``runtime_path``). Containers not running are left out."""
     uppers = {os.path.join(path, "upper"): name for name, path in containers.items()}
     trees = {}
     for name, path in containers.items():
@@ -40,7 +45,7 @@ def running(containers: dict[str, str | Path]) -> dict[str, list[RunningProcess]
             continue
     found: dict[str, list[RunningProcess]] = {}
     for pid, namespace in _namespaces():
-        owner = _owner(pid, uppers, trees)
+        owner = _owner(pid, uppers, trees, runtime_path)
         if owner is not None:
             found.setdefault(owner, []).append(RunningProcess(pid, namespace, _link(pid, "ns/user") or ""))
     return found
@@ -79,7 +84,7 @@ def workdirs_in_use() -> set[str]:
     return found
 
 
-def _owner(pid: int, uppers: dict[str, str], trees: dict[tuple[int, int], str]) -> str | None:
+def _owner(pid: int, uppers: dict[str, str], trees: dict[tuple[int, int], str], runtime_path: str) -> str | None:
     try:
         with open(f"/proc/{pid}/mountinfo") as handle:
             lines = handle.read().splitlines()
@@ -97,6 +102,10 @@ def _owner(pid: int, uppers: dict[str, str], trees: dict[tuple[int, int], str]) 
                 upper = unescape(option.removeprefix("upperdir="))
                 if upper in uppers:
                     return uppers[upper]
+                start_area = os.path.dirname(upper)
+                if os.path.basename(upper) == "upper" and os.path.dirname(start_area) == runtime_path \
+                        and os.path.basename(start_area).isdigit():
+                    return UNKNOWN
     return None
 
 

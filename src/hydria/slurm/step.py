@@ -120,7 +120,7 @@ def _running_pid(name: str, settings: Settings) -> int | None:
     from hydria.runtime.running import running
 
     path = container_path(settings.data_path, name)
-    processes = running({name: path}).get(name, []) if os.path.isdir(path) else []
+    processes = running({name: path}, settings.runtime_path).get(name, []) if os.path.isdir(path) else []
     return processes[0].pid if processes else None
 
 
