@@ -164,12 +164,12 @@ def test_remap_root_and_writable(srun: Srun, images: dict[str, Path]) -> None:
 def test_named_container_persists_across_steps(srun: Srun, images: dict[str, Path]) -> None:
     image = f"--container-image={images['busybox']}"
     made = srun(image, "--container-name=keep", "--container-writable", "sh", "-c", "echo kept > /state")
-    assert made.returncode == 0 and "hydria: creating container filesystem: hydria_keep" in made.stderr
+    assert made.returncode == 0 and "hydria: creating container filesystem: pyxis_keep" in made.stderr
     assert srun.ok("--container-name=keep", "cat", "/state") == "kept\n"
     result = srun(image, "--container-name=keep:create", "true")
     assert result.returncode != 0 and '"create" flag was passed' in result.stderr
     result = srun("--container-name=absent", "true")
-    assert result.returncode != 0 and 'with name "hydria_absent" does not exist' in result.stderr
+    assert result.returncode != 0 and 'with name "pyxis_absent" does not exist' in result.stderr
 
 
 def test_cancelled_step_leaves_nothing_behind(srun: Srun, images: dict[str, Path]) -> None:
@@ -250,7 +250,7 @@ def test_concurrent_steps_share_a_new_named_container(srun: Srun, images: dict[s
     steps = srun.submitter.run("salloc", "-n", "2", "sh", "-c", " & ".join([step] * 8) + " & wait")
     assert steps.returncode == 0 and steps.stdout.split() == ["ok"] * 8, steps.stderr
     files = srun.ok("--container-name=crowd", "ls", "/").split()
-    upper = sorted(os.listdir(srun.workspace.root / "data" / "hydria_crowd" / "upper"))
+    upper = sorted(os.listdir(srun.workspace.root / "data" / "pyxis_crowd" / "upper"))
     assert sorted(f for f in files if f.startswith("from-")) == [f"from-{i}" for i in range(8)], \
         f"upper: {upper}\nsteps' stderr:\n{steps.stderr}"
 
@@ -277,7 +277,7 @@ def test_a_job_cannot_change_the_sites_settings(srun: Srun, busybox: PublishedIm
                   HYDRIA_DATA_PATH=str(elsewhere), ENROOT_DATA_PATH=str(elsewhere), HYDRIA_SYSCONF_PATH=str(elsewhere))
     assert result.returncode == 0, result.stderr  # the registry is plain HTTP: the site allows it
     assert "ignoring" not in result.stderr  # silent, as pyxis: job output stays the program's
-    assert [p.name for p in (workspace.root / "data").iterdir()] == ["hydria_site"] and not elsewhere.exists()
+    assert [p.name for p in (workspace.root / "data").iterdir()] == ["pyxis_site"] and not elsewhere.exists()
     failed = srun("--container-image=/nonexistent.sqsh", "true", HYDRIA_ALLOW_HTTP="n", HYDRIA_DATA_PATH=str(elsewhere))
     for name in ("HYDRIA_ALLOW_HTTP", "HYDRIA_DATA_PATH"):  # said where it may explain a failure
         assert f"hydria: ignoring {name} from the job's environment or your hydria.conf" in failed.stderr
@@ -308,7 +308,7 @@ def test_container_save(srun: Srun, images: dict[str, Path]) -> None:
             f"--container-save={saved}", "sh", "-c", "touch /task$SLURM_PROCID")
     assert {"result", "task0", "task1"} <= set(srun.ok(f"--container-image={saved}", "ls", "/").split())
     result = srun(f"--container-image={images['busybox']}", "--container-save=/nonexistent/x.sqsh", "true")
-    assert "failed to export container hydria_" in result.stderr and "/nonexistent" in result.stderr
+    assert "failed to export container pyxis_" in result.stderr and "/nonexistent" in result.stderr
 
 
 @pytest.mark.parametrize(("option", "message"), [

@@ -35,7 +35,7 @@ def test_job_scope_containers_go_with_the_job(hydria_bin: str, restart: slurm.Su
                      HYDRIA_TESTBED_DATA="")
     lines = out.splitlines()
     assert lines[0] == "kept"  # reused across the job's steps
-    name = f"hydria_{lines[1].removeprefix('job=')}_scoped"
+    name = f"pyxis_{lines[1].removeprefix('job=')}_scoped"
     assert name in lines[2:]  # named after the job while it runs
     deadline = time.monotonic() + 20  # the epilog runs after salloc has let go of the allocation
     while (data / name).exists() and time.monotonic() < deadline:

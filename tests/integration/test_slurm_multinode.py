@@ -80,7 +80,7 @@ def test_a_named_container_lives_on_each_node(nodes: slurm.Submitter, images: di
                    HYDRIA_DATA_PATH="")
     assert sorted(out.splitlines()) == [f"{node} /written-on-{node}" for node in NODES]
     for node in NODES:
-        assert [p.name for p in (workspace.root / "data" / node).iterdir()] == ["hydria_kept"]
+        assert [p.name for p in (workspace.root / "data" / node).iterdir()] == ["pyxis_kept"]
 
 
 @pytest.mark.parametrize(("mpi", "program", "library"), [

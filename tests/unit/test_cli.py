@@ -68,3 +68,25 @@ def test_unknown_option_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> 
     assert main(["info", "--bogus"]) == 1
     err = capsys.readouterr().err
     assert "unrecognized arguments: --bogus" in err and "hint: run 'hydria info --help'" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["start", "--ro", "image.sqsh", "true"],  # would have been --root: uid 0 inside
+    ["start", "--mo", "/a:/b", "image.sqsh"],  # would have been --mount
+    ["list", "--fan"],
+    ["import", "--out", "x.sqsh", "docker://busybox"],
+    ["remove", "--forc", "x"],
+])
+def test_no_option_is_abbreviated(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 1
+    assert f"unrecognized arguments: {argv[1]}" in capsys.readouterr().err
+
+
+def test_installed_as_enroot_it_speaks_as_enroot(monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """An administrator's link named enroot (docs/migration.md): usage and hints say enroot."""
+    monkeypatch.setattr("sys.argv", ["/usr/local/bin/enroot"])
+    assert main([]) == 1
+    assert "Usage: enroot COMMAND" in capsys.readouterr().err
+    assert main(["list", "--bogus"]) == 1
+    assert "run 'enroot list --help' for usage" in capsys.readouterr().err

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from hydria.cli.logsetup import guarded, setup_logging
 from hydria.errors import UsageError
@@ -49,17 +50,29 @@ COMMAND_BY_NAME = {c.name: c for c in COMMANDS}
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse that raises :class:`UsageError` (exit 1, as enroot) instead of exiting with 2."""
+    """argparse that raises :class:`UsageError` (exit 1, as enroot) instead of exiting with 2,
+    and takes no abbreviations (``--ro`` must not quietly mean ``--root``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, allow_abbrev=False, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message, hint=f"run '{self.prog} --help' for usage")
 
 
+def program_name() -> str:
+    """``enroot`` where the administrator installed hydria under enroot's name (a link named
+    ``enroot``: docs/migration.md), else ``hydria``."""
+    return "enroot" if os.path.basename(sys.argv[0]) == "enroot" else "hydria"
+
+
 def general_usage() -> str:
     width = max(len(c.name) for c in COMMANDS)
-    lines = ["Usage: hydria COMMAND [ARG...]", "", "Command line utility for manipulating container images.", "", "Commands:"]
+    program = program_name()
+    lines = [f"Usage: {program} COMMAND [ARG...]", "", "Command line utility for manipulating container images.", "",
+             "Commands:"]
     lines += [f"   {c.name:<{width}}  {c.summary}" for c in COMMANDS]
-    lines += ["", "Run 'hydria COMMAND --help' for more information on a command."]
+    lines += ["", f"Run '{program} COMMAND --help' for more information on a command."]
     return "\n".join(lines)
 
 
@@ -84,7 +97,7 @@ def run(argv: Sequence[str]) -> int:
 
 def _run(command: Command, args: list[str]) -> int:
     module = importlib.import_module(command.module)
-    parser = ArgumentParser(prog=f"hydria {command.name}", description=command.summary)
+    parser = ArgumentParser(prog=f"{program_name()} {command.name}", description=command.summary)
     module.add_arguments(parser)
     options = parser.parse_args(args)
     if not command.needs_settings:

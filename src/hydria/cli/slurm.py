@@ -127,12 +127,12 @@ def _step(step: str) -> str:
 
 
 def _install(args: list[str]) -> int:
-    import argparse
     from pathlib import Path
 
+    from hydria.cli.commands import ArgumentParser
     from hydria.slurm.install import install_plugin
 
-    parser = argparse.ArgumentParser(prog="hydria slurm install-plugin")
+    parser = ArgumentParser(prog="hydria slurm install-plugin")
     parser.add_argument("--plugin-dir", type=Path, default=Path("/usr/local/lib/slurm"))
     parser.add_argument("--plugstack-dir", type=Path, default=Path("/etc/slurm/plugstack.conf.d"))
     parser.add_argument("--include", type=Path, default=Path("/usr/include"))

@@ -5,7 +5,7 @@ squashfs path), creates or reuses the named container, and starts it like ``hydr
 ``sh -c 'kill -STOP $$'`` as the command: the rc (and the entrypoint when asked for) runs, then the
 process stops itself, holding the container's namespaces, cwd and environment for the shim, which
 joins them in every task. Unnamed containers start straight from the image file (nothing to
-unpack or remove); named ones persist as ``hydria_NAME`` in the data path.
+unpack or remove); named ones persist as ``pyxis_NAME`` in the data path (pyxis's names).
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ CLEANUP_MARK = "@cleanup"
 RC_LOCAL = 'exec "$@"\n'  # replaces the image's rc.local, so that its entrypoint does not run
 ATTACH_STATUS = 65  # join the running container the "@attach PID" line names (the shim's ATTACH_STATUS)
 STOP_COMMAND = ("sh", "-c", "kill -STOP $$; exit 0")
-PREFIX = "hydria_"
+# pyxis's names, so that epilog scripts written for pyxis (rm pyxis_*) keep working
+PREFIX = "pyxis_"
 
 
 def user_dir(settings: Settings) -> str:
@@ -188,7 +189,7 @@ def _prefix(step: str, scope: str) -> str:
 
 
 def remove_job_containers(job: str, settings: Settings) -> None:
-    """container_scope=job: remove every ``hydria_JOB_*`` container of the user when the job ends.
+    """container_scope=job: remove every ``pyxis_JOB_*`` container of the user when the job ends.
     Raises HydriaError naming the containers that could not be removed."""
     from hydria.store import Store
 
