@@ -282,6 +282,12 @@ def _variables(env: Mapping[str, str], context: Context) -> dict[str, str]:
                           ("XDG_CACHE_HOME", "/.cache")):
         if not variables.get(name):
             variables[name] = variables["HOME"] + default
+    if not variables.get("XDG_RUNTIME_DIR"):
+        # enroot.conf's "${XDG_RUNTIME_DIR}/enroot" on a compute node without a login session: the
+        # folder that holds hydria's default runtime path (/run/user/UID, /run for root), else
+        # that per-user path itself (never a folder that all users share).
+        default = expand(context.runtime_default, variables)
+        variables["XDG_RUNTIME_DIR"] = os.path.dirname(default) if default.endswith("/hydria") else default
     variables["HYDRIA_PACKAGE_DIR"] = context.package_dir
     variables["HYDRIA_NPROC"] = str(context.nproc)
     variables["HYDRIA_RUNTIME_DEFAULT"] = expand(context.runtime_default, variables)

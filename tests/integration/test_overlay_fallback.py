@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed.users import live_processes
 from testbed.workspace import Workspace
 
 pytestmark = pytest.mark.integration
@@ -31,6 +32,7 @@ def test_native_overlayfs_off_starts_on_fuse_overlayfs(setting: dict[str, str], 
     result = workspace.run("start", "--rw", str(images["debian"]), "sh", "-c", script, **setting)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["new", "1"]
+    assert live_processes(workspace.user) == []  # fuse-overlayfs and squashfuse went with the container
     native = workspace.run("start", str(images["debian"]), "sh", "-c", f"{ROOT_IS_FUSE_OVERLAY} || true")
     assert native.stdout == "0\n"  # the kernel's overlay where it can
 
@@ -73,6 +75,7 @@ def test_named_containers_on_a_network_data_path(images: dict[str, Path], worksp
     finally:
         busy.kill()
         busy.wait()
+    assert live_processes(workspace.user) == []
 
     report = json.loads(workspace.run("doctor", "--json", **env).stdout)
     check = next(c for c in report["checks"] if c["name"] == "named containers")

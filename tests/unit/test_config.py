@@ -230,3 +230,13 @@ def test_only_root_can_write(tmp_path: Path) -> None:
     link = tmp_path / "link.conf"
     link.symlink_to("/etc/passwd")
     assert only_root_can_write(str(link))  # judged by what it leads to
+
+
+def test_an_enroot_conf_runtime_path_works_without_a_login_session() -> None:
+    """enroot.conf's "ENROOT_RUNTIME_PATH ${XDG_RUNTIME_DIR}/enroot", where XDG_RUNTIME_DIR is unset
+    (Slurm compute nodes): a per-user folder, not an error and not one all users share."""
+    line = "ENROOT_RUNTIME_PATH ${XDG_RUNTIME_DIR}/enroot"
+    assert settings_from(line).runtime_path == "/run/user/1001/enroot"
+    no_session = CONTEXT._replace(runtime_default="${TMPDIR:-/tmp}/hydria-runtime-${UID}")
+    assert resolve([parse_conf(line, "enroot.conf")], ENV, no_session).runtime_path == "/tmp/hydria-runtime-1001/enroot"
+    assert settings_from(line, {**ENV, "XDG_RUNTIME_DIR": "/run/user/7"}).runtime_path == "/run/user/7/enroot"
