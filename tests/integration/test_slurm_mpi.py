@@ -49,3 +49,17 @@ def test_mpi_with_hydria_start_in_each_task(submit: slurm.Submitter, mpi_image: 
     result = submit.run("srun", "-n", "2", "--mpi=pmix", hydria_bin, "start", str(mpi_image), "mpi4py-hello")
     assert result.returncode == 0, result.stderr
     assert ranks(result.stdout, "Open MPI v4") == RANKS
+
+
+def test_pmix_server_directory_and_selections_in_the_container(submit: slurm.Submitter, mpi_image: Path) -> None:
+    """As enroot's 50-slurm-pmi hook (pyxis's suite: "PMIx mount", "PMIx environment variables"):
+    the server's directory is a mount at its own path, and PMIX_MCA_psec/gds are the modes the
+    server advertises, also in a named container that an earlier step created."""
+    check = ('findmnt -n -o TARGET "${PMIX_SERVER_TMPDIR%/}" >/dev/null && echo "mounted '
+             '$([ "$PMIX_MCA_psec" = "$PMIX_SECURITY_MODE" ] && [ "$PMIX_MCA_gds" = "$PMIX_GDS_MODULE" ] && '
+             'echo same) $PMIX_RANK"')
+    for container in ([f"--container-image={mpi_image}"], ["--container-name=pmix-named"]):
+        if container == ["--container-name=pmix-named"]:
+            submit.ok("srun", f"--container-image={mpi_image}", "--container-name=pmix-named", "true")
+        out = submit.ok("srun", "-n", "2", "--mpi=pmix", *container, "sh", "-c", check)
+        assert sorted(out.splitlines()) == ["mounted same 0", "mounted same 1"], container

@@ -597,17 +597,28 @@ static int merge_environment(spank_t sp)
     return 0;
 }
 
-/* srun --mpi=pmix: the PMIx server's directory (in slurmd's spool) exists only once the step's
- * container runs, so the container may not have it. Its clients then keep their data in their own
- * memory (gds "hash") and talk to the server over its socket, unless the user chose a gds. */
-static void pmix_without_data_store(spank_t sp)
+/* srun --mpi=pmix: the component selections that Slurm's PMIx server advertises made explicit
+ * (PMIX_MCA_psec from PMIX_SECURITY_MODE, ...), unless the user chose, as enroot's 50-slurm-pmi hook
+ * does. The server's directory (in slurmd's spool) is mounted in the container when it starts
+ * (hooks/slurm_pmi.py); where the container lacks it (a container that another step started), the
+ * clients keep their data in their own memory (gds "hash") and talk to the server over its socket. */
+static void pmix_selections(spank_t sp)
 {
-    char directory[PATH_MAX], chosen[64];
-    if (spank_getenv(sp, "PMIX_SERVER_TMPDIR", directory, sizeof directory) != ESPANK_SUCCESS ||
-        spank_getenv(sp, "PMIX_MCA_gds", chosen, sizeof chosen) != ESPANK_ENV_NOEXIST)
+    static const char *selections[][2] = {{"PMIX_MCA_psec", "PMIX_SECURITY_MODE"},
+                                          {"PMIX_MCA_gds", "PMIX_GDS_MODULE"},
+                                          {"PMIX_MCA_ptl", "PMIX_PTL_MODULE"}};
+    char directory[PATH_MAX], value[256];
+    if (spank_getenv(sp, "PMIX_SERVER_TMPDIR", directory, sizeof directory) != ESPANK_SUCCESS)
         return;
-    if (faccessat(root_fd, directory[0] == '/' ? directory + 1 : directory, F_OK, 0) < 0)
-        spank_setenv(sp, "PMIX_MCA_gds", "hash", 1);
+    int has_directory = faccessat(root_fd, directory[0] == '/' ? directory + 1 : directory, F_OK, 0) == 0;
+    for (size_t i = 0; i < sizeof selections / sizeof *selections; i++) {
+        if (spank_getenv(sp, selections[i][0], value, sizeof value) != ESPANK_ENV_NOEXIST)
+            continue;  /* the user's choice */
+        if (strcmp(selections[i][0], "PMIX_MCA_gds") == 0 && !has_directory)
+            spank_setenv(sp, selections[i][0], "hash", 1);
+        else if (spank_getenv(sp, selections[i][1], value, sizeof value) == ESPANK_SUCCESS)
+            spank_setenv(sp, selections[i][0], value, 1);
+    }
 }
 
 /* The first host of a Slurm hostlist: "n1,n2" -> "n1", "gpu[07-09,12]x" -> "gpu07x". */
@@ -726,7 +737,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         slurm_error("hydria: cannot read the container's environment");
         return -1;
     }
-    pmix_without_data_store(sp);
+    pmix_selections(sp);
     pytorch_ranks(sp);
     int privileged;
     if (join_all(&privileged) < 0)
