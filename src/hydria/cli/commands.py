@@ -54,7 +54,8 @@ class ArgumentParser(argparse.ArgumentParser):
     and takes no abbreviations (``--ro`` must not quietly mean ``--root``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, allow_abbrev=False, **kwargs)
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message, hint=f"run '{self.prog} --help' for usage")

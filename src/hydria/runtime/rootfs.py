@@ -141,9 +141,8 @@ def mount_overlay(lower: str, upper: str, work: str, target: str, uid: int, gid:
     try:
         # With the capabilities hydria holds in the namespace, as enroot runs it: the daemon
         # creates the mode-0000 mount points and copies up files its uid could not read.
-        _mount_fuse(source, target, FUSE_OVERLAY, 0, uid, gid,
-                    [binary, "-f", "-o", f"lowerdir={lower},upperdir={upper},workdir={work},squash_to_uid={uid},"
-                                         f"squash_to_gid={gid}"], capabilities=True)
+        options = f"lowerdir={lower},upperdir={upper},workdir={work},squash_to_uid={uid},squash_to_gid={gid}"
+        _mount_fuse(source, target, FUSE_OVERLAY, 0, uid, gid, [binary, "-f", "-o", options], capabilities=True)
     except OSError as e:
         raise HydriaError(f"Failed to mount the container's overlay with fuse-overlayfs: {e.strerror}") from None
     return "fuse-overlayfs"
