@@ -12,6 +12,7 @@ from hydria.errors import HydriaError
 from hydria.runtime import syscalls as sc
 
 THREAD_EXIT_WAIT = 5.0  # seconds for the threads of an in-process import to leave
+LEAVING_WAIT = 0.2  # seconds for a thread that /proc no longer counts to leave the kernel
 
 
 def privileged(settings: Settings, uid: int) -> bool:
@@ -55,19 +56,27 @@ def _enter_user_namespace(flags: int, settings: Settings, uid: int, gid: int) ->
 def _unshare_user(flags: int) -> None:
     """unshare(CLONE_NEWUSER) fails with EINVAL while the process has other threads. A thread that
     Python has joined (a Slurm step's import, just before its start) can still be leaving the
-    kernel's thread group for a moment: wait for that, then try again."""
-    try:
-        sc.unshare(flags)
-    except OSError as e:
-        if e.errno != errno.EINVAL or _thread_count() == 1:
-            raise
-        deadline = time.monotonic() + THREAD_EXIT_WAIT
-        while _thread_count() > 1:
-            if time.monotonic() > deadline:
-                raise HydriaError(f"cannot create the container's namespaces: {_thread_count() - 1} other "
-                                  f"thread(s) of this process are still running") from None
-            time.sleep(0.001)
-        sc.unshare(flags)
+    kernel for a moment, even after /proc stops counting it (the kernel checks that no other task
+    shares the address space): try again until it has left, for a bounded time."""
+    threads_deadline = time.monotonic() + THREAD_EXIT_WAIT
+    single_deadline = None  # once /proc counts one thread: LEAVING_WAIT more
+    while True:
+        try:
+            sc.unshare(flags)
+            return
+        except OSError as e:
+            if e.errno != errno.EINVAL:
+                raise
+            now = time.monotonic()
+            if _thread_count() > 1:
+                if now > threads_deadline:
+                    raise HydriaError(f"cannot create the container's namespaces: {_thread_count() - 1} other "
+                                      f"thread(s) of this process are still running") from None
+            else:
+                single_deadline = single_deadline or now + LEAVING_WAIT
+                if now > single_deadline:
+                    raise
+        time.sleep(0.001)
 
 
 def _thread_count() -> int:
