@@ -19,7 +19,7 @@ from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.paths import delete_tree, ensure_dir
 from hydria.runtime.named import IMAGE, ROOTFS, container_path, find
-from hydria.runtime.rootfs import Container, is_squashfs
+from hydria.runtime.rootfs import Container, check_image
 from hydria.runtime.running import RunningProcess, running
 
 
@@ -39,10 +39,7 @@ class Store:
         """Raises HydriaError for a bad image or name, or an existing container without force."""
         if not str(image):
             raise HydriaError("Invalid argument")
-        if not image.exists():
-            raise HydriaError(f"No such file or directory: {image}")
-        if not is_squashfs(image):
-            raise HydriaError(f"Invalid image format: {image}")
+        check_image(image)
         name = name if name is not None else image.name.removesuffix(".sqsh")
         target = self.path(name)
         ensure_dir(self.settings.data_path, setting="HYDRIA_DATA_PATH")

@@ -237,6 +237,35 @@ def test_not_an_image(workspace: Workspace) -> None:
     assert "Invalid image format" in workspace.run("create", str(bogus)).stderr
 
 
+@pytest.mark.parametrize("command", [("start",), ("create",), ("bundle",)])
+def test_a_bad_image_file_is_named_for_what_is_wrong(command: tuple[str, ...], images: dict[str, Path],
+                                                     workspace: Workspace, other_workspace: Workspace) -> None:
+    """Not a missing container, nor the kernel's overlay: the file's own problem, with the fix,
+    whether the image is named with a path or as a file here (as users write it)."""
+    truncated = workspace.out / "cut.sqsh"
+    truncated.write_bytes(images["busybox"].read_bytes()[:50000])
+    private = other_workspace.out / "theirs.sqsh"
+    private.write_bytes(images["busybox"].read_bytes())
+    private.chmod(0o600)
+    os.chown(private, other_workspace.user.uid, other_workspace.user.gid)
+    other_workspace.out.chmod(0o755)
+    cases = {
+        "cut.sqsh": "Invalid image format: cut.sqsh is truncated (50000 of its ",
+        str(truncated): "is truncated",
+        str(private): f"Permission denied: {private} (mode 0600, owner {other_workspace.user.name})",
+        "absent.sqsh": f"No such file or directory: {workspace.out}/absent.sqsh",
+        str(workspace.out): "is a directory",
+    }
+    for target, message in cases.items():
+        result = workspace.run(*command, target)
+        assert result.returncode == 1 and message in result.stderr, (target, result.stderr)
+        assert "Traceback" not in result.stderr and "overlay" not in result.stderr
+    assert "nor is there a container named absent.sqsh" in workspace.run("start", "absent.sqsh").stderr
+    data = workspace.root / "data"
+    assert not data.exists() or list(data.iterdir()) == []
+    assert sorted(p.name for p in workspace.out.iterdir()) == ["cut.sqsh"]  # nothing written
+
+
 def test_users_cannot_see_or_remove_each_others_containers(images: dict[str, Path], workspace: Workspace,
                                                            other_workspace: Workspace) -> None:
     assert workspace.run("create", "-n", "mine", str(images["busybox"])).returncode == 0

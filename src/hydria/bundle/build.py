@@ -28,7 +28,7 @@ import hydria
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.paths import output_file
-from hydria.runtime.rootfs import is_squashfs
+from hydria.runtime.rootfs import check_image
 
 HEADER = Path(__file__).with_name("header.sh")
 CONFIG_FOLDERS = ("environ.d", "mounts.d", "hooks.d")
@@ -69,10 +69,7 @@ def build(options: BundleOptions, settings: Settings) -> Path:
     """Write the bundle; returns its path. Raises HydriaError (and leaves no file) for a missing
     or invalid image, an existing output without force, or a failing tool."""
     image = options.image
-    if not image.exists():
-        raise HydriaError(f"No such file or directory: {image}")
-    if not is_squashfs(image):
-        raise HydriaError(f"Invalid image format: {image}", hint="bundle takes a squashfs image file (hydria import)")
+    check_image(image)
     output = output_file(options.output, f"{image.name.removesuffix('.sqsh')}.run",
                          force=options.force or settings.force_override)
     target = options.target or output.name.removesuffix(".run")

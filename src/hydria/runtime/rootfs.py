@@ -13,15 +13,17 @@ for a named container.
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 
 from hydria.errors import HydriaError
-from hydria.paths import delete_tree
+from hydria.paths import delete_tree, user_name
 from hydria.record import Record
 from hydria.runtime import syscalls as sc
 
 SQUASHFS_MAGIC = b"hsqs"
+SUPERBLOCK_SIZE = 96
 
 
 class Container(Record):
@@ -43,6 +45,34 @@ def is_squashfs(path: str | os.PathLike[str]) -> bool:
         return False
 
 
+def check_image(path: str | os.PathLike[str]) -> None:
+    """Raise HydriaError saying why ``path`` is not a usable squashfs image: missing, unreadable
+    (and whose it is), a directory, not a squashfs, or shorter than its superblock says (a copy or
+    download cut short)."""
+    try:
+        with open(path, "rb") as handle:
+            superblock = handle.read(SUPERBLOCK_SIZE)
+            size = os.fstat(handle.fileno()).st_size
+    except FileNotFoundError:
+        raise HydriaError(f"No such file or directory: {os.path.abspath(path)}") from None
+    except IsADirectoryError:
+        raise HydriaError(f"Invalid image format: {path} is a directory",
+                          hint="give a squashfs image file (hydria import), or the name of a container") from None
+    except PermissionError:
+        info = os.stat(path)
+        raise HydriaError(f"Permission denied: {path} (mode {info.st_mode & 0o777:04o}, owner {user_name(info.st_uid)})",
+                          hint="its owner can make it readable (chmod a+r), or copy it for you") from None
+    except OSError as e:
+        raise HydriaError(f"cannot read {path}: {e.strerror}") from None
+    if superblock[:4] != SQUASHFS_MAGIC:
+        raise HydriaError(f"Invalid image format: {path}",
+                          hint="not a squashfs image: make one with hydria import, or give a container name")
+    used = int.from_bytes(superblock[40:48], "little")  # the superblock's bytes_used
+    if size < used:
+        raise HydriaError(f"Invalid image format: {path} is truncated ({size} of its {used} bytes)",
+                          hint="a copy or download was cut short: copy or import it again")
+
+
 def mount_squashfs(image: str, target: str, uid: int, gid: int) -> None:
     """Mount ``image`` read-only at ``target`` with a squashfuse daemon. Raises HydriaError."""
     binary = find_program("squashfuse")
@@ -52,6 +82,9 @@ def mount_squashfs(image: str, target: str, uid: int, gid: int) -> None:
         _mount_fuse(str(image), target, "fuse.squashfuse", sc.MS_RDONLY, uid, gid,
                     [binary, "-f", "-o", f"uid={uid},gid={gid}", str(image)])
     except OSError as e:
+        if e.errno == errno.ENOTCONN:  # squashfuse could not read it, and said why above
+            raise HydriaError(f"Invalid image format: {image}: squashfuse cannot read it",
+                              hint="the file is damaged or not an image hydria can mount: import it again") from None
         raise HydriaError(f"Failed to mount: {image}: {e.strerror}") from None
 
 

@@ -83,19 +83,32 @@ class StartOptions(Record):
     remote_start: str | None = None
 
 
+IMAGE_SUFFIXES = (".sqsh", ".squashfs", ".sqfs", ".img")
+
+
 def resolve_target(target: str, settings: Settings) -> rootfs.Container:
-    """An image file, or the name of a container in the data path. Raises HydriaError."""
+    """An image file, or the name of a container in the data path. Raises HydriaError, saying
+    what is wrong with the file where the target names one (a path, a file here, an image suffix)."""
     if not target:
         raise HydriaError("Invalid argument")
     if os.path.isfile(target) and rootfs.is_squashfs(target):
+        rootfs.check_image(target)  # truncated?
         return rootfs.Container(os.path.basename(target), os.path.realpath(target))
     if "/" in target:
-        if os.path.exists(target):
-            raise HydriaError(f"Invalid image format: {target}")
-        raise HydriaError(f"No such file or directory: {os.path.realpath(target)}")
+        rootfs.check_image(target)
     from hydria.runtime import named
 
-    return named.find(settings.data_path, target)
+    try:
+        return named.find(settings.data_path, target)
+    except HydriaError:
+        if not (os.path.lexists(target) or target.endswith(IMAGE_SUFFIXES)):
+            raise
+        try:
+            rootfs.check_image(target)  # a file meant, not a container: say what is wrong with it
+        except HydriaError as e:
+            raise HydriaError(e.message, hint=e.hint or f"nor is there a container named {target} "
+                                                        "(hydria list)") from None
+        raise
 
 
 def start(options: StartOptions, settings: Settings) -> None:
