@@ -105,6 +105,23 @@ def _leaf(setting: str) -> str:
     return setting.removeprefix("HYDRIA_").removesuffix("_PATH").lower()
 
 
+def check_input_file(path: str, option: str) -> None:
+    """Raise HydriaError unless ``path``, the value of ``option``, can be read as a file (a regular
+    file, or a device or pipe such as /dev/null or <(...)): saying whether it is missing, a
+    directory or unreadable."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise HydriaError(f"No such file or directory: {path}", hint=f"{option} takes a file") from None
+    except OSError as e:
+        raise HydriaError(f"{option} {path}: {e.strerror}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise HydriaError(f"{option} {path}: Is a directory", hint=f"{option} takes a file") from None
+    if not os.access(path, os.R_OK):
+        raise HydriaError(f"{option} {path}: Permission denied",
+                          hint=f"it belongs to {user_name(info.st_uid)} (mode {info.st_mode & 0o777:04o})")
+
+
 def user_name(uid: int) -> str:
     try:
         return pwd.getpwuid(uid).pw_name

@@ -222,6 +222,10 @@ def test_remove_asks_and_defaults_to_no(images: dict[str, Path], workspace: Work
     (("start", "./missing.sqsh"), "No such file or directory"),
     (("remove", "-f", "missing"), "No such file or directory"),
     (("start", "-e", "1BAD=x", "IMAGE", "true"), "Invalid argument: 1BAD=x"),
+    (("start",), "a container name or image file is required"),
+    (("start", "--conf", "/tmp", "IMAGE", "true"), "--conf /tmp: Is a directory"),
+    (("start", "--rc", "/tmp", "IMAGE", "true"), "--rc /tmp: Is a directory"),
+    (("start", "--conf", "/no/such.conf", "IMAGE", "true"), "No such file or directory: /no/such.conf"),
 ])
 def test_bad_input(args: tuple[str, ...], message: str, images: dict[str, Path], workspace: Workspace) -> None:
     argv = [str(images["busybox"]) if a == "IMAGE" else a for a in args]
@@ -229,6 +233,10 @@ def test_bad_input(args: tuple[str, ...], message: str, images: dict[str, Path],
     assert result.returncode == 1 and message in result.stderr
     data = workspace.root / "data"
     assert not data.exists() or list(data.iterdir()) == []
+
+
+def test_conf_may_be_dev_null(images: dict[str, Path], workspace: Workspace) -> None:
+    assert output(workspace, "--conf", "/dev/null", str(images["busybox"]), "echo", "started") == "started\n"
 
 
 def test_not_an_image(workspace: Workspace) -> None:

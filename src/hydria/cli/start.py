@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from hydria.config import Settings
+from hydria.errors import UsageError
 from hydria.record import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -29,11 +30,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="mount, as fstab fields separated by ':' (SRC:DST[:TYPE:OPTIONS])")
     for ns in ("pid", "net", "ipc", "uts"):
         parser.add_argument(f"--{ns}", action="store_true", help=f"new {ns.upper()} namespace")
-    parser.add_argument("target", metavar="NAME|IMAGE")
-    parser.add_argument("command", nargs=REMAINDER)
+    parser.add_argument("target", metavar="NAME|IMAGE", nargs="?")  # required: run() says so
+    parser.add_argument("command", nargs=REMAINDER, help="optional: the image's command when left out")
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
+    if not options.target:
+        raise UsageError("a container name or image file is required",
+                         hint="hydria start [OPTIONS] NAME|IMAGE [COMMAND [ARG...]]; the command is optional")
     conf = None
     if options.conf is not None:
         conf, settings = load_conf(options.conf)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from hydria.errors import HydriaError
 from hydria.log import Logger
+from hydria.paths import check_input_file
 
 log = Logger(__name__)
 
@@ -70,9 +71,8 @@ class ConfScript:
 def load(path: str) -> ConfScript:
     """Check a configuration script and read its directives. Raises HydriaError for a missing
     file or a syntax error (bash's messages are shown as warnings first)."""
+    check_input_file(path, "--conf")
     script = Path(path)
-    if not script.is_file():
-        raise HydriaError(f"No such file or directory: {path}")
     check = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
     if check.returncode != 0:
         for line in check.stderr.splitlines():

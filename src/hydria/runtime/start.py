@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import os
 import pwd
-import stat
 import sys
 from collections.abc import Sequence
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.hooks import slurm_pmi
-from hydria.paths import ensure_dir, listed, read_text
+from hydria.paths import check_input_file, ensure_dir, listed, read_text
 from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime import environ, fstab, hooks, lock, namespaces, rootfs, seccomp
 from hydria.runtime import syscalls as sc
@@ -116,8 +115,8 @@ def start(options: StartOptions, settings: Settings) -> None:
     container = options.container or resolve_target(options.target, settings)
     env_options = [environ.env_option(e, os.environ) for e in options.env]
     extra_mounts = [*(fstab.from_mount_option(m) for m in options.mounts), *options.entries]
-    if options.rc is not None and not (os.path.isfile(options.rc) or _is_fifo(options.rc)):
-        raise HydriaError(f"No such file or directory: {options.rc}")
+    if options.rc is not None:
+        check_input_file(options.rc, "--rc")
     rc_text = read_text(options.rc) if options.rc else None
     runtime = ensure_dir(settings.runtime_path, setting="HYDRIA_RUNTIME_PATH")
     uid, gid = os.getuid(), os.getgid()
@@ -236,13 +235,6 @@ def _dev_fstab(settings: Settings) -> str:
     if not (settings.restrict_dev or settings.unshare_ipc):
         return ""
     return DEV_FSTAB + (PRIVATE_IPC_FSTAB if settings.unshare_ipc else SHARED_IPC_FSTAB)
-
-
-def _is_fifo(path: str) -> bool:
-    try:
-        return stat.S_ISFIFO(os.stat(path).st_mode)
-    except OSError:
-        return False
 
 
 def _read(root: str, relative: str) -> str:
