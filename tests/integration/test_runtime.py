@@ -337,6 +337,25 @@ def test_list_fancy_shows_running_containers(images: dict[str, Path], workspace:
         busy.wait()
 
 
+def test_remove_refuses_a_running_container(images: dict[str, Path], workspace: Workspace) -> None:
+    for name in ("idle", "busy"):
+        assert workspace.run("create", "-n", name, str(images["busybox"])).returncode == 0
+    marker = workspace.out / "running"
+    busy = workspace.popen("start", "-m", f"{workspace.out}:/out", "busy", "sh", "-c", "touch /out/running; exec sleep 30")
+    try:
+        deadline = time.monotonic() + 10
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        result = workspace.run("remove", "-f", "idle", "busy")
+        assert result.returncode == 1
+        assert f"Device or resource busy: container busy is running (PID {busy.pid})" in result.stderr
+        assert workspace.run("list").stdout.split() == ["busy", "idle"]  # nothing removed, idle neither
+    finally:
+        busy.kill()
+        busy.wait()
+    assert workspace.run("remove", "-f", "idle", "busy").returncode == 0
+
+
 def test_list_fancy_shows_containers_of_image_files_as_unknown(images: dict[str, Path], workspace: Workspace) -> None:
     """As enroot: a running container that is not in the data path is listed as <unknown>."""
     assert workspace.run("create", "-n", "named", str(images["busybox"])).returncode == 0
