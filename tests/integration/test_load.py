@@ -24,6 +24,8 @@ def test_load_makes_a_container(busybox: PublishedImage, workspace: Workspace) -
     out = workspace.run("start", names[0], "head", "-1", "/etc/os-release").stdout
     assert out == 'PRETTY_NAME="hydria busybox test image"\n'
     assert sorted(p.name for p in data(workspace).iterdir()) == names  # no staging file left
+    assert f"Container {names[0]} created in {data(workspace)}" in result.stderr
+    assert ".loading." not in result.stderr  # no internal file name reported as the image written
 
 
 def test_load_name_force_and_errors(busybox: PublishedImage, workspace: Workspace) -> None:

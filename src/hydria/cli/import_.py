@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 
 from hydria.config import Settings
-from hydria.log import WARNING, to_stderr
+from hydria.log import WARNING, Logger, to_stderr
+
+log = Logger("hydria")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,5 +23,6 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
 
     if options.quiet:
         to_stderr(WARNING)
-    api.import_image(options.uri, options.output, arch=options.arch, settings=settings)
+    image = api.import_image(options.uri, options.output, arch=options.arch, settings=settings)
+    log.info("Image written to %s", image)
     return 0

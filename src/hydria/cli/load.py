@@ -9,6 +9,9 @@ import argparse
 import os
 
 from hydria.config import Settings
+from hydria.log import Logger
+
+log = Logger("hydria")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,4 +44,5 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
         store.create(staging, name, force=options.force, unpack=settings.unpack)
     finally:
         staging.unlink(missing_ok=True)
+    log.info("Container %s created in %s", name, settings.data_path)
     return 0

@@ -73,9 +73,7 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
         if resolved.digest and settings.cache_images > 0 and images.usable():
             kept = images.entry(resolved.uri, resolved.digest, settings.squash_options)
         image = write_image(resolved, target, options, kept, in_place=in_place)
-    if image == target:
-        log.info("Image written to %s", target)
-    else:
+    if image != target:
         log.info("Using the kept image %s", image)
     return image
 
