@@ -3,7 +3,8 @@
 * ``blob-headers``: a blob's answer sends its headers, then nothing;
 * ``manifest-silent``: a manifest request is never answered;
 * ``manifest-drip``: a manifest's body comes at one byte a second;
-* ``redirect-loop``: every manifest request is redirected to itself.
+* ``redirect-loop``: every manifest request is redirected to itself;
+* ``blob-trickle``: a blob's body comes at 64 KiB a second (slow, but not stalled).
 
 Everything else is forwarded. A stalled answer ends when the front is closed."""
 
@@ -17,7 +18,8 @@ import httpx
 
 from testbed.forwarding import QuietHandler, RegistryFront, forward
 
-KINDS = ("blob-headers", "manifest-silent", "manifest-drip", "redirect-loop")
+KINDS = ("blob-headers", "manifest-silent", "manifest-drip", "redirect-loop", "blob-trickle")
+TRICKLE = 64 << 10  # bytes a second
 
 
 class StallProxy(RegistryFront):
@@ -26,6 +28,7 @@ class StallProxy(RegistryFront):
             raise ValueError(f"unknown stall {how!r}; one of {KINDS}")
         self.how = how
         self.closing = threading.Event()
+        self.blob_requests = 0  # blob GETs seen, so that a test knows a download is under way
         super().__init__(upstream)
 
     def __exit__(self, *exc: object) -> None:
@@ -38,6 +41,7 @@ class StallProxy(RegistryFront):
         class Handler(QuietHandler):
             def do_GET(self) -> None:
                 how, blob = proxy.how, "/blobs/" in self.path
+                proxy.blob_requests += blob
                 if how == "blob-headers" and blob:
                     self.send_response(200)
                     self.send_header("Content-Length", "1000000")
@@ -59,6 +63,17 @@ class StallProxy(RegistryFront):
                         self.wfile.write(bytes([byte]))
                         self.wfile.flush()
                         time.sleep(1)
+                elif how == "blob-trickle" and blob:
+                    answer = httpx.get(f"http://{proxy.upstream}{self.path}")
+                    self.send_response(answer.status_code)
+                    self.send_header("Content-Length", str(len(answer.content)))
+                    self.end_headers()
+                    for start in range(0, len(answer.content), TRICKLE // 8):
+                        if proxy.closing.is_set():
+                            break
+                        self.wfile.write(answer.content[start:start + TRICKLE // 8])
+                        self.wfile.flush()
+                        time.sleep(0.125)
                 elif how == "redirect-loop" and "/manifests/" in self.path:
                     self.send_response(302)
                     self.send_header("Location", self.path)

@@ -4,7 +4,9 @@ concurrent imports, a cache shared by several users, and hostile layers."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import os
+import signal
 import subprocess
 import tarfile
 import time
@@ -393,6 +395,31 @@ def test_a_stalled_registry_ends_the_import_clearly(how: str, message: str, busy
     assert result.returncode == 1 and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and took < 60
     assert not (workspace.out / "stalled.sqsh").exists()
+
+
+@pytest.mark.parametrize(("how", "signum"), [("blob-trickle", signal.SIGINT), ("blob-headers", signal.SIGINT),
+                                             ("blob-trickle", signal.SIGTERM)])
+def test_ctrl_c_ends_an_import_at_once_and_leaves_nothing(how: str, signum: int, busybox: PublishedImage,
+                                                         registry: Registry, workspace: Workspace) -> None:
+    """SIGINT (Ctrl-C) or SIGTERM (scancel, kill) while a layer downloads (slowly, or waiting on a
+    stalled connection): hydria exits within a second (it waited for the layer in progress), with
+    no image and no partial blob."""
+    with StallProxy(registry.address, how) as front:
+        importing = workspace.popen("import", "-o", "cut.sqsh", busybox.docker_uri.replace(registry.address, front.address))
+        blobs = workspace.cache / "blobs" / "sha256"
+        deadline = time.monotonic() + 30
+        while not front.blob_requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1)  # the layer is on its way
+        interrupted = time.monotonic()
+        importing.send_signal(signum)
+        _, stderr = importing.communicate(timeout=30)
+        took = time.monotonic() - interrupted
+    assert importing.returncode == 130 and took < 1.0, (took, stderr)
+    assert "Traceback" not in stderr
+    assert sorted(p.name for p in workspace.out.iterdir()) == []
+    for blob in blobs.iterdir() if blobs.exists() else []:  # whole blobs only (the config)
+        assert "sha256:" + hashlib.sha256(blob.read_bytes()).hexdigest() == "sha256:" + blob.name
 
 
 @pytest.mark.parametrize("realm", ["::::", "http://127..0.1/token", "ftp://127.0.0.1/token", "http://[::1/token"])

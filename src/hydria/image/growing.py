@@ -17,6 +17,10 @@ from collections.abc import Callable
 from typing import Self
 
 
+class Abandoned(Exception):
+    """Raised in a reader's thread when the reader gave up waiting for the download."""
+
+
 class GrowingBlob:
     """The state of one download, shared between the downloading thread and one reader."""
 
@@ -28,6 +32,7 @@ class GrowingBlob:
         self._size = 0
         self._ended = False
         self._error: BaseException | None = None
+        self._abandoned = False
 
     def started(self, fd: int) -> None:
         """The download writes to ``fd`` (which stays the downloader's to close)."""
@@ -72,14 +77,28 @@ class GrowingBlob:
             return self._error
 
     def wait_beyond(self, offset: int) -> int:
-        """Bytes readable at ``offset`` once there are some, 0 at the verified end."""
+        """Bytes readable at ``offset`` once there are some, 0 at the verified end.
+
+        Raises:
+            BaseException: the download's error.
+            Abandoned: the reader gave up (:meth:`abandon`).
+        """
         with self._changed:
-            waited = self._wait_for(lambda: self._size > offset or self._ended)
-            error, available = self._error, self._size - offset
+            waited = self._wait_for(lambda: self._size > offset or self._ended or self._abandoned)
+            error, available, abandoned = self._error, self._size - offset, self._abandoned
         self._waited(waited)
+        if abandoned:
+            raise Abandoned("the reader of the download gave up")
         if error is not None:
             raise error
         return available
+
+    def abandon(self) -> None:
+        """The reader gives up (an interrupt, an error elsewhere): a read that waits for the
+        download raises :class:`Abandoned` at once instead of waiting for it to end."""
+        with self._changed:
+            self._abandoned = True
+            self._changed.notify_all()
 
     def _wait_for(self, ready: Callable[[], bool]) -> float:
         """Wait (holding the condition) until ``ready``; the seconds it took."""
@@ -121,6 +140,10 @@ class FollowingReader:
         count = os.preadv(self._fd, [memoryview(buffer)[:available]], self._offset)
         self._offset += count
         return count
+
+    def abandon(self) -> None:
+        """Stop waiting for the download (see :meth:`GrowingBlob.abandon`)."""
+        self._blob.abandon()
 
     def download_error(self) -> BaseException | None:
         """After reading failed (say, a corrupt stream), what the download says: a checksum

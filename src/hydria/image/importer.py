@@ -19,6 +19,7 @@ from hydria.image.cache import BlobCache
 from hydria.image.compression import Prefetcher, decompressed
 from hydria.image.config import runtime_files
 from hydria.image.flatten import ExtraFile, LayerContent, LayerStream, flatten
+from hydria.image.growing import FollowingReader
 from hydria.image.imagecache import CachedImage, ImageCache
 from hydria.image.reference import EngineImage, ImageReference, LocalImage, RegistryImage, parse
 from hydria.image.squashfs import SquashfsFailed, Tar2Sqfs, tar2sqfs_options
@@ -64,6 +65,7 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
     want = mf.parse_platform(arch)
     options = tar2sqfs_options(settings.squash_options, settings.max_processors)
     with ExitStack() as stack:
+        stack.enter_context(_terminate_as_interrupt())
         resolved = _open_source(ref, settings, cwd, stack)(want)
         found = resolved.config.get("architecture")
         if found and found != want.architecture:
@@ -76,6 +78,28 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
     if image != target:
         log.info("Using the kept image %s", image)
     return image
+
+
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (scancel of a Slurm step that imports, kill) ends the import as Ctrl-C does, at once
+    and leaving nothing behind, instead of killing Python mid-write. Only in the main thread,
+    where Python runs signal handlers."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def image_digest(uri: str, settings: Settings, *, arch: str | None = None) -> str:
@@ -177,6 +201,8 @@ def _layer_opener(resolved: mf.ResolvedImage, descriptor: mf.Descriptor) -> Call
             try:
                 yield reader
             except BaseException:
+                if isinstance(raw, FollowingReader):
+                    raw.abandon()  # its thread stops waiting for the download (Ctrl-C ends at once)
                 reader.cancel()
                 raise
             reader.finish()

@@ -14,7 +14,9 @@ import base64
 import getpass
 import json
 import re
+import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -59,6 +61,10 @@ _REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not
 
 class RegistryError(HydriaError):
     """The registry could not be reached or refused a request."""
+
+
+class Interrupted(HydriaError):
+    """A download ended because the import is ending (an interrupt, or an error elsewhere)."""
 
 
 class _BrokenOff(Exception):
@@ -116,6 +122,9 @@ class RegistrySource:
         self._growing: dict[str, GrowingBlob] = {}
         self._descriptors: dict[str, mf.Descriptor] = {}
         self._pool = ThreadPoolExecutor(max_workers=settings.max_connections or 32)
+        self._closing = threading.Event()
+        self._sockets: set[socket.socket] = set()  # of the blob downloads under way
+        self._sockets_lock = threading.Lock()
         self._layers = DownloadQueue(self._start_layer, settings.max_connections)
         limit = settings.max_connections or None
         self.stall = min(STALL, settings.transfer_timeout or STALL)
@@ -127,7 +136,17 @@ class RegistrySource:
         )
 
     def close(self) -> None:
+        """End the downloads still running (an interrupt, an error elsewhere) at once: their next
+        chunk ends them, and shutting their connections down ends a read that waits on the
+        network (closing a socket would not wake a thread blocked on it)."""
+        self._closing.set()
         self._layers.close()
+        with self._sockets_lock:
+            for connection in self._sockets:
+                try:
+                    connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # closed meanwhile
         self._pool.shutdown(wait=True, cancel_futures=True)
         self.client.close()
 
@@ -365,11 +384,14 @@ class RegistrySource:
                     self._download_from(descriptor, received, out, deadline)
                     return
                 except _BrokenOff as broken:
+                    if self._closing.is_set():
+                        raise Interrupted(f"the download of {descriptor.digest} was stopped") from None
                     received, error = broken.received, _describe(broken.error, self.stall)
                     if attempt < resumes:
                         log.warning("Download of %s broke off after %d bytes (%s); resuming",
                                     descriptor.digest, received, error)
-                        time.sleep(min(0.5 * 2 ** attempt, 10))
+                        if self._closing.wait(min(0.5 * 2 ** attempt, 10)):
+                            raise Interrupted(f"the download of {descriptor.digest} was stopped")
             raise RegistryError(f"Download of {descriptor.digest} failed after {received} of {descriptor.size} "
                                 f"bytes, {resumes + 1} tries: {error}",
                                 hint="check the network; HYDRIA_TRANSFER_RETRIES adds tries")
@@ -390,9 +412,11 @@ class RegistrySource:
         received = offset
         window_start, window_bytes = time.monotonic(), 0  # for the low-speed limit
         try:
-            with self._request(f"blobs/{descriptor.digest}", offset=offset) as response:
+            with self._request(f"blobs/{descriptor.digest}", offset=offset) as response, self._tracked(response):
                 skip = offset - _range_start(response, offset)
                 for chunk in body_chunks(response):
+                    if self._closing.is_set():
+                        raise Interrupted(f"the download of {descriptor.digest} was stopped")
                     if skip:  # the registry sent bytes before the offset (it ignored the range)
                         chunk, skip = chunk[skip:], max(0, skip - len(chunk))
                     out.write(chunk)
@@ -410,6 +434,24 @@ class RegistrySource:
                         window_start, window_bytes = now, 0
         except httpx.TransportError as error:
             raise _BrokenOff(received, error) from None
+
+    @contextmanager
+    def _tracked(self, response: httpx.Response) -> Iterator[None]:
+        """Keep the response's socket where :meth:`close` can shut it down, while it is read."""
+        stream = response.extensions.get("network_stream")
+        connection = stream.get_extra_info("socket") if stream is not None else None
+        if connection is None:
+            yield
+            return
+        with self._sockets_lock:
+            self._sockets.add(connection)
+        if self._closing.is_set():  # close() ran before the socket was known
+            connection.shutdown(socket.SHUT_RDWR)
+        try:
+            yield
+        finally:
+            with self._sockets_lock:
+                self._sockets.discard(connection)
 
     @contextmanager
     def open_blob(self, descriptor: mf.Descriptor) -> Iterator[mf.Blob]:
