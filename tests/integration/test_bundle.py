@@ -145,7 +145,7 @@ def test_bundle_of_an_image_compressed_otherwise(workspace: Workspace) -> None:
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (("missing.sqsh",), "No such file or directory: /"),  # the absolute path, as enroot names it
+    (("missing.sqsh",), "No such file or directory: /tmp/hydria-ws-"),  # the absolute path, as enroot names it
     (("not-an-image",), "Invalid image format: not-an-image"),
     (("-o", "nodir/x.run", "IMAGE"), "No such file or directory"),
     (("-o", "existing.run", "IMAGE"), "File already exists"),
