@@ -181,17 +181,33 @@ def test_basic_auth(busybox: PublishedImage, registry: Registry, workspace: Work
         assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize(("credentials", "message"), [
-    ("", "authentication anonymously at http://127.0.0.1:"),
-    ("machine 127.0.0.1 login ada password nope\n", "authentication as ada at"),
-])
-def test_refused_credentials_fail_clearly(credentials: str, message: str, busybox: PublishedImage,
-                                          registry: Registry, workspace: Workspace) -> None:
+@pytest.mark.parametrize("form", ["multi-line", "with-port"])
+def test_netrc_entries_over_lines_and_with_a_port(form: str, busybox: PublishedImage, registry: Registry,
+                                                  workspace: Workspace) -> None:
     with AuthProxy(registry.address) as proxy:
-        write_credentials(workspace, credentials)
+        machine = "127.0.0.1" if form == "multi-line" else proxy.address
+        write_credentials(workspace, f"machine {machine}\n  login ada\n  password s3cret\n" if form == "multi-line"
+                          else f"machine 127.0.0.1 login bob password wrong\nmachine {machine} login ada password s3cret\n")
+        result = workspace.run("import", "-o", "x.sqsh", f"docker://{proxy.address}#{busybox.repository}")
+        assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(("credentials", "message", "state"), [
+    (None, "authentication anonymously at http://127.0.0.1:", "/.credentials does not exist"),
+    ("machine other.example.com login ada password x\n", "authentication anonymously at",
+     "has no entry for 127.0.0.1:PORT (its machines: other.example.com)"),
+    ("machine 127.0.0.1 login ada password nope\n", "authentication as ada at", "has an entry for 127.0.0.1 (login ada)"),
+])
+def test_refused_credentials_fail_clearly(credentials: str | None, message: str, state: str, busybox: PublishedImage,
+                                          registry: Registry, workspace: Workspace) -> None:
+    """The error says which credentials file was read and what it has for the registry."""
+    with AuthProxy(registry.address) as proxy:
+        if credentials is not None:
+            write_credentials(workspace, credentials)
         result = workspace.run("import", f"docker://{proxy.address}#{busybox.repository}")
         assert result.returncode == 1
         assert message in result.stderr and "failed: 401" in result.stderr
+        assert state.replace("PORT", str(proxy.port)) in result.stderr
         assert list(workspace.out.iterdir()) == []
 
 

@@ -214,11 +214,19 @@ class RegistrySource:
         if code in (401, 403):
             who = f"as {self._login[0]}" if self._login else "anonymously"
             return RegistryError(message, hint=f"access denied {who}: check the image name and your "
-                                 f"credentials in {self.settings.config_path}/.credentials")
+                                 f"credentials: {self._credentials_state()}")
         if code == 404:
             return RegistryError(message, hint=f"{self.ref.repository}:{self.ref.reference} does not exist "
                                  f"on {self.ref.registry}: check the image name and tag")
         return RegistryError(message)
+
+    def _credentials_state(self) -> str:
+        """Which credentials file was read and what it has for this registry (for hints)."""
+        path = Path(self.settings.config_path, ".credentials")
+        try:
+            return credentials.describe(credentials.load(path), path, self.ref.registry)
+        except HydriaError as e:
+            return e.message
 
     def _credentials(self) -> tuple[str, str] | None:
         if self._login_resolved:
@@ -246,7 +254,7 @@ class RegistrySource:
         if scheme == "basic":
             if login is None:
                 raise RegistryError(f"registry {self.ref.registry} requires a login",
-                                    hint=f"add your credentials to {self.settings.config_path}/.credentials")
+                                    hint=f"add your credentials: {self._credentials_state()}")
             self.authorization = "Basic " + base64.b64encode(f"{login[0]}:{login[1]}".encode()).decode()
             return
         if scheme != "bearer":
@@ -263,7 +271,7 @@ class RegistrySource:
             if response.status_code >= 400:
                 who = f"as {login[0]}" if login else "anonymously"
                 raise RegistryError(f"authentication {who} at {realm} failed: {response.status_code}",
-                                    hint=f"check your credentials in {self.settings.config_path}/.credentials")
+                                    hint=f"check your credentials: {self._credentials_state()}")
             data = self._read_document(response, f"the token from {realm}")
         finally:
             response.close()
