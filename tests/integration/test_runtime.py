@@ -95,6 +95,20 @@ def test_mount_errors_change_nothing(images: dict[str, Path], workspace: Workspa
     assert escape.returncode == 1 and "Invalid cross-device link (it leads outside the container's root)" in escape.stderr
 
 
+@pytest.mark.parametrize(("mount", "message", "hint"), [
+    ("tmpfs:/scr:tmpfs:size=1m", "failed to mount: tmpfs at /scr: the mount point /scr does not exist in the container",
+     "add x-create=dir to its options (x-create=file for a file), e.g. --mount tmpfs:/scr:tmpfs:x-create=dir,size=1m"),
+    ("tmpfs:/tmp:tmpfs:sizee=1m", "failed to mount: tmpfs at /tmp: Invalid argument",
+     "the kernel refused the options 'sizee=1m': check their names and values for tmpfs"),
+    ("/tmp:/etc/hostname/x", ("failed to create directory: /etc/hostname/x in the container: "
+                              "a part of the path is a file, not a directory"), "from --mount"),
+])
+def test_mount_mistakes_say_what_to_do(mount: str, message: str, hint: str, images: dict[str, Path],
+                                       workspace: Workspace) -> None:
+    result = start(workspace, "-m", mount, str(images["debian"]), "true")
+    assert result.returncode == 1 and message in result.stderr and hint in result.stderr, result.stderr
+
+
 def test_pid_and_net_namespaces(images: dict[str, Path], workspace: Workspace) -> None:
     image = str(images["busybox"])
     assert output(workspace, "--pid", image, "sh", "-c", "echo $$") == "1\n"

@@ -9,6 +9,7 @@ swapped in meanwhile makes the kernel bind a host path.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Sequence
@@ -135,11 +136,32 @@ def mount_entries(entries: Sequence[MountEntry], root: str, passno: int, cwd: st
         try:
             mount_entry(entry, root, cwd)
         except (OSError, MountFailed) as e:
-            message = e.message if isinstance(e, MountFailed) else f"failed to mount: {entry.source} at {entry.target}: {e.strerror}"
+            message, advice = (e.message, e.hint) if isinstance(e, MountFailed) else _explain(entry, root, e)
             if "nofail" not in entry.options:
-                raise MountFailed(message, hint=f"from {entry.origin}" if entry.origin else None) from None
+                hint = "; ".join(part for part in (f"from {entry.origin}" if entry.origin else "", advice or "") if part)
+                raise MountFailed(message, hint=hint or None) from None
             if "silent" not in entry.options or "loud" in entry.options:
                 log.warning("%s", message)
+
+
+def _explain(entry: MountEntry, root: str, error: OSError) -> tuple[str, str | None]:
+    """The message and advice for a mount the kernel refused."""
+    failed = f"failed to mount: {entry.source} at {entry.target}"
+    if error.errno == errno.ENOENT:
+        try:
+            missing = not os.path.lexists(resolve_in_root(root, entry.target))
+        except MountFailed:
+            missing = False
+        if missing:
+            example = f"{entry.source}:{entry.target}:{entry.fstype}:{','.join(('x-create=dir', *entry.options))}"
+            return (f"{failed}: the mount point {entry.target} does not exist in the container",
+                    f"add x-create=dir to its options (x-create=file for a file), e.g. --mount {example}")
+    if error.errno == errno.EINVAL:
+        data = entry.split_options()[2]
+        if data:
+            return (f"{failed}: {error.strerror}",
+                    f"the kernel refused the options {data!r}: check their names and values for {entry.fstype}")
+    return f"{failed}: {error.strerror}", None
 
 
 def mount_entry(entry: MountEntry, root: str, cwd: str) -> None:
@@ -178,7 +200,7 @@ def _inside(root: str, path: str) -> str | None:
 def _mount_entry(entry: MountEntry, source: str, target: str) -> None:
     create = entry.option_value("x-create")
     if create is not None:
-        _create(target, create, source if entry.is_bind else None)
+        _create(target, create, source if entry.is_bind else None, entry.target)
     if entry.option_value("x-move") is not None:
         sc.mount(source, target, None, sc.MS_MOVE)
         return
@@ -197,7 +219,8 @@ def _mount_entry(entry: MountEntry, source: str, target: str) -> None:
         sc.mount(None, target, None, propagation)
 
 
-def _create(target: str, kind: str, source: str | None) -> None:
+def _create(target: str, kind: str, source: str | None, shown: str) -> None:
+    """Create the mount point ``target`` (``shown``: its path in the container, for messages)."""
     if kind == "auto":
         kind = "file" if source and not os.path.isdir(source) else "dir"
     try:  # a new mount point gets mode 0000, as enroot's do: export leaves such placeholders out
@@ -209,6 +232,10 @@ def _create(target: str, kind: str, source: str | None) -> None:
             os.makedirs(os.path.dirname(target), exist_ok=True)
             os.close(os.open(target, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0))
         elif stat.S_ISDIR(os.stat(target).st_mode):
-            raise MountFailed(f"failed to create file: {target}: is a directory")
+            raise MountFailed(f"failed to create file: {shown} in the container: it is a directory")
     except OSError as e:
-        raise MountFailed(f"failed to create {'directory' if kind == 'dir' else 'file'}: {target}: {e.strerror}") from None
+        reason = e.strerror
+        if e.errno in (errno.EEXIST, errno.ENOTDIR):  # a file where a directory of the path should be
+            reason = "a part of the path is a file, not a directory"
+        raise MountFailed(f"failed to create {'directory' if kind == 'dir' else 'file'}: {shown} in the container: "
+                          f"{reason}") from None
