@@ -4,7 +4,8 @@
 * ``manifest-silent``: a manifest request is never answered;
 * ``manifest-drip``: a manifest's body comes at one byte a second;
 * ``redirect-loop``: every manifest request is redirected to itself;
-* ``blob-trickle``: a blob's body comes at 64 KiB a second (slow, but not stalled).
+* ``blob-trickle``: a blob's body comes at 64 KiB a second (slow, but not stalled);
+* ``blob-redirect-closed``: a blob request is redirected to a port where nothing listens.
 
 Everything else is forwarded. A stalled answer ends when the front is closed."""
 
@@ -17,8 +18,9 @@ from http.server import BaseHTTPRequestHandler
 import httpx
 
 from testbed.forwarding import QuietHandler, RegistryFront, forward
+from testbed.registry import free_port
 
-KINDS = ("blob-headers", "manifest-silent", "manifest-drip", "redirect-loop", "blob-trickle")
+KINDS = ("blob-headers", "manifest-silent", "manifest-drip", "redirect-loop", "blob-trickle", "blob-redirect-closed")
 TRICKLE = 64 << 10  # bytes a second
 
 
@@ -29,6 +31,7 @@ class StallProxy(RegistryFront):
         self.how = how
         self.closing = threading.Event()
         self.blob_requests = 0  # blob GETs seen, so that a test knows a download is under way
+        self.closed_port = free_port()  # nothing listens there
         super().__init__(upstream)
 
     def __exit__(self, *exc: object) -> None:
@@ -74,6 +77,11 @@ class StallProxy(RegistryFront):
                         self.wfile.write(answer.content[start:start + TRICKLE // 8])
                         self.wfile.flush()
                         time.sleep(0.125)
+                elif how == "blob-redirect-closed" and blob:
+                    self.send_response(307)
+                    self.send_header("Location", f"http://127.0.0.1:{proxy.closed_port}/storage{self.path}")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
                 elif how == "redirect-loop" and "/manifests/" in self.path:
                     self.send_response(302)
                     self.send_header("Location", self.path)

@@ -395,6 +395,17 @@ def test_a_distant_registry_gets_several_downloads_at_once(variants: dict[str, s
     assert proxy.most_at_once >= 2
 
 
+def test_a_redirect_to_a_closed_port_names_its_target(busybox: PublishedImage, registry: Registry,
+                                                     workspace: Workspace) -> None:
+    with StallProxy(registry.address, "blob-redirect-closed") as front:
+        result = workspace.run("import", "-o", "x.sqsh", busybox.docker_uri.replace(registry.address, front.address))
+    assert result.returncode == 1
+    assert (f"Could not connect to 127.0.0.1:{front.closed_port} (where registry {front.address} redirected)"
+            in result.stderr), result.stderr
+    assert "the registry's storage is down or unreachable from here" in result.stderr
+    assert list(workspace.out.iterdir()) == []
+
+
 @pytest.mark.parametrize(("how", "message"), [
     ("blob-headers", "no data for 5 s"),
     ("manifest-silent", "no data for 5 s"),

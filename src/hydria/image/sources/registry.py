@@ -191,22 +191,36 @@ class RegistrySource:
                 log.debug("https to %s failed (%s); trying plain http", self.ref.registry, e)
                 self.scheme = "http"
                 return self._send(path, headers)
+            peer = self._peer(e)
             hint = "check the registry address and your network"
             if "SSL" in str(e) or "ssl" in str(e):
                 hint = "if this registry serves plain HTTP, set HYDRIA_ALLOW_HTTP=y (insecure)"
-            raise RegistryError(f"Could not connect to registry {self.ref.registry}: {e}", hint=hint) from None
-        except httpx.ConnectTimeout:
-            raise RegistryError(f"Could not connect to registry {self.ref.registry}: timed out after "
+            elif not peer.startswith("registry "):
+                hint = "the registry sends its downloads there: the registry's storage is down or unreachable from here"
+            raise RegistryError(f"Could not connect to {peer}: {e}", hint=hint) from None
+        except httpx.ConnectTimeout as e:
+            raise RegistryError(f"Could not connect to {self._peer(e)}: timed out after "
                                 f"{self.settings.connect_timeout} s",
                                 hint="raise HYDRIA_CONNECT_TIMEOUT or check the network") from None
         except httpx.TooManyRedirects:
             raise RegistryError(f"registry {self.ref.registry}: too many redirects for {self._url(path)}",
                                 hint="the registry or a proxy in front of it redirects in a loop") from None
         except httpx.TransportError as e:
-            raise RegistryError(f"Could not talk to registry {self.ref.registry}: {_describe(e, self.stall)}") from None
+            raise RegistryError(f"Could not talk to {self._peer(e)}: {_describe(e, self.stall)}") from None
         except _UNSENDABLE as e:
             raise RegistryError(f"Could not talk to registry {self.ref.registry}: {e}",
                                 hint="check the registry's address in the image URI") from None
+
+    def _peer(self, error: httpx.HTTPError) -> str:
+        """Who failed to answer: the registry, or the address it redirected to (blob storage)."""
+        try:
+            url = error.request.url
+        except RuntimeError:  # no request attached
+            return f"registry {self.ref.registry}"
+        address = f"{url.host}:{url.port}" if url.port else url.host
+        if self.ref.registry in (address, url.host):
+            return f"registry {self.ref.registry}"
+        return f"{address} (where registry {self.ref.registry} redirected)"
 
     def _http_error(self, response: httpx.Response) -> RegistryError:
         code = response.status_code
