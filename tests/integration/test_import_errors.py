@@ -124,6 +124,16 @@ def test_full_disk(debian: PublishedImage, workspace: Workspace, small_disk: Pat
     assert list(small_disk.iterdir()) == []
 
 
+def test_full_cache_disk_names_the_path(debian: PublishedImage, workspace: Workspace, small_disk: Path) -> None:
+    cache = small_disk / "cache"
+    result = workspace.run("import", "-o", "debian.sqsh", debian.docker_uri, HYDRIA_CACHE_PATH=str(cache))
+    assert result.returncode == 1 and "Traceback" not in result.stderr and "[Errno 28]" not in result.stderr
+    assert f"cannot write {cache}/blobs/sha256/" in result.stderr and "No space left on device" in result.stderr
+    assert f"free space in {cache} (HYDRIA_CACHE_PATH)" in result.stderr
+    assert list(workspace.out.iterdir()) == []
+    cache_is_consistent(cache)  # no partial blob
+
+
 def cache_is_consistent(cache: Path) -> None:
     for blob in (cache / "blobs" / "sha256").iterdir():
         assert hashlib.sha256(blob.read_bytes()).hexdigest() == blob.name, f"corrupt cache entry {blob}"

@@ -192,7 +192,7 @@ class BlobCache:
             with anonymous_file(self.path(digest)) as blob:
                 if growing is not None:
                     growing.started(blob.fd)
-                hashing = _HashingWriter(blob.fd, growing.grew if growing is not None else None)
+                hashing = _HashingWriter(blob.fd, growing.grew if growing is not None else None, self.path(digest))
                 download(hashing)
                 actual = "sha256:" + hashing.hash.hexdigest()
                 if actual != digest:
@@ -248,18 +248,26 @@ def open_regular(path: Path) -> int:
 
 
 class _HashingWriter:
-    """Writes to ``fd`` unbuffered (so a following reader sees every byte written), hashing it."""
+    """Writes to ``fd`` unbuffered (so a following reader sees every byte written), hashing it;
+    ``where`` names the blob's place in messages."""
 
-    def __init__(self, fd: int, grew: Callable[[int], None] | None) -> None:
+    def __init__(self, fd: int, grew: Callable[[int], None] | None, where: Path) -> None:
         self.fd = fd
         self.grew = grew
+        self.where = where
         self.hash = hashlib.sha256()
 
     def write(self, data: bytes) -> int:
         self.hash.update(data)
         view = memoryview(data)
         while view:
-            view = view[os.write(self.fd, view):]
+            try:
+                view = view[os.write(self.fd, view):]
+            except OSError as e:
+                full = e.errno in (errno.ENOSPC, errno.EDQUOT)
+                raise HydriaError(f"cannot write {self.where}: {e.strerror}",
+                                  hint=f"free space in {self.where.parent.parent.parent} (HYDRIA_CACHE_PATH) or set "
+                                       "HYDRIA_CACHE_PATH to a file system with room" if full else None) from None
         if self.grew is not None:
             self.grew(len(data))
         return len(data)
