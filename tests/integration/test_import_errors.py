@@ -91,10 +91,15 @@ def test_output_directory_must_be_writable(busybox: PublishedImage, workspace: W
 
 
 @pytest.mark.parametrize("scheme", ["oci-archive", "docker-archive"])
-def test_corrupt_archive(scheme: str, workspace: Workspace) -> None:
+def test_corrupt_archive(scheme: str, workspace: Workspace, images: dict[str, Path]) -> None:
+    """One line that says what the file is, not tarfile's five-line account of its attempts."""
     junk = workspace.root / "junk.tar"
     junk.write_bytes(os.urandom(5000))
-    assert "Invalid image format" in fails(workspace, f"{scheme}://{junk}")
+    err = fails(workspace, f"{scheme}://{junk}")
+    assert f"Invalid image format: {junk}: not a tar archive (plain, gzip, bzip2 or xz)" in err
+    assert "ReadError" not in err and len(err.splitlines()) == 2
+    err = fails(workspace, f"{scheme}://{images['busybox']}")
+    assert f"{images['busybox']} is a squashfs image, not an archive" in err and "it needs no import" in err
 
 
 def test_missing_local_path(workspace: Workspace) -> None:

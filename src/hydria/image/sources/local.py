@@ -22,6 +22,19 @@ REF_ANNOTATION = "org.opencontainers.image.ref.name"
 _MAX_JSON = 16 << 20  # manifests and configs are small; refuse to read a huge "JSON" file
 
 
+def _not_an_archive(path: Path) -> HydriaError:
+    """The error for a file that is no tar archive (plain, gzip, bzip2 or xz), saying what it is
+    where that helps."""
+    with path.open("rb") as handle:
+        head = handle.read(4)
+    if head == b"hsqs":
+        return HydriaError(f"Invalid image format: {path} is a squashfs image, not an archive",
+                           hint=f"it needs no import: hydria start {path} ..., or hydria create {path}")
+    what = "an empty file" if not head else "not a tar archive (plain, gzip, bzip2 or xz)"
+    return HydriaError(f"Invalid image format: {path}: {what}",
+                       hint="docker-archive:// takes 'docker save' output, oci-archive:// an OCI image tar")
+
+
 class _Files:
     """Read access to the files of a directory or of a tar archive, by relative path."""
 
@@ -33,8 +46,10 @@ class _Files:
         if not root.is_dir():
             try:
                 self.tar = stack.enter_context(tarfile.open(root))  # noqa: SIM115 closed by the stack
-            except (tarfile.TarError, OSError) as e:
-                raise HydriaError(f"Invalid image format: {root}: not a readable tar archive ({e})") from None
+            except OSError as e:
+                raise HydriaError(f"cannot read {root}: {e.strerror}") from None
+            except tarfile.TarError:
+                raise _not_an_archive(root) from None
             self.members = {m.name.removeprefix("./"): m for m in self.tar.getmembers() if m.isreg()}
 
     def has(self, name: str) -> bool:
