@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -346,6 +347,12 @@ def test_list_fancy_shows_running_containers(images: dict[str, Path], workspace:
         assert rows["idle"] == ["idle"]  # not running: the name only
         assert rows["busy"][1] == str(busy.pid) and rows["busy"][2] == "sleep" and rows["busy"][-2:] == ["sleep", "30"]
         assert "<unknown>" not in rows
+        listed = {row["name"]: row for row in json.loads(workspace.run("list", "--json").stdout)}
+        assert listed["idle"] == {"name": "idle", "path": str(workspace.root / "data" / "idle"), "kind": "image",
+                                  "processes": []}
+        [process] = listed["busy"]["processes"]
+        assert process["pid"] == busy.pid and process["comm"] == "sleep" and process["command"] == "sleep 30"
+        assert set(process) == {"pid", "comm", "state", "started", "time", "mntns", "userns", "command"}
     finally:
         busy.kill()
         busy.wait()

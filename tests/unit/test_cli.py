@@ -90,3 +90,12 @@ def test_installed_as_enroot_it_speaks_as_enroot(monkeypatch: pytest.MonkeyPatch
     assert "Usage: enroot COMMAND" in capsys.readouterr().err
     assert main(["list", "--bogus"]) == 1
     assert "run 'enroot list --help' for usage" in capsys.readouterr().err
+
+
+def test_info_json(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert main(["info", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["version"] == __version__ and report["config_file"].endswith("/etc/hydria.conf")
+    assert report["settings"]["HYDRIA_ALLOW_HTTP"] == {"value": "n", "origin": "default"}

@@ -17,12 +17,20 @@ COLUMNS = ("NAME", "PID", "COMM", "STATE", "STARTED", "TIME", "MNTNS", "USERNS",
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-f", "--fancy", action="store_true", help="show running processes too")
+    parser.add_argument("--json", action="store_true", help="print the containers and their processes as "
+                        "JSON: [{name, path, kind, processes: [{pid, comm, state, started, time, mntns, "
+                        "userns, command}]}]")
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
     from hydria.store import Store
 
     store = Store(settings)
+    if options.json:
+        import json
+
+        print(json.dumps(json_rows(store), indent=1))
+        return 0
     if not options.fancy:
         for name in store.names():
             print(name)
@@ -31,20 +39,47 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def fancy_rows(store: Store) -> list[list[str]]:
+def instances(store: Store) -> list[tuple[str, list[dict[str, str]]]]:
+    """Every container (and ``<unknown>`` for running image files, as enroot), in name order, with
+    the columns of the first process of each running instance (PID, COMM, ... COMMAND)."""
     from hydria.runtime.running import UNKNOWN, describe
 
     processes = store.running()
-    rows = []
+    found = []
     for name in sorted([*store.names(), *([UNKNOWN] if UNKNOWN in processes else [])]):
-        described = [(p, describe(p.pid)) for p in processes.get(name, [])]
-        live = [(p, d) for p, d in described if d is not None]
+        live = []
+        for process in processes.get(name, []):
+            columns = describe(process.pid)
+            if columns is not None:  # not gone meanwhile
+                live.append({"PID": str(process.pid), **columns, "MNTNS": _inode(process.mount_namespace),
+                             "USERNS": _inode(process.user_namespace)})
+        found.append((name, live))
+    return found
+
+
+def fancy_rows(store: Store) -> list[list[str]]:
+    rows = []
+    for name, live in instances(store):
         if not live:
             rows.append([name] + [""] * (len(COLUMNS) - 1))
-        for index, (process, columns) in enumerate(live):
-            rows.append([name if index == 0 else "", str(process.pid), columns["COMM"], columns["STATE"],
-                         columns["STARTED"], columns["TIME"], _inode(process.mount_namespace),
-                         _inode(process.user_namespace), columns["COMMAND"]])
+        for index, columns in enumerate(live):
+            rows.append([name if index == 0 else "", *(columns[column] for column in COLUMNS[1:])])
+    return rows
+
+
+def json_rows(store: Store) -> list[dict[str, object]]:
+    """Each container's name, directory and kind (``image``: an image file and an overlay,
+    ``unpacked``: a tree; both null for ``<unknown>``) and its running instances, with --fancy's
+    columns in lower case (``pid`` a number)."""
+    from hydria.runtime.running import UNKNOWN
+
+    rows: list[dict[str, object]] = []
+    for name, live in instances(store):
+        path = None if name == UNKNOWN else store.path(name)
+        kind = None if path is None else "unpacked" if (path / "rootfs").is_dir() else "image"
+        processes = [{key.lower(): int(value) if key == "PID" else value for key, value in columns.items()}
+                     for columns in live]
+        rows.append({"name": name, "path": str(path) if path else None, "kind": kind, "processes": processes})
     return rows
 
 
