@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 DEBUG, INFO, WARNING, ERROR = 10, 20, 30, 40
 _TAGS = {DEBUG: "DEBUG", INFO: "INFO", WARNING: "WARN", ERROR: "ERROR"}
+_COLOURS = {DEBUG: "\x1b[2m", INFO: "\x1b[94m", WARNING: "\x1b[33m", ERROR: "\x1b[31m"}  # dim, blue, yellow, red
 _stderr_level: int | None = None  # set by the command line: messages go straight to standard error
 
 
@@ -65,7 +66,17 @@ class Logger:
             self.logger.log(level, message, *args)
         elif level >= _stderr_level:
             try:
-                sys.stderr.write(f"[{_TAGS[level]}] {message % args if args else message}\n")
+                tag = f"[{_TAGS[level]}]"
+                if _coloured():
+                    tag = f"{_COLOURS[level]}{tag}\x1b[0m"
+                sys.stderr.write(f"{tag} {message % args if args else message}\n")
                 sys.stderr.flush()
             except (OSError, ValueError):
                 pass  # standard error is closed: nowhere to say it
+
+
+def _coloured() -> bool:
+    """Colour the tags on a terminal, unless NO_COLOR (no-color.org) or TERM=dumb says not to."""
+    import os
+
+    return sys.stderr.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
