@@ -99,3 +99,12 @@ def test_info_json(capsys: pytest.CaptureFixture[str]) -> None:
     report = json.loads(capsys.readouterr().out)
     assert report["version"] == __version__ and report["config_file"].endswith("/etc/hydria.conf")
     assert report["settings"]["HYDRIA_ALLOW_HTTP"] == {"value": "n", "origin": "default"}
+
+
+def test_help_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:  # argparse's --help
+        main(["help", "start"])
+    assert done.value.code == 0
+    assert "usage: hydria start" in capsys.readouterr().out
+    assert main(["help", "frobnicate"]) == 1
+    assert "Unknown command: frobnicate" in capsys.readouterr().err

@@ -81,9 +81,14 @@ def run(argv: Sequence[str]) -> int:
     """Run one hydria command and return its exit status."""
     args = list(argv)
     setup_logging()
+    if args[:1] == ["help"] and args[1:2] and args[1] in COMMAND_BY_NAME:
+        args = [args[1], "--help"]  # hydria help COMMAND
     if not args or args[0] not in COMMAND_BY_NAME:
         if args and args[0] in ("help", "-h", "--help"):
             print(general_usage())
+            if args[0] == "help" and args[1:]:
+                log.error("Unknown command: %s", args[1])
+                return 1
             return 0
         if args and args[0] == "--version":
             args[0] = "version"
