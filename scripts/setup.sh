@@ -43,8 +43,8 @@ if [ ! -x .venv/bin/python ] || [ "$(readlink -f .venv/bin/python)" != "$(readli
     "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.hydria-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-    .venv/bin/pip install --quiet --disable-pip-version-check -e '.[test,dev]'
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
+    .venv/bin/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,dev]'
     touch "$stamp"
 fi
 # Byte-compile as root: the test users cannot write __pycache__ here, and compiling on every

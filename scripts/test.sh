@@ -7,8 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 if [ $# -eq 0 ]; then
-    echo "[test] ruff and mypy"
+    echo "[test] ruff, mypy, and vermin (src/ must run on Python 3.9: RHEL 9's system Python)"
     .venv/bin/ruff check --quiet src testbed tests benchmarks
     .venv/bin/mypy --no-error-summary
+    .venv/bin/vermin --quiet --no-tips --violations --eval-annotations -t=3.9- src/hydria
 fi
 exec .venv/bin/python -m pytest -ra "$@"

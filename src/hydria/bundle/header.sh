@@ -160,8 +160,8 @@ while [ $# -gt 0 ]; do
 done
 
 command -v python3 > /dev/null || bundle::err "Command not found: python3"
-python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
-  || bundle::err "python3 is older than 3.11, which hydria's runtime needs: put a newer one first in PATH"
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))' \
+  || bundle::err "python3 is older than 3.9, which hydria's runtime needs: put a newer one first in PATH"
 command -v "${decompress%% *}" > /dev/null || bundle::err "Command not found: ${decompress%% *}"
 
 if [ -n "${keep-}" ]; then

@@ -14,7 +14,6 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Self
 
 
 class Abandoned(Exception):
@@ -155,7 +154,7 @@ class FollowingReader:
             os.close(self._fd)
             self._fd = -1
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> FollowingReader:  # noqa: PYI034 typing.Self is 3.11, and src runs on 3.9
         return self
 
     def __exit__(self, *exc: object) -> None:

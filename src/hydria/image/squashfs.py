@@ -20,6 +20,7 @@ log = Logger(__name__)
 
 TAR2SQFS = "tar2sqfs"
 PIPE_SIZE = 1 << 20
+F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # Python 3.9's fcntl lacks the name (Linux's value)
 COMPRESSORS = frozenset({"gzip", "lzma", "lzo", "xz", "lz4", "zstd"})
 MKSQUASHFS_DEFAULT_COMPRESSOR = "gzip"
 # Without data compression, the data is read at the speed of the disk: the nearest tar2sqfs
@@ -131,7 +132,7 @@ class Tar2Sqfs:
         assert self._process.stdin is not None
         self.stdin: IO[bytes] = self._process.stdin
         try:  # fewer, larger pipe transfers: the whole image passes through this pipe
-            fcntl.fcntl(self.stdin.fileno(), fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+            fcntl.fcntl(self.stdin.fileno(), F_SETPIPE_SZ, PIPE_SIZE)
         except OSError:
             pass  # above /proc/sys/fs/pipe-max-size or the user's pipe quota: the default works
 

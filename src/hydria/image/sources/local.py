@@ -108,7 +108,7 @@ def _oci_layout(files: _Files, ref: LocalImage, want: mf.Platform) -> mf.Resolve
     entries = mf.parse_index(index, files.where)
     names = [(m.get("annotations") or {}).get(REF_ANNOTATION) for m in index["manifests"]]
     if ref.ref is not None:
-        chosen = [e for e, name in zip(entries, names, strict=True) if name == ref.ref]
+        chosen = [e for e, name in zip(entries, names) if name == ref.ref]  # one entry per manifest
         if not chosen:
             raise HydriaError(f"no image named {ref.ref!r} in {files.where}",
                               hint="available: " + ", ".join(n for n in names if n) or "none named")
@@ -157,9 +157,9 @@ def _docker_archive(files: _Files, ref: LocalImage) -> mf.ResolvedImage:
         raise HydriaError(f"Could not parse digest information from {files.where}: "
                           f"{len(layer_names)} layers but {len(diff_ids)} diff_ids")
     layers = []
-    for name, diff_id in zip(layer_names, diff_ids, strict=True):
+    for name, diff_id in zip(layer_names, diff_ids):  # as many, checked above
         # Newer Docker writes OCI blobs (named by their own digest, possibly compressed).
         digest = "sha256:" + name.rsplit("/", 1)[1] if name.startswith("blobs/sha256/") else str(diff_id)
         layers.append(mf.Descriptor(digest, -1, "", None))
-    by_digest = {d.digest: n for d, n in zip(layers, layer_names, strict=True)}
+    by_digest = {d.digest: n for d, n in zip(layers, layer_names)}
     return mf.ResolvedImage(ref.uri, config, tuple(layers), _opener(files, lambda d: by_digest[d.digest]))
