@@ -44,6 +44,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("doctor", "Check that this node (or a cluster) can run hydria containers", "hydria.cli.doctor"),
     Command("slurm", "The Slurm plugin's steps and its installation", "hydria.cli.slurm"),
     Command("info", "Show the version and the settings in effect", "hydria.cli.info"),
+    Command("reference", "Print bash completion or man pages, made from the command line's parsers",
+            "hydria.cli.reference", needs_settings=False),
     Command("version", "Show the version", "hydria.cli.version", needs_settings=False),
 )
 COMMAND_BY_NAME = {c.name: c for c in COMMANDS}
@@ -101,11 +103,16 @@ def run(argv: Sequence[str]) -> int:
     return guarded(lambda: _run(command, args[1:]))
 
 
+def build_parser(command: Command) -> ArgumentParser:
+    """The command's parser: its module's ``add_arguments`` (also read by cli/reference.py)."""
+    parser = ArgumentParser(prog=f"{program_name()} {command.name}", description=command.summary)
+    importlib.import_module(command.module).add_arguments(parser)
+    return parser
+
+
 def _run(command: Command, args: list[str]) -> int:
     module = importlib.import_module(command.module)
-    parser = ArgumentParser(prog=f"{program_name()} {command.name}", description=command.summary)
-    module.add_arguments(parser)
-    options = parser.parse_args(args)
+    options = build_parser(command).parse_args(args)
     if not command.needs_settings:
         return int(module.run(options))
     from hydria.config import load_settings
