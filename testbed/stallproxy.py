@@ -4,7 +4,7 @@
 * ``manifest-silent``: a manifest request is never answered;
 * ``manifest-drip``: a manifest's body comes at one byte a second;
 * ``redirect-loop``: every manifest request is redirected to itself;
-* ``blob-trickle``: a blob's body comes at 64 KiB a second (slow, but not stalled);
+* ``blob-trickle``: a blob's body comes at ``rate`` bytes a second (64 KiB: slow, but not stalled);
 * ``blob-redirect-closed``: a blob request is redirected to a port where nothing listens.
 
 Everything else is forwarded. A stalled answer ends when the front is closed."""
@@ -25,10 +25,11 @@ TRICKLE = 64 << 10  # bytes a second
 
 
 class StallProxy(RegistryFront):
-    def __init__(self, upstream: str, how: str) -> None:
+    def __init__(self, upstream: str, how: str, rate: int = TRICKLE) -> None:
         if how not in KINDS:
             raise ValueError(f"unknown stall {how!r}; one of {KINDS}")
         self.how = how
+        self.rate = rate  # bytes a second, for blob-trickle
         self.closing = threading.Event()
         self.blob_requests = 0  # blob GETs seen, so that a test knows a download is under way
         self.closed_port = free_port()  # nothing listens there
@@ -71,10 +72,10 @@ class StallProxy(RegistryFront):
                     self.send_response(answer.status_code)
                     self.send_header("Content-Length", str(len(answer.content)))
                     self.end_headers()
-                    for start in range(0, len(answer.content), TRICKLE // 8):
+                    for start in range(0, len(answer.content), proxy.rate // 8):
                         if proxy.closing.is_set():
                             break
-                        self.wfile.write(answer.content[start:start + TRICKLE // 8])
+                        self.wfile.write(answer.content[start:start + proxy.rate // 8])
                         self.wfile.flush()
                         time.sleep(0.125)
                 elif how == "blob-redirect-closed" and blob:

@@ -20,6 +20,14 @@ DEBUG, INFO, WARNING, ERROR = 10, 20, 30, 40
 _TAGS = {DEBUG: "DEBUG", INFO: "INFO", WARNING: "WARN", ERROR: "ERROR"}
 _COLOURS = {DEBUG: "\x1b[2m", INFO: "\x1b[94m", WARNING: "\x1b[33m", ERROR: "\x1b[31m"}  # dim, blue, yellow, red
 _stderr_level: int | None = None  # set by the command line: messages go straight to standard error
+_live_area: Any = None  # a block of live lines at the bottom of the terminal (image/progress.py)
+
+
+def set_live_area(area: Any) -> None:
+    """While ``area`` (with ``erase()`` and ``redraw()``) is drawn at the bottom of the terminal,
+    a message erases it, is written, and draws it again below; None: no such block."""
+    global _live_area
+    _live_area = area
 
 
 def to_stderr(level: int | None = INFO) -> None:
@@ -69,8 +77,13 @@ class Logger:
                 tag = f"[{_TAGS[level]}]"
                 if _coloured():
                     tag = f"{_COLOURS[level]}{tag}\x1b[0m"
+                area = _live_area
+                if area is not None:
+                    area.erase()
                 sys.stderr.write(f"{tag} {message % args if args else message}\n")
                 sys.stderr.flush()
+                if area is not None:
+                    area.redraw()
             except (OSError, ValueError):
                 pass  # standard error is closed: nowhere to say it
 

@@ -1,16 +1,20 @@
-"""Download progress: live lines on a terminal, one log line per layer otherwise."""
+"""Import progress: live lines on a terminal (cut to its width and height, log lines above them),
+log lines otherwise; every phase (downloads with totals and time left, merge, squash). A real
+terminal is driven in tests/integration/test_progress_terminal.py."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from hydria import log
-from hydria.image.progress import Progress
+from hydria.image.progress import Progress, human
 
 DIGEST = "sha256:" + "ab" * 32
+OTHER = "sha256:" + "cd" * 32
 
 
 @pytest.fixture(autouse=True)
@@ -20,16 +24,29 @@ def through_logging() -> Iterator[None]:
     log.to_stderr(None)
     yield
     log.to_stderr(None)
+    log.set_live_area(None)
 
 
-def test_without_terminal_logs_one_line_per_finished_layer(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(("count", "text"), [(0, "0 B"), (512, "512 B"), (1500, "1.5 kB"), (3_000_000, "3.0 MB"),
+                                             (2_500_000_000, "2.50 GB")])
+def test_sizes_in_the_unit_that_suits_them(count: int, text: str) -> None:
+    assert human(count) == text
+
+
+def test_without_terminal_logs_one_line_per_blob_and_the_squash(caplog: pytest.LogCaptureFixture) -> None:
     progress = Progress(live=False)
     with caplog.at_level(logging.INFO, logger="hydria.image.progress"):
-        progress.start(DIGEST, 3_000_000)
-        progress.advance(DIGEST, 3_000_000)
+        progress.start(DIGEST, 512)
+        progress.advance(DIGEST, 512)
         progress.finish(DIGEST)
-    assert len(caplog.records) == 1
-    assert "abababababab" in caplog.records[0].message and "3.0 /      3.0 MB" in caplog.records[0].message
+        progress.squashing()
+        progress.merged(3_000_000)
+        progress.merge_ended()
+        progress.squashed()
+    messages = [record.message for record in caplog.records]
+    assert len(messages) == 3
+    assert "abababababab" in messages[0] and "512 B / 512 B" in messages[0]  # not "0.0 / 0.0 MB"
+    assert messages[1] == "Squashing the image..." and messages[2].startswith("Squashed 3.0 MB in ")
 
 
 def test_the_command_line_writes_the_line_itself(capsys: pytest.CaptureFixture[str]) -> None:
@@ -45,17 +62,61 @@ def test_the_command_line_writes_the_line_itself(capsys: pytest.CaptureFixture[s
     assert capsys.readouterr().err == ""
 
 
-def test_live_redraws_in_place(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_finished_blob_keeps_its_rate() -> None:
+    progress = Progress(live=False)
+    progress.start(DIGEST, 1_000_000)
+    progress.advance(DIGEST, 1_000_000)
+    progress.finish(DIGEST)
+    first = progress._lines(200, 50)[0]
+    time.sleep(0.2)
+    assert progress._lines(200, 50)[0] == first  # the rate no longer falls with the clock
+
+
+def test_lines_fit_the_terminal() -> None:
+    progress = Progress(live=False)
+    for index in range(30):
+        progress.start(f"sha256:{index:064x}", 10_000_000)
+    progress.finish(f"sha256:{0:064x}")
+    progress.squashing()
+    narrow = progress._lines(44, 12)
+    assert all(len(line) < 44 for line in narrow)
+    assert len(narrow) <= 12 - 1  # the block never climbs past the top of the screen
+    assert narrow[-2].startswith("Downloading 1/30 done") and narrow[-1].startswith("Squashing: ")
+    wide = progress._lines(120, 50)
+    assert len(wide) == 30 + 2 and all(len(line) < 120 for line in wide)
+
+
+def test_total_line_has_time_left_while_downloading() -> None:
+    progress = Progress(live=False)
+    progress.start(DIGEST, 4_000_000)
+    progress.start(OTHER, 4_000_000)
+    progress.advance(DIGEST, 2_000_000)
+    progress._blobs[DIGEST].started -= 1  # 2 MB/s
+    total = progress._lines(200, 50)[-1]
+    assert total.startswith("Downloading 0/2 done, 2.0 MB of 8.0 MB, ") and total.endswith(" left")
+    for digest in (DIGEST, OTHER):
+        progress.finish(digest)
+    assert progress._lines(200, 50)[-1] == "Downloaded 2/2, 2.0 MB"
+
+
+def test_live_block_redraws_in_place_and_log_lines_go_above_it(capsys: pytest.CaptureFixture[str]) -> None:
+    log.to_stderr()
     progress = Progress(live=True)
     progress.start(DIGEST, 1_000_000)
-    progress.start("sha256:" + "cd" * 32, -1)
+    progress.start(OTHER, -1)
+    log.Logger("hydria").info("Downloading 2 missing layers...")
     progress.finish(DIGEST)
+    progress.close()
     err = capsys.readouterr().err
-    assert err.count("\x1b[2K") == 1 + 2 + 2  # each draw rewrites every line
-    assert "\x1b[1F" in err and "\x1b[2F" in err
-    first, second = err.split("\x1b[2F")[-1].splitlines()
-    assert first.endswith("done") and second.endswith("downloading") and "?" in second
+    # Each draw climbs over the lines it drew before and clears to the end of the screen; the
+    # log line is written after the block was erased, so the next draw does not overwrite it.
+    before, after = err.split("[INFO] Downloading 2 missing layers...\n")
+    assert before.endswith("\x1b[3F\x1b[J") and after.startswith("\x1b[J")
+    last = err.rsplit("\x1b[J", 1)[1].splitlines()
+    assert last[0].startswith("abababababab  done  ") and last[1].startswith("cdcdcdcdcdcd  ...  ")
+    assert last[2].startswith("Downloading 1/2")
+    assert log._live_area is None  # closed: later messages are written plainly
 
 
-def test_finish_of_a_layer_someone_else_downloaded_is_ignored() -> None:
+def test_finish_of_a_blob_someone_else_downloaded_is_ignored() -> None:
     Progress(live=False).finish(DIGEST)

@@ -21,7 +21,7 @@ import tarfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import IO, Protocol
+from typing import Protocol
 
 from hydria.errors import HydriaError
 from hydria.image.compression import CHUNK, DECOMPRESSION_ERRORS
@@ -67,6 +67,12 @@ def usable_mode(mode: int, is_dir: bool) -> int:
     if is_dir:
         return mode | 0o700
     return mode | 0o400 | (0o100 if mode & 0o111 else 0)
+
+
+class Sink(Protocol):
+    """Where the merged tar goes: tar2sqfs's standard input, counted for the progress display."""
+
+    def write(self, data: bytes | memoryview, /) -> object: ...
 
 
 class LayerContent(Protocol):
@@ -131,7 +137,7 @@ class _TarSource:
             pass
         return self._position
 
-    def copy_to(self, out: IO[bytes], size: int) -> None:
+    def copy_to(self, out: Sink, size: int) -> None:
         """Write the next ``size`` bytes to ``out``.
 
         Raises:
@@ -162,7 +168,7 @@ class _Claim:
 class _Merger:
     """The state of a top-down merge: what upper layers wrote, deleted and made opaque."""
 
-    out: IO[bytes]
+    out: Sink
     claimed: dict[str, _Claim] = field(default_factory=dict)
     hidden: set[str] = field(default_factory=set)
     opaque: set[str] = field(default_factory=set)
@@ -216,7 +222,7 @@ class _Merger:
         self.opaque |= opaque
         self.blocked.clear()
 
-    def write(self, info: tarfile.TarInfo, content: Callable[[IO[bytes], int], object] | None = None) -> None:
+    def write(self, info: tarfile.TarInfo, content: Callable[[Sink, int], object] | None = None) -> None:
         """Write ``info``'s header and then its ``content(out, size)``, padded to a block."""
         self.out.write(info.tobuf(tarfile.PAX_FORMAT, ENCODING, "surrogateescape"))
         if info.size:
@@ -240,7 +246,7 @@ def _output_info(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo:
     return info
 
 
-def flatten(layers: Sequence[LayerStream], extras: Sequence[ExtraFile], out: IO[bytes],
+def flatten(layers: Sequence[LayerStream], extras: Sequence[ExtraFile], out: Sink,
             ensure_dirs: Sequence[str] = ()) -> FlattenStats:
     """Write the merged root filesystem of ``layers`` (top first) plus ``extras`` as a tar to ``out``;
     ``ensure_dirs`` are created (0755) when no layer has them, nor a link or file on their way.
@@ -309,14 +315,14 @@ def _members(source: _TarSource) -> Iterator[tarfile.TarInfo]:
         yield member
 
 
-def _content(source: _TarSource, member: tarfile.TarInfo) -> Callable[[IO[bytes], int], None]:
+def _content(source: _TarSource, member: tarfile.TarInfo) -> Callable[[Sink, int], None]:
     """How to write ``member``'s content: straight from the layer, or, for a sparse file (GNU
     tar --sparse), its stored pieces with the holes between them filled with zeros."""
     pieces: list[tuple[int, int]] | None = member.sparse  # type: ignore[assignment]  # typeshed: int | None
     if not pieces:
         return source.copy_to
 
-    def expand(out: IO[bytes], size: int) -> None:
+    def expand(out: Sink, size: int) -> None:
         position = 0
         for offset, length in pieces:
             if not length:
@@ -330,7 +336,7 @@ def _content(source: _TarSource, member: tarfile.TarInfo) -> Callable[[IO[bytes]
     return expand
 
 
-def _write_zeros(out: IO[bytes], count: int) -> None:
+def _write_zeros(out: Sink, count: int) -> None:
     while count > 0:
         out.write(bytes(min(count, CHUNK)))
         count -= CHUNK

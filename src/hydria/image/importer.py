@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
+from typing import IO
 
 from hydria.anonfile import AnonymousFile, anonymous_file
 from hydria.config import Settings
@@ -21,6 +22,7 @@ from hydria.image.config import runtime_files
 from hydria.image.flatten import ExtraFile, LayerContent, LayerStream, flatten
 from hydria.image.growing import FollowingReader
 from hydria.image.imagecache import CachedImage, ImageCache
+from hydria.image.progress import Progress
 from hydria.image.reference import EngineImage, ImageReference, LocalImage, RegistryImage, parse
 from hydria.image.squashfs import SquashfsFailed, Tar2Sqfs, tar2sqfs_options
 from hydria.log import Logger
@@ -66,7 +68,9 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
     options = tar2sqfs_options(settings.squash_options, settings.max_processors)
     with ExitStack() as stack:
         stack.enter_context(_terminate_as_interrupt())
-        resolved = _open_source(ref, settings, cwd, stack)(want)
+        progress = Progress()
+        stack.callback(progress.close)
+        resolved = _open_source(ref, settings, cwd, stack, progress)(want)
         found = resolved.config.get("architecture")
         if found and found != want.architecture:
             log.warning("Image architecture doesn't match the requested one: %s != %s", found, want.architecture)
@@ -74,7 +78,7 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
         images = ImageCache(settings.cache_path, settings.cache_images)
         if resolved.digest and settings.cache_images > 0 and images.usable():
             kept = images.entry(resolved.uri, resolved.digest, settings.squash_options)
-        image = write_image(resolved, target, options, kept, in_place=in_place)
+        image = write_image(resolved, target, options, kept, in_place=in_place, progress=progress)
     if image != target:
         log.info("Using the kept image %s", image)
     return image
@@ -133,12 +137,12 @@ def _local_path_exists(uri: str, cwd: Path) -> bool:
     return bool(rest) and (cwd / rest).exists()
 
 
-def _open_source(ref: ImageReference, settings: Settings, cwd: Path,
-                 stack: ExitStack) -> Callable[[mf.Platform], mf.ResolvedImage]:
+def _open_source(ref: ImageReference, settings: Settings, cwd: Path, stack: ExitStack,
+                 progress: Progress) -> Callable[[mf.Platform], mf.ResolvedImage]:
     if isinstance(ref, RegistryImage):
         from hydria.image.sources.registry import RegistrySource
 
-        source = RegistrySource(ref, settings, blob_cache(settings))
+        source = RegistrySource(ref, settings, blob_cache(settings), progress)
         stack.callback(source.close)
         return source.resolve
     if isinstance(ref, LocalImage):
@@ -152,7 +156,7 @@ def _open_source(ref: ImageReference, settings: Settings, cwd: Path,
 
 
 def write_image(resolved: mf.ResolvedImage, target: Path, options: list[str], kept: CachedImage | None = None,
-                *, in_place: bool = False) -> Path:
+                *, in_place: bool = False, progress: Progress | None = None) -> Path:
     """Write ``resolved`` as a squashfs at ``target`` (which must not exist): the ``kept`` image
     when the cache has it, else flattened and squashed (and then kept). The image's path: ``target``
     or, ``in_place`` (:meth:`CachedImage.link_to`), the kept one."""
@@ -163,7 +167,7 @@ def write_image(resolved: mf.ResolvedImage, target: Path, options: list[str], ke
     except FileExistsError:
         raise OutputExists(f"File already exists: {target}") from None
     with anonymous_file(target) as image:
-        _squash(resolved, image, options)
+        _squash(resolved, image, options, progress or Progress(live=False))
         if not image.commit():
             raise OutputExists(f"File already exists: {target}")
     if kept is not None:
@@ -171,23 +175,39 @@ def write_image(resolved: mf.ResolvedImage, target: Path, options: list[str], ke
     return target
 
 
-def _squash(resolved: mf.ResolvedImage, image: AnonymousFile, options: list[str]) -> None:
+def _squash(resolved: mf.ResolvedImage, image: AnonymousFile, options: list[str], progress: Progress) -> None:
     files = runtime_files(resolved.config.get("config") or {}, resolved.uri)
     extras = [ExtraFile(path, content.encode()) for path, content in files.files().items()]
     layers = [LayerStream(d.digest, _layer_opener(resolved, d)) for d in reversed(resolved.layers)]
     resolved.fetch_layers()
     writer = Tar2Sqfs(image.path, options, (image.fd,))
+    progress.squashing()
     try:
-        stats = flatten(layers, extras, writer.stdin, ensure_dirs=files.directories)
+        stats = flatten(layers, extras, _Counted(writer.stdin, progress), ensure_dirs=files.directories)
     except BrokenPipeError:
         writer.finish()  # tar2sqfs stopped reading: raises with its own message
         raise SquashfsFailed("tar2sqfs stopped reading the image stream") from None
     except BaseException:
         writer.abort()
         raise
+    progress.merge_ended()
     writer.finish()
+    progress.squashed()
     log.debug("flattened %d entries, %d bytes, %d whiteouts; dropped %d device nodes",
               stats.entries, stats.bytes, stats.whiteouts, stats.devices_dropped)
+
+
+class _Counted:
+    """The image stream, telling ``progress`` how much of the image was merged."""
+
+    def __init__(self, stream: IO[bytes], progress: Progress) -> None:
+        self._stream = stream
+        self._progress = progress
+
+    def write(self, data: bytes | memoryview) -> int:
+        count = self._stream.write(data)
+        self._progress.merged(len(data))
+        return count
 
 
 def _layer_opener(resolved: mf.ResolvedImage, descriptor: mf.Descriptor) -> Callable[[], AbstractContextManager[LayerContent]]:

@@ -109,7 +109,8 @@ def parse_challenge(header: str) -> tuple[str, dict[str, str]]:
 class RegistrySource:
     """Resolves ``ref`` for a platform and fetches its blobs into ``cache``."""
 
-    def __init__(self, ref: RegistryImage, settings: Settings, cache: BlobCache) -> None:
+    def __init__(self, ref: RegistryImage, settings: Settings, cache: BlobCache,
+                 progress: Progress | None = None) -> None:
         self.ref = ref
         self.settings = settings
         self.cache = cache
@@ -117,7 +118,7 @@ class RegistrySource:
         self.authorization: str | None = None
         self._login: tuple[str, str] | None = None
         self._login_resolved = False
-        self.progress = Progress()
+        self.progress = progress or Progress(live=False)
         self._pending: dict[str, Future[None]] = {}
         self._growing: dict[str, GrowingBlob] = {}
         self._descriptors: dict[str, mf.Descriptor] = {}
