@@ -250,6 +250,18 @@ def test_bad_input(args: tuple[str, ...], message: str, images: dict[str, Path],
     assert not data.exists() or list(data.iterdir()) == []
 
 
+def test_a_hydria_option_after_the_image_is_named(images: dict[str, Path], workspace: Workspace) -> None:
+    """Options after the image are the container's (as enroot): where the image has no entrypoint
+    to take one of hydria's, the start says so instead of failing with 'not found'."""
+    result = start(workspace, str(images["busybox"]), "--rw", "touch", "/x")
+    assert result.returncode == 1
+    assert "--rw after the image is the container's command, and the image has no entrypoint" in result.stderr
+    assert f"hydria's options go before the image: hydria start --rw ... {images['busybox']}" in result.stderr
+    assert output(workspace, str(images["busybox"]), "echo", "--rw") == "--rw\n"  # not the first word: fine
+    given = start(workspace, str(images["debian"]), "--rw")  # an entrypoint takes it, as with enroot
+    assert "after the image is the container's command" not in given.stderr
+
+
 def test_conf_may_be_dev_null(images: dict[str, Path], workspace: Workspace) -> None:
     assert output(workspace, "--conf", "/dev/null", str(images["busybox"]), "echo", "started") == "started\n"
 

@@ -75,8 +75,12 @@ def start_with(options: argparse.Namespace, settings: Settings, conf: ConfScript
 
         if is_launcher(options.command):
             remote = remote_start(start_arguments(options), options.target, os.environ)
+    from hydria.cli.quickstart import FLAGS, VALUED
+
+    first = options.command[0].partition("=")[0] if options.command else None
     start(StartOptions(options.target, options.command, options.env, options.mount, options.rc, conf=conf,
-                       container=container, remote_start=remote), settings)
+                       container=container, remote_start=remote,
+                       misplaced_option=first if first in FLAGS or first in VALUED else None), settings)
 
 
 def start_arguments(options: argparse.Namespace) -> list[str]:

@@ -77,6 +77,9 @@ class StartOptions(Record):
     slurm_hook: bool = True
     # A root filesystem resolved by the caller (a bundle's extracted tree); ``target`` names it then.
     container: rootfs.Container | None = None
+    # The command's first word when it is one of hydria start's own options (``hydria start IMAGE
+    # --rw ...``): an error, unless the image has an entrypoint to take it (as enroot passes it on).
+    misplaced_option: str | None = None
     # ``hydria start`` of an MPI launcher from the command line: the command that starts the same
     # container on another node, for the launcher's daemons (hydria/launch.py).
     remote_start: str | None = None
@@ -130,6 +133,10 @@ def start(options: StartOptions, settings: Settings) -> None:
     if container.home is not None:
         lock.hold(os.path.join(container.home, LOCK_FILE))
     root = rootfs.mount_container(container, area, inner_uid, inner_gid, settings.native_overlayfs)
+    if options.misplaced_option and rc_text is None and _runs_the_command_alone(_read(root, "etc/rc")):
+        raise HydriaError(f"{options.misplaced_option} after the image is the container's command, and the image "
+                          "has no entrypoint to take it", hint="hydria's options go before the image: hydria start "
+                          f"{options.misplaced_option} ... {options.target} [COMMAND...]")
     hooks.write_identity(root, host_user, settings.remap_root)
     hooks.apt_as_root(root, settings.remap_root)
     hooks.copy_localtime(root)
@@ -210,6 +217,11 @@ def start(options: StartOptions, settings: Settings) -> None:
     except OSError as e:
         raise HydriaError(f"cannot run {shell} in the container: {e.strerror}",
                           hint="hydria runs the image's /etc/rc with /bin/sh; the image needs one") from None
+
+
+def _runs_the_command_alone(rc: str) -> bool:
+    """Whether the image's rc runs a given command as it is (no entrypoint before it)."""
+    return any(line.strip() == 'exec "$@"' for line in rc.splitlines())
 
 
 def _home_mount(settings: Settings, host_user: pwd.struct_passwd) -> list[fstab.MountEntry]:
