@@ -304,9 +304,18 @@ def _expand(assignment: Assignment, variables: Mapping[str, str]) -> str:
         raise ConfigError(f"Invalid configuration: {assignment.origin}: {assignment.key}: {e}") from None
 
 
+_COMMAND_OUTPUTS: dict[str, str] = {}  # each $(command) runs once per process, however often settings load
+
+
 def _command_output(command: str, variables: Mapping[str, str]) -> str:
     """The output of a ``$(command)`` of a system file, run by ``/bin/sh`` with ``variables`` as
     its environment (enroot runs them through ``eval echo``). Raises ExpansionError."""
+    if command not in _COMMAND_OUTPUTS:
+        _COMMAND_OUTPUTS[command] = _run_command(command, variables)
+    return _COMMAND_OUTPUTS[command]
+
+
+def _run_command(command: str, variables: Mapping[str, str]) -> str:
     import subprocess  # here: only a configuration that uses $(...) pays for it
 
     try:

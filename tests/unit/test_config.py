@@ -240,3 +240,12 @@ def test_an_enroot_conf_runtime_path_works_without_a_login_session() -> None:
     no_session = CONTEXT._replace(runtime_default="${TMPDIR:-/tmp}/hydria-runtime-${UID}")
     assert resolve([parse_conf(line, "enroot.conf")], ENV, no_session).runtime_path == "/tmp/hydria-runtime-1001/enroot"
     assert settings_from(line, {**ENV, "XDG_RUNTIME_DIR": "/run/user/7"}).runtime_path == "/run/user/7/enroot"
+
+
+def test_a_command_runs_once_however_often_settings_load(tmp_path: Path) -> None:
+    counter = tmp_path / "runs"
+    system = parse_conf(f"ENROOT_MAX_PROCESSORS $(echo x >> {counter}; echo 2)", "/etc/hydria/hydria.conf",
+                        commands=True)
+    for _ in range(3):
+        assert resolve([system], ENV, CONTEXT).max_processors == 2
+    assert counter.read_text() == "x\n"
