@@ -71,12 +71,13 @@ def json_rows(store: Store) -> list[dict[str, object]]:
     """Each container's name, directory and kind (``image``: an image file and an overlay,
     ``unpacked``: a tree; both null for ``<unknown>``) and its running instances, with --fancy's
     columns in lower case (``pid`` a number)."""
+    from hydria.runtime.named import ROOTFS
     from hydria.runtime.running import UNKNOWN
 
     rows: list[dict[str, object]] = []
     for name, live in instances(store):
         path = None if name == UNKNOWN else store.path(name)
-        kind = None if path is None else "unpacked" if (path / "rootfs").is_dir() else "image"
+        kind = None if path is None else "unpacked" if (path / ROOTFS).is_dir() else "image"
         processes = [{key.lower(): int(value) if key == "PID" else value for key, value in columns.items()}
                      for columns in live]
         rows.append({"name": name, "path": str(path) if path else None, "kind": kind, "processes": processes})

@@ -54,8 +54,9 @@ def pmix_mounts(host: Mapping[str, str]) -> list[MountEntry]:
     if not job or not step or not (host.get("SLURM_MPI_TYPE", "").startswith("pmix") or
                                    any(name.startswith(("PMIX_", "SLURM_PMIX")) for name in host)):
         return []
-    directories = [host.get("PMIX_SERVER_TMPDIR", "").rstrip("/") or _server_directory(host, job, step)]
-    bases = [_slurm_tmpfs(host), host.get("PMIX_SYSTEM_TMPDIR"), host.get("TMPDIR"), "/tmp"]
+    conf = _slurm_conf(host)
+    directories = [host.get("PMIX_SERVER_TMPDIR", "").rstrip("/") or _server_directory(host, conf, job, step)]
+    bases = [conf.get("tmpfs"), host.get("PMIX_SYSTEM_TMPDIR"), host.get("TMPDIR"), "/tmp"]
     names = [f"spmix_appdir_{os.getuid()}_{job}.{step}", f"spmix_appdir_{job}.{step}"]
     directories += [next((path for base in bases if base for name in names
                           if os.path.isdir(path := f"{base.rstrip('/')}/{name}")), "")]
@@ -63,10 +64,10 @@ def pmix_mounts(host: Mapping[str, str]) -> list[MountEntry]:
             for path in directories if path and os.path.isdir(path)]
 
 
-def _server_directory(host: Mapping[str, str], job: str, step: str) -> str:
+def _server_directory(host: Mapping[str, str], conf: Mapping[str, str], job: str, step: str) -> str:
     """Where Slurm's PMIx plugin keeps the step's server directory (``PMIX_SERVER_TMPDIR``, which
     only the tasks are told): ``SlurmdSpoolDir/pmix.JOB.STEP``, made before the step's container."""
-    spool = _slurm_setting(host, "slurmdspooldir") or "/var/spool/slurmd"
+    spool = conf.get("slurmdspooldir") or "/var/spool/slurmd"
     # The node's Slurm name: the tasks' SLURMD_NODENAME, else the end of the step's topology
     # address (set for every node before the tasks), else the host name.
     node = host.get("SLURMD_NODENAME") or host.get("SLURM_TOPOLOGY_ADDR", "").rpartition(".")[2] or os.uname().nodename
@@ -74,19 +75,15 @@ def _server_directory(host: Mapping[str, str], job: str, step: str) -> str:
     return f"{spool.rstrip('/')}/pmix.{job}.{step}"
 
 
-def _slurm_tmpfs(host: Mapping[str, str]) -> str | None:
-    """``TmpFS`` of the cluster's slurm.conf, if it sets one."""
-    return _slurm_setting(host, "tmpfs")
-
-
-def _slurm_setting(host: Mapping[str, str], name: str) -> str | None:
-    """A setting of the cluster's slurm.conf (``name`` in lower case), if it sets one."""
+def _slurm_conf(host: Mapping[str, str]) -> dict[str, str]:
+    """The settings of the cluster's slurm.conf (names in lower case; the first of each wins, empty
+    when set to nothing), read once for all that a step needs; none when it cannot be read."""
+    settings: dict[str, str] = {}
     try:
         with open(host.get("SLURM_CONF") or "/etc/slurm/slurm.conf") as conf:
             for line in conf:
                 key, _, value = line.partition("=")
-                if key.strip().lower() == name:
-                    return value.split("#")[0].strip() or None
+                settings.setdefault(key.strip().lower(), value.split("#")[0].strip())
     except OSError:
         pass
-    return None
+    return settings

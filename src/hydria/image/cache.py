@@ -189,10 +189,11 @@ class BlobCache:
                 return found
             if digest in self._refused:
                 return self._fetch_privately(digest, download, growing)
-            with anonymous_file(self.path(digest)) as blob:
+            path = self.path(digest)
+            with anonymous_file(path) as blob:
                 if growing is not None:
                     growing.started(blob.fd)
-                hashing = _HashingWriter(blob.fd, growing.grew if growing is not None else None, self.path(digest))
+                hashing = _HashingWriter(blob.fd, growing.grew if growing is not None else None, path, self.root)
                 download(hashing)
                 actual = "sha256:" + hashing.hash.hexdigest()
                 if actual != digest:
@@ -249,12 +250,13 @@ def open_regular(path: Path) -> int:
 
 class _HashingWriter:
     """Writes to ``fd`` unbuffered (so a following reader sees every byte written), hashing it;
-    ``where`` names the blob's place in messages."""
+    ``where`` names the blob's place, and ``cache`` the cache it is in, in messages."""
 
-    def __init__(self, fd: int, grew: Callable[[int], None] | None, where: Path) -> None:
+    def __init__(self, fd: int, grew: Callable[[int], None] | None, where: Path, cache: Path) -> None:
         self.fd = fd
         self.grew = grew
         self.where = where
+        self.cache = cache
         self.hash = hashlib.sha256()
 
     def write(self, data: bytes) -> int:
@@ -266,7 +268,7 @@ class _HashingWriter:
             except OSError as e:
                 full = e.errno in (errno.ENOSPC, errno.EDQUOT)
                 raise HydriaError(f"cannot write {self.where}: {e.strerror}",
-                                  hint=f"free space in {self.where.parent.parent.parent} (HYDRIA_CACHE_PATH) or set "
+                                  hint=f"free space in {self.cache} (HYDRIA_CACHE_PATH) or set "
                                        "HYDRIA_CACHE_PATH to a file system with room" if full else None) from None
         if self.grew is not None:
             self.grew(len(data))

@@ -37,12 +37,8 @@ class Container(Record):
     directory: str | None = None  # an unpacked root filesystem
 
 
-def is_squashfs(path: str | os.PathLike[str]) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(4) == SQUASHFS_MAGIC
-    except OSError:
-        return False
+class NotSquashfs(HydriaError):
+    """A file that is there and readable, but no squashfs image."""
 
 
 def check_image(path: str | os.PathLike[str]) -> None:
@@ -65,7 +61,7 @@ def check_image(path: str | os.PathLike[str]) -> None:
     except OSError as e:
         raise HydriaError(f"cannot read {path}: {e.strerror}") from None
     if superblock[:4] != SQUASHFS_MAGIC:
-        raise HydriaError(f"Invalid image format: {path}",
+        raise NotSquashfs(f"Invalid image format: {path}",
                           hint="not a squashfs image: make one with hydria import, or give a container name")
     used = int.from_bytes(superblock[40:48], "little")  # the superblock's bytes_used
     if size < used:

@@ -93,11 +93,13 @@ def resolve_target(target: str, settings: Settings) -> rootfs.Container:
     what is wrong with the file where the target names one (a path, a file here, an image suffix)."""
     if not target:
         raise HydriaError("Invalid argument")
-    if os.path.isfile(target) and rootfs.is_squashfs(target):
-        rootfs.check_image(target)  # truncated?
-        return rootfs.Container(os.path.basename(target), os.path.realpath(target))
-    if "/" in target:
-        rootfs.check_image(target)
+    if "/" in target or os.path.isfile(target):
+        try:
+            rootfs.check_image(target)  # one read: squashfs, and not truncated
+            return rootfs.Container(os.path.basename(target), os.path.realpath(target))
+        except rootfs.NotSquashfs:
+            if "/" in target:
+                raise  # a path: no container name; a file here may share its name with one
     from hydria.runtime import named
 
     try:
