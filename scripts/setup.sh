@@ -12,6 +12,7 @@ fi
 PACKAGES=(
     squashfs-tools squashfs-tools-ng squashfuse fuse-overlayfs fuse3   # build, mount, unpack images
     bindfs                                                             # a FUSE data path (stands in for NFS)
+    tmux                                                               # a real terminal for the progress display
     docker-registry                                                    # the local test registry
     busybox-static mmdebstrap                                          # test images from Debian packages
     skopeo umoci podman                                                # the peer pipeline; podman:// tests
