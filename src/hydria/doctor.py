@@ -26,6 +26,7 @@ from typing import Any
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
+from hydria.image import cachelayout
 from hydria.paths import delete_tree, hydria_command
 from hydria.runtime.fstab import unescape
 
@@ -96,7 +97,8 @@ def node_report(settings: Settings, image: str | None = None) -> NodeReport:
     """Every node check, in order; a check that crashes is reported as failed, not raised."""
     checks: list[Callable[[], Check]] = [
         _user_namespaces, _kernel, _fuse_device, *(partial(_tool, *tool) for tool in TOOLS),
-        *(partial(_path, settings, setting) for setting in ("data_path", "cache_path", "runtime_path", "temp_path")),
+        *(partial(_path, settings, setting) for setting in ("data_path", "runtime_path", "temp_path")),
+        partial(_cache, settings),
         partial(_mounts, settings), partial(_named_containers, settings), partial(_start, image),
         _slurm_plugin, _gpus, _infiniband,
     ]
@@ -223,6 +225,25 @@ def _path(settings: Settings, setting: str) -> Check:
     if existing == path and path.stat().st_uid != os.geteuid() and setting != "temp_path":
         return Check(name, "fail", f"{path} belongs to another user", f"remove it or set {name} elsewhere")
     return Check(name, "ok", str(path) if existing == path else f"{path} (will be created)")
+
+
+def _cache(settings: Settings) -> Check:
+    """The blob cache: the user's own, or shared as docs/import.md shows; any other layout would
+    fail some user's import (the importer refuses it with the same words)."""
+    name = "HYDRIA_CACHE_PATH"
+    layout = cachelayout.inspect(settings.cache_path)
+    if layout.problem:
+        return Check(name, "fail", layout.problem, layout.hint)
+    if not layout.root.exists():
+        return _path(settings, "cache_path")
+    if layout.unusable:
+        return Check(name, "warn", f"{layout.describe()}: you cannot add to {', '.join(layout.unusable)}; "
+                                   "imports use your private cache instead",
+                     f"the administrator makes them like the cache: chmod {layout.folder_mode:04o} "
+                     f"({cachelayout.GUIDE})")
+    if not layout.shared:
+        return _path(settings, "cache_path")
+    return Check(name, "ok", layout.describe())
 
 
 def _mounts(settings: Settings) -> Check:

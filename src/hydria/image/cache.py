@@ -33,14 +33,13 @@ from typing import Protocol
 
 from hydria.anonfile import anonymous_file
 from hydria.errors import HydriaError
+from hydria.image import cachelayout
 from hydria.image.growing import GrowingBlob
 from hydria.image.manifest import Blob
 from hydria.log import Logger
 from hydria.paths import ensure_dir, user_name
 
 log = Logger(__name__)
-
-SHARED_MODE = 0o1777
 
 
 class DigestMismatch(HydriaError):
@@ -75,15 +74,28 @@ class BlobCache:
 
     def __init__(self, root: str | Path, private: str | Path | None = None) -> None:
         root = Path(root)
+        private_root = Path(private) if private is not None and Path(private) != root else None
+        layout = cachelayout.inspect(root)
+        if layout.problem:
+            raise HydriaError(layout.problem, hint=layout.hint)
+        if layout.unusable:
+            if private_root is None:
+                raise HydriaError(f"cannot add to {', '.join(layout.unusable)} of the shared cache {root}",
+                                  hint=f"the administrator makes them chmod 1777 ({cachelayout.GUIDE})")
+            log.warning("Not using the shared cache %s: you cannot add to %s; using your private cache %s "
+                        "(the administrator can fix it: chmod 1777 on them, see %s)",
+                        root, ", ".join(layout.unusable), private_root, cachelayout.GUIDE)
+            root, layout = private_root, cachelayout.inspect(private_root)
+            private_root = None
         self.root = root
-        self._private_root = Path(private) if private is not None and Path(private) != root else None
+        self._private_root = private_root
         self._private: BlobCache | None = None
         self._refused: set[str] = set()  # digests whose entry here is unusable
         self._verified: set[str] = set()  # digests whose entry of another owner was checked
-        shared = root.is_dir() and stat.S_IMODE(root.stat().st_mode) & SHARED_MODE == SHARED_MODE
         if not root.exists():
             ensure_dir(str(root), setting="HYDRIA_CACHE_PATH")
-        self.shared = shared
+        self.shared = layout.shared
+        self._folder_mode = layout.folder_mode
         self.blobs = self._subdir("blobs", "sha256")
         self.locks = self._subdir("locks")
         # The owner of a blob's folder can rename the blobs in it, also in a sticky one: then even
@@ -96,9 +108,9 @@ class BlobCache:
             return path
         for current in [self.root.joinpath(*parts[: i + 1]) for i in range(len(parts))]:
             try:
-                current.mkdir(mode=SHARED_MODE if self.shared else 0o700)
+                current.mkdir(mode=self._folder_mode)
                 if self.shared:
-                    current.chmod(SHARED_MODE)  # mkdir's mode is masked by the umask
+                    current.chmod(self._folder_mode)  # mkdir's mode is masked by the umask
             except FileExistsError:
                 pass
             except OSError as e:
