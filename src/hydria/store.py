@@ -1,8 +1,9 @@
 """Named containers in ``$HYDRIA_DATA_PATH``: create, look up, list, remove.
 
 A container is a directory ``DATA/NAME`` holding, by default, ``image.sqsh`` (a hardlink to the
-image file when it is on the same file system, else a copy) plus ``upper/``, the overlay directory
-where its writes persist, and ``work/``, which holds one overlay work directory per running start
+image file when it is on the same file system, else a copy), ``image.id``, the image's identity
+at create (a start refuses the container when a rewrite of the shared file changed it), ``upper/``,
+the overlay directory where its writes persist, and ``work/``, which holds one overlay work directory per running start
 (runtime/rootfs.py): ``create`` takes a fraction of a second and many
 containers share one image's blocks. ``--unpack`` (or ``HYDRIA_UNPACK``) makes enroot's plain
 directory tree instead, in ``rootfs/``.
@@ -18,7 +19,7 @@ from hydria.anonfile import link_or_copy
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.paths import delete_tree, ensure_dir
-from hydria.runtime.named import IMAGE, ROOTFS, container_path, find
+from hydria.runtime.named import IDENTITY, IMAGE, ROOTFS, container_path, find
 from hydria.runtime.rootfs import Container, check_image
 from hydria.runtime.running import RunningProcess, running
 
@@ -54,6 +55,7 @@ class Store:
                 _unsquash(image, staging / ROOTFS)
             else:
                 link_or_copy(image.resolve(), staging / IMAGE)
+                (staging / IDENTITY).write_text(check_image(staging / IMAGE) + "\n")
                 (staging / "upper").mkdir()
                 (staging / "work").mkdir()
             try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -210,6 +211,34 @@ def test_named_container_persists_writes(images: dict[str, Path], workspace: Wor
     assert start(workspace, "app", "cat", "/state.txt").returncode != 0  # a fresh container
     assert workspace.run("remove", "-f", "app").returncode == 0
     assert workspace.run("list").stdout == ""
+
+
+@pytest.mark.parametrize("rewrite", ["another image", "the same image", "cut short"])
+def test_a_named_container_stays_what_it_was_created_from(rewrite: str, images: dict[str, Path],
+                                                          workspace: Workspace) -> None:
+    """``create`` links the image file: rewriting that file in place (``cp other.sqsh mine.sqsh``
+    writes into the shared inode) must not turn the container into another image."""
+    mine = workspace.out / "mine.sqsh"
+    shutil.copyfile(images["busybox"], mine)
+    os.chown(mine, workspace.user.uid, workspace.user.gid)  # the user's own file: hardlinked
+    started = time.monotonic()
+    assert workspace.run("create", "-n", "mine", str(mine)).returncode == 0
+    assert time.monotonic() - started < 1.0  # a link, not a copy, plus the command's own start-up
+    assert output(workspace, "--rw", "mine", "sh", "-c", "echo kept > /state.txt && echo ok") == "ok\n"
+    source = {"another image": images["debian"], "the same image": images["busybox"]}.get(rewrite)
+    data = source.read_bytes() if source else mine.read_bytes()[:60000]
+    with open(mine, "r+b") as handle:  # as cp does: truncate and write the same inode
+        handle.truncate(0)
+        handle.write(data)
+    result = start(workspace, "mine", "cat", "/state.txt")
+    if rewrite == "the same image":
+        assert result.returncode == 0 and result.stdout == "kept\n", result.stderr
+        return
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    expected = "is truncated" if rewrite == "cut short" else "changed since the container was created"
+    assert "[ERROR] container mine: " in result.stderr and expected in result.stderr, result.stderr
+    assert "hydria create --force --name mine IMAGE" in result.stderr
+    assert workspace.run("remove", "-f", "mine").returncode == 0
 
 
 def test_unpacked_container(images: dict[str, Path], workspace: Workspace) -> None:

@@ -21,6 +21,7 @@ from hydria.errors import HydriaError
 from hydria.paths import ensure_dir, output_file
 from hydria.runtime import namespaces, rootfs
 from hydria.runtime import syscalls as sc
+from hydria.runtime.named import check_unchanged
 
 
 def export(name: str, output: str | None, force: bool, settings: Settings) -> Path:
@@ -29,6 +30,7 @@ def export(name: str, output: str | None, force: bool, settings: Settings) -> Pa
     from hydria.store import Store
 
     container = Store(settings).container(name)
+    check_unchanged(container)
     target = output_file(output, f"{name}.sqsh", force=force or settings.force_override)
     staging = target.with_name(f".{target.name}.exporting.{os.getpid()}")
     try:

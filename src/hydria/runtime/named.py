@@ -7,9 +7,10 @@ from __future__ import annotations
 import os
 
 from hydria.errors import HydriaError
-from hydria.runtime.rootfs import Container
+from hydria.runtime.rootfs import Container, check_image
 
 IMAGE = "image.sqsh"  # the container's reference to its image (a hardlink or a copy)
+IDENTITY = "image.id"  # what the image was at create (rootfs.check_image): a hardlink shares later writes
 ROOTFS = "rootfs"  # an unpacked container's root filesystem
 NAME_MAX = 255
 
@@ -33,9 +34,37 @@ def container_path(data_path: str, name: str) -> str:
 def find(data_path: str, name: str) -> Container:
     """Raises HydriaError when there is no such container."""
     path = container_path(data_path, name)
-    if os.path.isfile(os.path.join(path, IMAGE)):
-        return Container(name, os.path.join(path, IMAGE), home=path)
+    image = os.path.join(path, IMAGE)
+    if os.path.isfile(image):
+        return Container(name, image, home=path)
     if os.path.isdir(os.path.join(path, ROOTFS)):
         return Container(name, None, home=path, directory=os.path.join(path, ROOTFS))
     raise HydriaError(f"No such file or directory: {path}",
                       hint=f"create it first: hydria create --name {name} IMAGE")
+
+
+def check_unchanged(container: Container) -> None:
+    """Refuse a container whose image file was rewritten since ``create`` (``cp other.sqsh
+    mine.sqsh`` writes into the inode the container's hardlink shares): its writes were made on
+    the old image. Containers made before identities were recorded have none to compare."""
+    if container.image is None or container.home is None:
+        return
+    try:
+        with open(os.path.join(container.home, IDENTITY)) as handle:
+            recorded: str | None = handle.read().strip()
+    except FileNotFoundError:
+        recorded = None
+    try:
+        current = check_image(container.image)
+    except HydriaError as e:
+        raise HydriaError(f"container {container.name}: {e.message}",
+                          hint=_RECREATE.format(name=container.name)) from None
+    if recorded is not None and current != recorded:
+        size = current.split(" ", 1)[0]
+        raise HydriaError(f"container {container.name}: its image {container.image} changed since the container "
+                          f"was created (now {size} bytes): the file it was created from was rewritten in place",
+                          hint=_RECREATE.format(name=container.name))
+
+
+_RECREATE = ("restore the image file, or create the container again (its writes are lost): "
+             "hydria create --force --name {name} IMAGE")

@@ -41,10 +41,11 @@ class NotSquashfs(HydriaError):
     """A file that is there and readable, but no squashfs image."""
 
 
-def check_image(path: str | os.PathLike[str]) -> None:
+def check_image(path: str | os.PathLike[str]) -> str:
     """Raise HydriaError saying why ``path`` is not a usable squashfs image: missing, unreadable
     (and whose it is), a directory, not a squashfs, or shorter than its superblock says (a copy or
-    download cut short)."""
+    download cut short). Returns the image's identity: its size and superblock (which holds its
+    creation time, sizes and table offsets), which another image would not share."""
     try:
         with open(path, "rb") as handle:
             superblock = handle.read(SUPERBLOCK_SIZE)
@@ -67,6 +68,7 @@ def check_image(path: str | os.PathLike[str]) -> None:
     if size < used:
         raise HydriaError(f"Invalid image format: {path} is truncated ({size} of its {used} bytes)",
                           hint="a copy or download was cut short: copy or import it again")
+    return f"{size} {superblock.hex()}"
 
 
 def mount_squashfs(image: str, target: str, uid: int, gid: int) -> None:

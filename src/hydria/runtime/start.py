@@ -103,7 +103,7 @@ def resolve_target(target: str, settings: Settings) -> rootfs.Container:
     from hydria.runtime import named
 
     try:
-        return named.find(settings.data_path, target)
+        container = named.find(settings.data_path, target)
     except HydriaError:
         if not (os.path.lexists(target) or target.endswith(IMAGE_SUFFIXES)):
             raise
@@ -113,6 +113,8 @@ def resolve_target(target: str, settings: Settings) -> rootfs.Container:
             raise HydriaError(e.message, hint=e.hint or f"nor is there a container named {target} "
                                                         "(hydria list)") from None
         raise
+    named.check_unchanged(container)
+    return container
 
 
 def start(options: StartOptions, settings: Settings) -> None:
