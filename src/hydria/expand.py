@@ -51,11 +51,11 @@ def _reference(text: str, start: int, variables: Mapping[str, str],
         return _value(text[start:end], None, "", variables), end
     if following == "{":
         end = name_end(text, start + 1)
-        close = text.find("}", end)
+        close = _closing_brace(text, end)
         operator = next((op for op in (":-", "-") if text.startswith(op, end)), None)
         if end > start + 1 and close >= 0 and (close == end or operator):
             word = text[end + len(operator):close] if operator else ""
-            return _value(text[start + 1:end], operator, word, variables), close + 1
+            return _value(text[start + 1:end], operator, word, variables, run), close + 1
     if following == "(":
         if run is None:
             raise ExpansionError("command substitution $(...) runs only in system configuration files that "
@@ -66,6 +66,19 @@ def _reference(text: str, start: int, variables: Mapping[str, str],
     if following == "$":
         return "$", start + 1
     raise ExpansionError(f"stray '$' in {text!r}; write $$ for a literal dollar sign")
+
+
+def _closing_brace(text: str, start: int) -> int:
+    """Where the ``${`` being read is closed, past nested ones (``${A:-${B}/x}``); -1: nowhere."""
+    depth = 1
+    for index in range(start, len(text)):
+        if text.startswith("${", index):
+            depth += 1
+        elif text[index] == "}":
+            depth -= 1
+            if depth == 0:
+                return index
+    return -1
 
 
 def _closing_parenthesis(text: str, start: int) -> int:
@@ -95,10 +108,11 @@ def name_end(text: str, start: int) -> int:
     return end
 
 
-def _value(name: str, operator: str | None, word: str, variables: Mapping[str, str]) -> str:
+def _value(name: str, operator: str | None, word: str, variables: Mapping[str, str],
+           run: Callable[[str], str] | None = None) -> str:
     value = variables.get(name)
     if operator == ":-" and not value or operator == "-" and value is None:
-        return expand(word, variables)
+        return expand(word, variables, run)
     if value is None:
         raise ExpansionError(f"${name} is not set; set it, or give a default with ${{{name}:-VALUE}}")
     return value

@@ -20,6 +20,9 @@ VARIABLES = {"HOME": "/home/ada", "UID": "1001", "USER": "ada", "EMPTY": "",
     ("${EMPTY-/kept-empty}", ""),
     ("${MISSING-/unset}", "/unset"),
     ("${TMPDIR:-/scratch/$USER}", "/scratch/ada"),
+    ("${TMPDIR:-${HOME}/tmp}/x", "/home/ada/tmp/x"),  # nested, as shells and enroot.conf files write it
+    ("${MISSING-${EMPTY:-/a}/${USER}}", "/a/ada"),
+    ("${XDG_CACHE_HOME:-${NOPE}}", "/home/ada/.cache"),  # the unused default is not expanded
     ("~/data", "/home/ada/data"),
     ("~", "/home/ada"),
     ("/a~b", "/a~b"),
@@ -36,7 +39,18 @@ def test_expands(text: str, expected: str) -> None:
     ("/tmp/$(id -u)", "command substitution"),
     ("/tmp/$", "stray"),
     ("/tmp/${", "stray"),
+    ("${TMPDIR:-${HOME}", "stray"),
 ])
 def test_rejects(text: str, message: str) -> None:
     with pytest.raises(ExpansionError, match=message):
         expand(text, VARIABLES)
+
+
+def test_a_command_in_a_default_runs_only_when_the_default_is_used() -> None:
+    ran = []
+
+    def run(command: str) -> str:
+        ran.append(command)
+        return "4242\n"
+    assert expand("/tmp/${UID:-$(id -u)}", VARIABLES, run) == "/tmp/1001" and ran == []
+    assert expand("/tmp/${NOPE:-${EMPTY:-$(id -u)}}", VARIABLES, run) == "/tmp/4242" and ran == ["id -u"]
