@@ -132,8 +132,9 @@ def start(hydria: str, plugin_options: list[str] | None = None, count: int = 1) 
 
 def site_conf(count: int) -> str:
     """The test cluster's site settings; with several nodes, each keeps its named containers in a
-    folder of its own (``$HOSTNAME``), as a site with node-local data paths does."""
-    per_node = "/${HOSTNAME}" if count > 1 else ""
+    folder of its own (``$HOSTNAME``), as a site with node-local data paths does, unless a job sets
+    ``HYDRIA_TESTBED_NODE_FOLDER`` (empty: one data path that the nodes share)."""
+    per_node = "${HYDRIA_TESTBED_NODE_FOLDER-/${HOSTNAME}}" if count > 1 else ""
     return f"""\
 HYDRIA_ALLOW_HTTP y
 HYDRIA_ALLOW_SUPERUSER ${{HYDRIA_TESTBED_SUPERUSER:-n}}
@@ -142,6 +143,17 @@ HYDRIA_CONFIG_PATH ${{HYDRIA_TESTBED_CONFIG:-$XDG_CONFIG_HOME/hydria}}
 HYDRIA_DATA_PATH ${{HYDRIA_TESTBED_DATA:-$XDG_DATA_HOME/hydria}}{per_node}
 HYDRIA_TEMP_PATH ${{HYDRIA_TESTBED_TEMP:-/tmp}}
 """
+
+
+def on_node(name: str, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """``argv`` as root in the mount namespace of node ``name`` of a several-node cluster (that of
+    its slurmd, where its steps run)."""
+    found = subprocess.run(["pgrep", "-f", "-x", f"slurmd -D -f {CONF} -N {name}"], capture_output=True,
+                           text=True, check=False).stdout.split()
+    if not found:
+        raise RuntimeError(f"no slurmd of node {name} is running")
+    return subprocess.run(["nsenter", f"--mount=/proc/{found[0]}/ns/mnt", *argv], capture_output=True, text=True,
+                          check=False)
 
 
 def stop() -> None:

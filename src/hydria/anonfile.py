@@ -2,7 +2,7 @@
 
 On file systems with ``O_TMPFILE`` (ext4, xfs, btrfs, tmpfs) the file has no name until
 :meth:`AnonymousFile.commit` links it; a killed process leaves nothing at all. Elsewhere (NFS,
-Lustre) a hidden ``.NAME.PID.partial`` file is used and removed unless committed.
+Lustre) a hidden ``.NAME.NODE.PID.RANDOM.partial`` file is used and removed unless committed.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from hydria.paths import process_tag
 
 
 @dataclass
@@ -57,7 +59,7 @@ def anonymous_file(target: Path, mode: int = 0o644) -> Iterator[AnonymousFile]:
         import secrets  # here: only file systems without O_TMPFILE pay for its import
 
         # An unpredictable name, made new (O_EXCL follows no link): the directory may be shared.
-        partial = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(8)}.partial")
+        partial = target.with_name(f".{target.name}.{process_tag()}.{secrets.token_hex(8)}.partial")
         fd = os.open(partial, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
         os.fchmod(fd, mode)

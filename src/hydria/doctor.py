@@ -26,9 +26,9 @@ from typing import Any
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
+from hydria.filesystems import file_system_type
 from hydria.image import cachelayout
 from hydria.paths import delete_tree, hydria_command
-from hydria.runtime.fstab import unescape
 
 # program, Debian package, needed for what (None: optional)
 TOOLS = (
@@ -276,7 +276,7 @@ def _named_containers(settings: Settings) -> Check:
         return Check(name, "skip", "the data path is not writable (see HYDRIA_DATA_PATH above)")
     work = Path(tempfile.mkdtemp(prefix="hydria-doctor.", dir=settings.temp_path))
     writes = Path(tempfile.mkdtemp(prefix=".hydria-doctor.", dir=existing))
-    where = f"{existing} ({_file_system(existing)})"
+    where = f"{existing} ({file_system_type(str(existing))})"
     try:
         kind = _probe_overlay(settings, work, writes)
     except HydriaError as e:
@@ -321,22 +321,6 @@ def _probe_overlay(settings: Settings, work: Path, writes: Path) -> str:
 
     namespaces.in_child(inside)
     return (work / "kind").read_text()
-
-
-def _file_system(path: Path) -> str:
-    """The type of the file system that holds ``path`` (the longest mount point above it)."""
-    best, kind = "", "unknown file system"
-    try:
-        with open("/proc/self/mountinfo") as handle:
-            for line in handle:
-                fields = line.split()
-                mount_point = unescape(fields[4])
-                inside = str(path) == mount_point or str(path).startswith(mount_point.rstrip("/") + "/")
-                if inside and len(mount_point) >= len(best):
-                    best, kind = mount_point, line.split(" - ", 1)[1].split()[0]
-    except (OSError, IndexError):
-        pass
-    return kind
 
 
 def _start(image: str | None) -> Check:

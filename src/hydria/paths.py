@@ -60,6 +60,12 @@ def is_own_private_dir(path: str | os.PathLike[str]) -> bool:
     return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o022
 
 
+def process_tag() -> str:
+    """This process's part of a temporary name in a folder that other nodes may share (a data
+    path on a shared home, a job's directory, a shared /tmp): PIDs repeat from node to node."""
+    return f"{os.uname().nodename}.{os.getpid()}"
+
+
 def read_text(path: str) -> str:
     """A text file's whole content, as ``Path.read_text`` (without ``pathlib`` on the start path);
     bytes that are not UTF-8 are kept as they are (``surrogateescape``), never an error."""

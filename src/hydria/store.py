@@ -18,7 +18,7 @@ from pathlib import Path
 from hydria.anonfile import link_or_copy
 from hydria.config import Settings
 from hydria.errors import HydriaError
-from hydria.paths import delete_tree, ensure_dir
+from hydria.paths import delete_tree, ensure_dir, process_tag
 from hydria.runtime.named import IDENTITY, IMAGE, ROOTFS, container_path, find
 from hydria.runtime.rootfs import Container, check_image
 from hydria.runtime.running import RunningProcess, running
@@ -48,7 +48,7 @@ class Store:
             if not (force or self.settings.force_override):
                 raise HydriaError(f"File already exists: {target}", hint="use --force to replace it")
             self._discard(target)
-        staging = self.root / f".{name}.creating.{os.getpid()}"
+        staging = self.root / f".{name}.creating.{process_tag()}"
         try:
             staging.mkdir(mode=0o700)
             if unpack:
@@ -89,7 +89,7 @@ class Store:
     def _discard(self, path: Path) -> None:
         """Take ``path`` out of the store at once (a rename: of concurrent removals, one does it),
         then delete it."""
-        trash = self.root / f".{path.name}.removing.{os.getpid()}.{time.monotonic_ns()}"
+        trash = self.root / f".{path.name}.removing.{process_tag()}.{time.monotonic_ns()}"
         try:
             os.rename(path, trash)
         except FileNotFoundError:

@@ -6,6 +6,8 @@ that names the node (``${HOSTNAME}`` in the configuration), as admins put it on 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,6 +83,49 @@ def test_a_named_container_lives_on_each_node(nodes: slurm.Submitter, images: di
     assert sorted(out.splitlines()) == [f"{node} /written-on-{node}" for node in NODES]
     for node in NODES:
         assert [p.name for p in (workspace.root / "data" / node).iterdir()] == ["pyxis_kept"]
+
+
+@pytest.fixture
+def shared_home(workspace: Workspace) -> Iterator[Path]:
+    """A folder that every node mounts over one backing folder, as nodes mount an NFS home. The
+    test machines' kernel has no NFS client: each node mounts it with FUSE (bindfs, as root with
+    allow_other) in its own mount namespace."""
+    backing, mount_point = workspace.root / "home-server", workspace.root / "shared-home"
+    for folder in (backing, mount_point):
+        folder.mkdir()
+        os.chown(folder, workspace.user.uid, workspace.user.gid)
+    for node in NODES:
+        mounted = slurm.on_node(node, ["bindfs", "-o", "allow_other", str(backing), str(mount_point)])
+        assert mounted.returncode == 0, mounted.stderr
+    yield mount_point
+    for node in NODES:
+        slurm.on_node(node, ["umount", "-l", str(mount_point)])
+
+
+def test_containers_on_a_data_path_the_nodes_share(nodes: slurm.Submitter, images: dict[str, Path],
+                                                   shared_home: Path, workspace: Workspace) -> None:
+    """A named container is not written from two nodes at once (two overlays over one upper
+    directory); one node after the other is fine, and a step's temporary containers (to save the
+    writes) are each node's own."""
+    data = shared_home / "data"
+    stored = workspace.root / "home-server" / "data"  # what the nodes see in data: the mount is theirs only
+    shared = {"HYDRIA_DATA_PATH": "", "HYDRIA_TESTBED_DATA": str(data), "HYDRIA_TESTBED_NODE_FOLDER": ""}
+    image = f"--container-image={images['busybox']}"
+    refused = nodes.run("srun", "-N2", image, "--container-name=both", "true", **shared)
+    assert refused.returncode != 0
+    assert f"container pyxis_both: this step runs on 2 nodes, which share the data path {data} (fuse)" \
+        in refused.stderr, refused.stderr
+    assert "run the step on one node (-N1)" in refused.stderr and "Traceback" not in refused.stderr
+    assert not stored.exists() or list(stored.iterdir()) == []
+    nodes.ok("srun", "-N1", "-w", NODES[0], image, "--container-name=both", "--container-writable", "sh", "-c",
+             "hostname > /made-on", **shared)
+    assert nodes.ok("srun", "-N1", "-w", NODES[1], "--container-name=both", "cat", "/made-on", **shared) == f"{NODES[0]}\n"
+    assert nodes.ok("srun", "-N2", image, "--container-save=saved.sqsh", "--container-writable", "sh", "-c",
+                    "hostname > /saved-on", **shared) == ""
+    listing = subprocess.run(["unsquashfs", "-cat", str(workspace.out / "saved.sqsh"), "saved-on"],
+                             capture_output=True, text=True, check=True).stdout
+    assert listing.strip() in NODES
+    assert sorted(p.name for p in stored.iterdir()) == ["pyxis_both"]  # the temporary ones removed
 
 
 @pytest.mark.parametrize(("mpi", "program", "library"), [

@@ -27,7 +27,7 @@ from typing import BinaryIO, Protocol
 import hydria
 from hydria.config import Settings
 from hydria.errors import HydriaError
-from hydria.paths import output_file
+from hydria.paths import output_file, process_tag
 from hydria.runtime.rootfs import check_image
 
 HEADER = Path(__file__).with_name("header.sh")
@@ -79,7 +79,7 @@ def build(options: BundleOptions, settings: Settings) -> Path:
             raise HydriaError(f"Command not found: {program}",
                               hint="install squashfs-tools-ng and the image's compressor (pigz, zstd, xz, lz4, lzop)")
     mtime = int(os.environ.get("SOURCE_DATE_EPOCH") or time.time())
-    staging = output.with_name(f".{output.name}.bundling.{os.getpid()}")
+    staging = output.with_name(f".{output.name}.bundling.{process_tag()}")
     try:
         with staging.open("w+b") as handle:
             reserved = len(_header(codec, target, options.description, sizes=(10**19,) * 2,

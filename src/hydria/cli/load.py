@@ -6,7 +6,6 @@ data path and becomes the container's image file (a hardlink: no copy, no unpack
 from __future__ import annotations
 
 import argparse
-import os
 
 from hydria.config import Settings
 from hydria.log import Logger
@@ -27,7 +26,7 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     from hydria.errors import HydriaError
     from hydria.image.importer import import_image
     from hydria.image.reference import parse
-    from hydria.paths import ensure_dir
+    from hydria.paths import ensure_dir, process_tag
     from hydria.store import Store
 
     if not options.uri.startswith("docker://"):
@@ -38,7 +37,7 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     target = store.path(name)
     if target.exists() and not (options.force or settings.force_override):  # before any download
         raise HydriaError(f"File already exists: {target}", hint="use --force to replace it")
-    staging = Path(ensure_dir(settings.data_path, setting="HYDRIA_DATA_PATH"), f".{name}.loading.{os.getpid()}.sqsh")
+    staging = Path(ensure_dir(settings.data_path, setting="HYDRIA_DATA_PATH"), f".{name}.loading.{process_tag()}.sqsh")
     try:
         import_image(options.uri, settings, output=str(staging), arch=options.arch)
         store.create(staging, name, force=options.force, unpack=settings.unpack)

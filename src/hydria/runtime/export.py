@@ -18,7 +18,7 @@ from pathlib import Path
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
-from hydria.paths import ensure_dir, output_file
+from hydria.paths import ensure_dir, output_file, process_tag
 from hydria.runtime import namespaces, rootfs
 from hydria.runtime import syscalls as sc
 from hydria.runtime.named import check_unchanged
@@ -32,7 +32,7 @@ def export(name: str, output: str | None, force: bool, settings: Settings) -> Pa
     container = Store(settings).container(name)
     check_unchanged(container)
     target = output_file(output, f"{name}.sqsh", force=force or settings.force_override)
-    staging = target.with_name(f".{target.name}.exporting.{os.getpid()}")
+    staging = target.with_name(f".{target.name}.exporting.{process_tag()}")
     try:
         namespaces.in_child(lambda: _squash(container, staging, target.name, settings))
         os.replace(staging, target)
@@ -47,7 +47,7 @@ def _squash(container: rootfs.Container, output: Path, label: str, settings: Set
     namespaces.enter(settings._replace(remap_root=True, unshare_net=False, unshare_ipc=False, unshare_uts=False),
                      uid, gid)
     sc.mount("tmpfs", str(runtime), "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=700")
-    area = f"{runtime}/{os.getpid()}"
+    area = f"{runtime}/{process_tag()}"
     root = rootfs.mount_container(container, area, 0, 0, settings.native_overlayfs)
     excludes = Path(area, "excludes")
     written = container.directory or (f"{container.home}/upper" if container.home else None)

@@ -201,20 +201,24 @@ STALE_AFTER = 60  # seconds: a work directory this old that no mount uses is lef
 
 def _instance_workdir(parent: str) -> str:
     """A work directory of this start's own under ``parent``: several starts of one named container
-    may run at once (Slurm steps), and overlay mounts must not share one. Work directories of
-    starts that have ended (no mount uses them) are removed on the way."""
+    may run at once (Slurm steps), and overlay mounts must not share one. Work directories that
+    this node's starts left (no mount here uses them) are removed on the way; they are named after
+    the node, as only its own mounts can be seen (``tmp*``: made before names said the node)."""
     from hydria.runtime.running import workdirs_in_use
 
     in_use = workdirs_in_use()
+    node = os.uname().nodename
     with os.scandir(parent) as entries:
         for entry in entries:
+            if not entry.name.startswith((f"{node}.", "tmp")):
+                continue  # another node's, which may be in use there (a data path on a shared file system)
             try:
                 if entry.path not in in_use and time.time() - entry.stat(follow_symlinks=False).st_mtime > STALE_AFTER:
                     delete_tree(entry.path)
             except OSError:
                 continue  # another start removed it first
     while True:  # tempfile.mkdtemp without its imports (random, shutil: see docs/runtime.md)
-        path = os.path.join(parent, f"tmp{os.urandom(6).hex()}")
+        path = os.path.join(parent, f"{node}.{os.urandom(6).hex()}")
         try:
             os.mkdir(path, 0o700)
             return path

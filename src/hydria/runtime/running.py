@@ -104,7 +104,7 @@ def _owner(pid: int, uppers: dict[str, str], trees: dict[tuple[int, int], str], 
                     return uppers[upper]
                 start_area = os.path.dirname(upper)
                 if os.path.basename(upper) == "upper" and os.path.dirname(start_area) == runtime_path \
-                        and os.path.basename(start_area).isdigit():
+                        and os.path.basename(start_area).rpartition(".")[2].isdigit():  # NODE.PID
                     return UNKNOWN
     return None
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.hooks import slurm_pmi
-from hydria.paths import check_input_file, ensure_dir, listed, read_text
+from hydria.paths import check_input_file, ensure_dir, listed, process_tag, read_text
 from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime import environ, fstab, hooks, lock, namespaces, rootfs, seccomp
 from hydria.runtime import syscalls as sc
@@ -132,7 +132,7 @@ def start(options: StartOptions, settings: Settings) -> None:
 
     namespaces.enter(settings, uid, gid)
     inner_uid, inner_gid = (0, 0) if settings.remap_root else (uid, gid)
-    area = f"{runtime}/{os.getpid()}"
+    area = f"{runtime}/{process_tag()}"
     sc.mount("tmpfs", str(runtime), "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=700")
     if container.home is not None:
         lock.hold(os.path.join(container.home, LOCK_FILE))

@@ -16,9 +16,10 @@ from collections.abc import Mapping, Sequence
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
+from hydria.filesystems import file_system_type, may_be_shared
 from hydria.hooks import slurm_pmi
 from hydria.log import Logger
-from hydria.paths import ensure_dir, read_text
+from hydria.paths import ensure_dir, process_tag, read_text
 from hydria.runtime.fstab import READ_ONLY_FILE_BIND, MountEntry
 from hydria.runtime.named import container_path
 from hydria.slurm import importer
@@ -72,6 +73,8 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
         if entry.is_bind and entry.source.startswith("/") and not os.path.exists(entry.source):
             raise HydriaError(f"--container-mounts: source path does not exist: {entry.source}")
     settings = _step_settings(options, settings)
+    if options.name is not None:
+        _refuse_shared_across_nodes(name, settings, environment)
     scratch = step_dir(settings, step)
     target = _container(options, _prefix(step, scope), step, settings, scratch, cwd, plugin, marks)
     if joinable:  # steps that start at once: the first sets the container up, the others join it
@@ -164,7 +167,29 @@ def container_name(options: ContainerOptions, step: str, scope: str) -> str | No
     saved (its writes must land somewhere), else none (the image file is started directly)."""
     if options.name is not None:
         return _prefix(step, scope) + options.name
-    return _prefix(step, scope) + step if options.save else None
+    return _temporary_name(_prefix(step, scope), step) if options.save else None
+
+
+def _temporary_name(prefix: str, step: str) -> str:
+    """Named after the node too: the nodes of a step may share the data path."""
+    return f"{prefix}{step}.{os.uname().nodename}"
+
+
+def _refuse_shared_across_nodes(name: str, settings: Settings, environment: Mapping[str, str]) -> None:
+    """A named container is one directory of overlay writes: where the step's nodes share the
+    data path (a network file system), each would mount it read-write at once, and two overlays
+    over one upper directory corrupt it. Raises HydriaError with the ways out."""
+    nodes = environment.get("SLURM_STEP_NUM_NODES", "1")
+    if not nodes.isdigit() or int(nodes) < 2:
+        return
+    data = os.path.realpath(settings.data_path)
+    kind = file_system_type(data)
+    if may_be_shared(kind):
+        raise HydriaError(f"container {name}: this step runs on {nodes} nodes, which share the data path "
+                          f"{data} ({kind}): each would write the one container at once, which corrupts it",
+                          hint="run the step on one node (-N1); or give every node an image file: hydria export "
+                               f"{name}, then --container-image=FILE; or the administrator puts "
+                               "HYDRIA_DATA_PATH on node-local storage, one container per node (docs/slurm.md)")
 
 
 def _rc_local(settings: Settings) -> str:
@@ -172,7 +197,7 @@ def _rc_local(settings: Settings) -> str:
     folder = user_dir(settings)
     path = os.path.join(folder, "rc.local")
     if not os.path.isfile(path) or read_text(path) != RC_LOCAL:
-        staging = os.path.join(folder, f".rc.local.{os.uname().nodename}.{os.getpid()}")
+        staging = os.path.join(folder, f".rc.local.{process_tag()}")
         with open(staging, "w") as handle:
             handle.write(RC_LOCAL)
         os.replace(staging, path)
@@ -223,7 +248,7 @@ def _container(options: ContainerOptions, prefix: str, step: str, settings: Sett
         return _image_file(options.image, scratch, settings, cwd, plugin, marks)
     if options.name is None:  # a temporary container, so that the writes to save persist
         assert options.image is not None
-        name = prefix + step
+        name = _temporary_name(prefix, step)
         _create(_image_file(options.image, scratch, settings, cwd, plugin, marks), name, settings, force=True, unpack=False)
         _release(options, plugin)
         return name
