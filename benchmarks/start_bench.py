@@ -1,6 +1,8 @@
 """Start benchmark: median wall time of starting ``true`` in a container, as an ordinary user.
 
-* hydria start IMAGE.sqsh true (squashfuse + overlay) and hydria start NAME true (created);
+* hydria start IMAGE.sqsh true (squashfuse + overlay) and hydria start NAME true (created), with
+  the kernel's overlay and with fuse-overlayfs (HYDRIA_NATIVE_OVERLAYFS=n, as before Linux 5.11
+  and for a data path on NFS);
 * hydria create of the image (no unpack) and create --unpack;
 * Charliecloud's ch-run from a directory, when installed.
 
@@ -57,6 +59,11 @@ def main() -> int:
         run_as(user, [HYDRIA, "create", "-n", "bench", str(image)], env=env, check=True)
         rows.append(("hydria create (no unpack)", (time.perf_counter() - started) * 1000))
         rows.append(("hydria start NAME true", median_ms(user, [HYDRIA, "start", "bench", "true"], env, options.runs)))
+        fuse = {**env, "HYDRIA_NATIVE_OVERLAYFS": "n"}
+        rows.append(("  the same with fuse-overlayfs", median_ms(user, [HYDRIA, "start", "bench", "true"], fuse,
+                                                                 options.runs)))
+        rows.append(("hydria start IMAGE true, fuse-overlayfs",
+                     median_ms(user, [HYDRIA, "start", str(image), "true"], fuse, options.runs)))
         started = time.perf_counter()
         run_as(user, [HYDRIA, "create", "--unpack", "-n", "flat", str(image)], env=env, check=True)
         rows.append(("hydria create --unpack", (time.perf_counter() - started) * 1000))
