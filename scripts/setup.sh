@@ -52,7 +52,7 @@ fi
 # start would cost them tens of milliseconds.
 .venv/bin/python -m compileall -q src testbed >/dev/null
 
-for user in hydria-test hydria-test2; do
+for user in hydria-test hydria-test2 hydria-store; do  # hydria-store: the image store's owner
     id "$user" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$user"
 done
 

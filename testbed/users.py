@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TEST_USERS = ("hydria-test", "hydria-test2")
+STORE_USER = "hydria-store"  # the account that writes the image store in tests
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import pytest
 
 from testbed.publish import PublishedImage, publish
 from testbed.registry import Registry
-from testbed.users import TEST_USERS, User
+from testbed.users import STORE_USER, TEST_USERS, User
 
 VENV_BIN = Path(__file__).resolve().parent.parent / ".venv" / "bin"
 
@@ -68,6 +68,12 @@ def test_user() -> User:
 def other_user() -> User:
     """A second unprivileged user, for isolation tests between users."""
     return _user(TEST_USERS[1])
+
+
+@pytest.fixture(scope="session")
+def store_user() -> User:
+    """The account that writes the image store (a dedicated user, as a site names one)."""
+    return _user(STORE_USER)
 
 
 @pytest.fixture(scope="session")

@@ -57,6 +57,8 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("CACHE_PATH", "path", "${XDG_CACHE_HOME}/hydria", "Content-addressed blob cache, and the images kept for importing again"),
     SettingSpec("DATA_PATH", "path", "${XDG_DATA_HOME}/hydria", "Named containers"),
     SettingSpec("TEMP_PATH", "path", "${TMPDIR:-/tmp}", "Temporary files of import, load and bundle"),
+    SettingSpec("STORE_PATH", "path", "", "The image store that every user reads and only its owner writes (empty: none)"),
+    SettingSpec("STORE_OWNER", "str", "", "The account that writes the image store (empty: the store directory's owner)"),
     SettingSpec("GZIP_PROGRAM", "str", "pigz", "Accepted for enroot configurations; hydria inflates gzip layers itself (ISA-L)"),
     SettingSpec("ZSTD_OPTIONS", "str", "-1", "Accepted for enroot configurations; hydria caches blobs as received, never re-compressed"),
     SettingSpec("SQUASH_OPTIONS", "str", "-comp zstd -Xcompression-level 1", "Compression options of the squashfs images hydria writes"),
@@ -99,6 +101,8 @@ class Settings(Record):
     cache_path: str
     data_path: str
     temp_path: str
+    store_path: str
+    store_owner: str
     gzip_program: str
     zstd_options: str
     squash_options: str
@@ -348,6 +352,8 @@ def _convert(spec: SettingSpec, assignment: Assignment, variables: Mapping[str, 
             raise ConfigError(f"Invalid configuration: {where}: {text!r} is not a non-negative integer")
         return int(text)
     if spec.kind == "path":
+        if not text and not spec.default:  # a path that may be unset (STORE_PATH)
+            return ""
         if not text.startswith("/"):
             raise ConfigError(f"Invalid configuration: {where}: {text!r} is not an absolute path",
                               hint="paths may use $HOME, $UID, $USER, $HOSTNAME and ${XDG_*_HOME}")
@@ -389,7 +395,7 @@ def _runtime_default(uid: int, env: Mapping[str, str]) -> str:
 
 # Settings that protect the site: for a Slurm step only the administrator's files set them, not
 # the job's environment nor the user's hydria.conf (docs/slurm.md, "What a job may set").
-SITE_SETTINGS = frozenset({"ALLOW_HTTP", "ALLOW_SUPERUSER", "RESTRICT_DEV", "NVIDIA_DRIVER_ROOT", "RDMA_ROOT",
+SITE_SETTINGS = frozenset({"ALLOW_HTTP", "ALLOW_SUPERUSER", "RESTRICT_DEV", "NVIDIA_DRIVER_ROOT", "RDMA_ROOT", "STORE_OWNER",
                            *(spec.name for spec in SPECS if spec.name.endswith("_PATH"))})
 
 

@@ -66,6 +66,26 @@ def process_tag() -> str:
     return f"{os.uname().nodename}.{os.getpid()}"
 
 
+def writable_by_others(path: str, trusted: frozenset[int]) -> str | None:
+    """The first of ``path`` (links resolved) and the folders above it that someone outside the
+    ``trusted`` uids could change: one they own, or may write. A folder that is sticky and belongs
+    to a trusted uid (``/tmp``) protects what others own in it, so it only has to be theirs.
+    None when there is none; the path itself when it cannot be examined."""
+    path = os.path.realpath(path)
+    checked = path
+    while True:
+        try:
+            info = os.lstat(checked)
+        except OSError:
+            return checked
+        sticky_shelter = checked != path and info.st_mode & stat.S_ISVTX
+        if info.st_uid not in trusted or (info.st_mode & 0o022 and not sticky_shelter):
+            return checked
+        if checked == "/":
+            return None
+        checked = os.path.dirname(checked)
+
+
 def read_text(path: str) -> str:
     """A text file's whole content, as ``Path.read_text`` (without ``pathlib`` on the start path);
     bytes that are not UTF-8 are kept as they are (``surrogateescape``), never an error."""

@@ -39,6 +39,25 @@ def other_workspace(other_user: User, hydria_bin: str) -> Iterator[Workspace]:
     yield from make_workspace(other_user, hydria_bin)
 
 
+@pytest.fixture
+def store_workspace(store_user: User, hydria_bin: str) -> Iterator[Workspace]:
+    """The image store's owner (docs/store.md)."""
+    yield from make_workspace(store_user, hydria_bin)
+
+
+@pytest.fixture
+def store(store_user: User) -> Iterator[Path]:
+    """An image store's directory, as the administrator makes it for its owner (who then runs
+    ``hydria store init``)."""
+    parent = Path(tempfile.mkdtemp(prefix="hydria-store-"))
+    parent.chmod(0o755)
+    path = parent / "store"
+    path.mkdir(mode=0o755)
+    os.chown(path, store_user.uid, store_user.gid)
+    yield path
+    subprocess.run(["rm", "-rf", str(parent)], check=True)
+
+
 @pytest.fixture(scope="session")
 def images(busybox: PublishedImage, debian: PublishedImage, image_workdir: Path,
            hydria_bin: str, test_user: User) -> dict[str, Path]:

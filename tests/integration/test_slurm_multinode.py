@@ -16,6 +16,7 @@ import pytest
 from testbed import slurm
 from testbed.forwarding import Forwarder
 from testbed.nodes import HEAD_ADDRESS
+from testbed.oci import push
 from testbed.publish import PublishedImage
 from testbed.registry import Registry
 from testbed.workspace import Workspace
@@ -72,6 +73,26 @@ def test_a_registry_image_on_every_node(nodes: slurm.Submitter, busybox: Publish
                            'echo "$(hostname) $(grep PRETTY /etc/os-release)"', HYDRIA_DATA_PATH="")
             assert sorted(out.splitlines()) == [f'{node} PRETTY_NAME="hydria busybox test image"'
                                                 for node in NODES], attempt
+
+
+def test_a_stored_image_serves_every_node(nodes: slurm.Submitter, busybox: PublishedImage, registry: Registry,
+                                          store: Path, store_workspace: Workspace, workspace: Workspace) -> None:
+    """An image in the image store (docs/store.md): every node of a step starts it from there
+    (the user's cache is empty), and the registry serves no blob, only each node's manifest request."""
+    push([busybox.image], registry.address, "hydria/stored-nodes", "latest", store_workspace.root)
+    with Forwarder(registry.address, host=HEAD_ADDRESS) as front:
+        image = f"{front.address}#hydria/stored-nodes:latest"
+        for action in (("init",), ("import", f"docker://{image}")):
+            done = store_workspace.run("store", *action, HYDRIA_STORE_PATH=str(store))
+            assert done.returncode == 0, done.stderr
+        served = registry.blob_fetches("hydria/stored-nodes")
+        out = nodes.ok("srun", "-N2", f"--container-image={image}", "sh", "-c",
+                       'echo "$(hostname) $(grep PRETTY /etc/os-release)"', HYDRIA_DATA_PATH="",
+                       HYDRIA_TESTBED_STORE=str(store), HYDRIA_TESTBED_CACHE=str(workspace.root / "empty-cache"))
+    assert sorted(out.splitlines()) == [f'{node} PRETTY_NAME="hydria busybox test image"' for node in NODES]
+    assert registry.blob_fetches("hydria/stored-nodes") == served
+    blobs = workspace.root / "empty-cache" / "blobs" / "sha256"
+    assert not blobs.exists() or list(blobs.iterdir()) == []
 
 
 def test_a_named_container_lives_on_each_node(nodes: slurm.Submitter, images: dict[str, Path],

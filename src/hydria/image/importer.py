@@ -10,9 +10,9 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
-from hydria.anonfile import AnonymousFile, anonymous_file
+from hydria.anonfile import AnonymousFile, anonymous_file, link_or_copy
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.image import manifest as mf
@@ -22,10 +22,14 @@ from hydria.image.config import runtime_files
 from hydria.image.flatten import ExtraFile, LayerContent, LayerStream, flatten
 from hydria.image.growing import FollowingReader
 from hydria.image.imagecache import CachedImage, ImageCache
+from hydria.image.imagestore import ImageStore
 from hydria.image.progress import Progress
 from hydria.image.reference import EngineImage, ImageReference, LocalImage, RegistryImage, parse
 from hydria.image.squashfs import SquashfsFailed, Tar2Sqfs, tar2sqfs_options
 from hydria.log import Logger
+
+if TYPE_CHECKING:
+    from hydria.image.sources.registry import RegistrySource
 
 log = Logger(__name__)
 
@@ -55,8 +59,9 @@ def output_path(ref: ImageReference, output: str | None, cwd: Path) -> Path:
 def import_image(uri: str, settings: Settings, *, output: str | None = None, arch: str | None = None,
                  cwd: Path | None = None, in_place: bool = False) -> Path:
     """Import ``uri`` into a squashfs image file and return its path: the output, or, with
-    ``in_place``, the image kept in the cache when the output is on another file system (a Slurm
-    step reads it there rather than copy gigabytes into its scratch space; nobody may write to it).
+    ``in_place``, the image store's or the image kept in the cache when the output is on another
+    file system (a Slurm step reads it there rather than copy gigabytes into its scratch space;
+    nobody may write to it).
 
     Raises:
         HydriaError: bad reference, unreachable source, bad content, or an output problem.
@@ -67,13 +72,18 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
     want = mf.parse_platform(arch)
     options = tar2sqfs_options(settings.squash_options, settings.max_processors)
     with ExitStack() as stack:
-        stack.enter_context(_terminate_as_interrupt())
-        progress = Progress()
-        stack.callback(progress.close)
-        resolved = _open_source(ref, settings, cwd, stack, progress)(want)
-        found = resolved.config.get("architecture")
-        if found and found != want.architecture:
-            log.warning("Image architecture doesn't match the requested one: %s != %s", found, want.architecture)
+        progress = _watched(stack)
+        store = ImageStore.configured(settings) if isinstance(ref, RegistryImage) else None
+        resolve: Callable[[mf.Platform], mf.ResolvedImage]
+        if isinstance(ref, RegistryImage) and store is not None:
+            source = _registry_source(ref, settings, stack, progress)
+            stored = _from_store(store, source, want, settings, options)
+            if stored is not None:
+                return _deliver(stored, target, in_place)
+            resolve = source.resolve
+        else:
+            resolve = _open_source(ref, settings, cwd, stack, progress)
+        resolved = _resolve(resolve, want)
         kept = None
         images = ImageCache(settings.cache_path, settings.cache_images)
         if resolved.digest and settings.cache_images > 0 and images.usable():
@@ -82,6 +92,68 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
     if image != target:
         log.info("Using the kept image %s", image)
     return image
+
+
+def import_into_store(uri: str, settings: Settings, *, arch: str | None = None) -> Path:
+    """``hydria store import``: the store's entry of registry image ``uri``, imported unless it
+    is there. Raises HydriaError, also when this user does not write the store."""
+    store = ImageStore(settings.store_path, settings.store_owner)
+    store.require_writer()
+    store.check()
+    ref = parse(uri)
+    if not isinstance(ref, RegistryImage):
+        raise HydriaError(f"Invalid argument: {uri}", hint="the image store keeps registry images (docker://...)")
+    options = tar2sqfs_options(settings.squash_options, settings.max_processors)
+    with ExitStack() as stack:
+        source = _registry_source(ref, settings, stack, _watched(stack))
+        stored = _from_store(store, source, mf.parse_platform(arch), settings, options)
+    assert stored is not None  # its writer always gets one
+    return stored
+
+
+def _watched(stack: ExitStack) -> Progress:
+    """An import's progress display, with SIGTERM ending the import as Ctrl-C does."""
+    stack.enter_context(_terminate_as_interrupt())
+    progress = Progress()
+    stack.callback(progress.close)
+    return progress
+
+
+def _resolve(resolve: Callable[[mf.Platform], mf.ResolvedImage], want: mf.Platform) -> mf.ResolvedImage:
+    resolved = resolve(want)
+    found = resolved.config.get("architecture")
+    if found and found != want.architecture:
+        log.warning("Image architecture doesn't match the requested one: %s != %s", found, want.architecture)
+    return resolved
+
+
+def _from_store(store: ImageStore, source: RegistrySource, want: mf.Platform, settings: Settings,
+                options: list[str]) -> Path | None:
+    """The store's image of the manifest that this user's registry request names for ``want``
+    (nothing else is fetched when the store has it): there already, or imported into the store
+    when this user writes it; else None."""
+    key = store.key(source.ref.uri, source.digest(want), settings.squash_options)
+    found = store.lookup(key)
+    if found is None and store.is_writer():
+        resolved = _resolve(source.resolve, want)
+        assert resolved.digest is not None
+        found = store.publish(key, resolved.uri, resolved.digest,
+                              lambda image: _squash(resolved, image, options, source.progress))
+    if found is not None:
+        log.info("Found the image in the image store: %s", found)
+    return found
+
+
+def _deliver(stored: Path, target: Path, in_place: bool) -> Path:
+    """The store's image where the caller wants it: in place, or at ``target`` (a hardlink where
+    the kernel allows one, else a copy)."""
+    if in_place:
+        return stored
+    try:
+        link_or_copy(stored, target)
+    except FileExistsError:
+        raise OutputExists(f"File already exists: {target}") from None
+    return target
 
 
 @contextmanager
@@ -137,14 +209,18 @@ def _local_path_exists(uri: str, cwd: Path) -> bool:
     return bool(rest) and (cwd / rest).exists()
 
 
+def _registry_source(ref: RegistryImage, settings: Settings, stack: ExitStack, progress: Progress) -> RegistrySource:
+    from hydria.image.sources.registry import RegistrySource
+
+    source = RegistrySource(ref, settings, blob_cache(settings), progress)
+    stack.callback(source.close)
+    return source
+
+
 def _open_source(ref: ImageReference, settings: Settings, cwd: Path, stack: ExitStack,
                  progress: Progress) -> Callable[[mf.Platform], mf.ResolvedImage]:
     if isinstance(ref, RegistryImage):
-        from hydria.image.sources.registry import RegistrySource
-
-        source = RegistrySource(ref, settings, blob_cache(settings), progress)
-        stack.callback(source.close)
-        return source.resolve
+        return _registry_source(ref, settings, stack, progress).resolve
     if isinstance(ref, LocalImage):
         from hydria.image.sources.local import open_local
 

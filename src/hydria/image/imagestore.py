@@ -1,0 +1,254 @@
+"""The image store: squashfs images that one account writes and every user reads, on a node's
+disk or on the cluster's shared file system, so that an image is imported once, not once per
+user and node (docs/store.md).
+
+* ``STORE/images/<key>.sqsh``: the images, mode 0644, named by a digest of what their bytes
+  depend on (the manifest digest, which pins the config and every layer; the URI, which the
+  image's ``/etc/rc`` names; the squash options; hydria's image format), so that a name never
+  stands for other bytes. They get their name only once complete (an anonymous file), so a
+  killed import never leaves a half-written entry in sight.
+* ``STORE/meta/<key>.json`` (mode 0600, for ``hydria store list``): what each image is.
+* ``STORE/locks/<key>.lock``: who imports an image now. Made with an exclusive create, which works
+  on NFS where ``flock`` may not, holding the importer's node and PID; the importer touches it
+  every ``HEARTBEAT`` seconds, and one untouched for ``STALE_AFTER`` seconds is taken over (its
+  importer died), by a rename that only one of the waiting importers wins.
+
+Users read: an entry is used only when it and every folder above it belong to the store's owner
+(or root) and nobody else may write them. Only the owner writes, so a user gets from the store
+what the owner's import of the same manifest made, and only after resolving the reference to that
+manifest digest with their own credentials.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pwd
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from hydria.anonfile import AnonymousFile, anonymous_file
+from hydria.config import Settings
+from hydria.errors import HydriaError
+from hydria.image.imagecache import IMAGE_FORMAT
+from hydria.log import Logger
+from hydria.paths import process_tag, user_name, writable_by_others
+
+log = Logger(__name__)
+
+HEARTBEAT = 5.0  # seconds between touches of an import's lock
+STALE_AFTER = 60.0  # seconds without a touch after which a lock's importer is taken for dead
+POLL = 0.5  # seconds between looks of an importer that waits for another
+SUFFIX = ".sqsh"
+
+
+@dataclass(frozen=True)
+class StoredImage:
+    key: str
+    path: Path
+    size: int
+    uri: str
+    digest: str
+    created: float
+
+
+class ImageStore:
+    """The store at ``root``, written by ``owner`` (a user name; empty: the directory's owner)."""
+
+    def __init__(self, root: str | Path, owner: str = "") -> None:
+        self.root = Path(root)
+        self.images = self.root / "images"
+        self.meta = self.root / "meta"
+        self.locks = self.root / "locks"
+        self.owner_uid = _owner_uid(self.root, owner)
+        self.trusted = frozenset({0, self.owner_uid})
+
+    @classmethod
+    def configured(cls, settings: Settings) -> ImageStore | None:
+        """The store the settings name, when there is one and it can be trusted (else a warning)."""
+        if not settings.store_path:
+            return None
+        try:
+            store = cls(settings.store_path, settings.store_owner)
+            store.check()
+        except HydriaError as e:
+            log.warning("Not using the image store: %s", e.message)
+            return None
+        return store
+
+    def check(self) -> None:
+        """Raises HydriaError unless only the owner (or root) can change the store's images."""
+        exposed = writable_by_others(str(self.images), self.trusted)
+        if exposed is not None:
+            raise HydriaError(f"{self.images} (HYDRIA_STORE_PATH): {exposed} can be changed by others than "
+                              f"{user_name(self.owner_uid)} and root, or does not exist",
+                              hint=f"the administrator runs: hydria store init (as {user_name(self.owner_uid)})")
+
+    def is_writer(self) -> bool:
+        return os.geteuid() == self.owner_uid
+
+    @staticmethod
+    def key(uri: str, manifest_digest: str, squash_options: str) -> str:
+        text = f"{IMAGE_FORMAT}\n{uri}\n{manifest_digest}\n{squash_options}"
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def lookup(self, key: str) -> Path | None:
+        """The entry of ``key`` when there is one that only the owner or root can have written."""
+        path = self.images / (key + SUFFIX)
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            return None
+        if stat.S_ISREG(info.st_mode) and info.st_uid in self.trusted and not info.st_mode & 0o022:
+            return path
+        log.warning("Not using %s from the image store: it is not a file that only %s can write",
+                    path, user_name(self.owner_uid))
+        return None
+
+    def publish(self, key: str, uri: str, digest: str, write: Callable[[AnonymousFile], None]) -> Path:
+        """The entry of ``key``: found, or written with ``write`` by this process, or by another
+        importer (on any node) that this one waits for. Only the owner may call it."""
+        announced = False
+        while True:
+            found = self.lookup(key)
+            if found is not None:
+                return found
+            with self._lock(key) as holder:
+                if holder is None:  # ours
+                    found = self.lookup(key)
+                    if found is not None:
+                        return found
+                    return self._write(key, uri, digest, write)
+            if not announced:
+                log.info("Waiting for %s, which imports %s into the image store", holder, uri)
+                announced = True
+            time.sleep(POLL)
+
+    def _write(self, key: str, uri: str, digest: str, write: Callable[[AnonymousFile], None]) -> Path:
+        target = self.images / (key + SUFFIX)
+        with anonymous_file(target) as image:
+            write(image)
+            if not image.commit():
+                raise HydriaError(f"{target} appeared while this import held the store's lock",
+                                  hint="another account writes the image store: it must have one owner")
+        info = target.stat()
+        record = {"uri": uri, "digest": digest, "size": info.st_size, "created": info.st_mtime}
+        with anonymous_file(self.meta / f"{key}.json", mode=0o600) as meta:
+            os.write(meta.fd, json.dumps(record).encode())
+            meta.commit()
+        return target
+
+    @contextmanager
+    def _lock(self, key: str) -> Iterator[str | None]:
+        """Yields None while this process holds the import lock of ``key`` (kept fresh by a
+        heartbeat), else who holds it; a stale lock is taken over first."""
+        path = self.locks / f"{key}.lock"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except FileExistsError:
+            holder, age = _holder(path)
+            if age > STALE_AFTER:
+                self._take_over(path, key, holder, age)
+            yield holder
+            return
+        try:
+            os.write(fd, f"{process_tag()}\n".encode())
+        finally:
+            os.close(fd)
+        stop = threading.Event()
+        beat = threading.Thread(target=_heartbeat, args=(path, stop), daemon=True)
+        beat.start()
+        try:
+            yield None
+        finally:
+            stop.set()
+            beat.join()
+            path.unlink(missing_ok=True)
+
+    def _take_over(self, lock: Path, key: str, holder: str, age: float) -> None:
+        """Remove a dead importer's lock and its partial file (NFS has no anonymous files)."""
+        try:
+            os.rename(lock, lock.with_name(f"{lock.name}.stale.{process_tag()}"))  # one waiter wins
+        except FileNotFoundError:
+            return
+        log.warning("Taking over the import of %s: %s has not touched its lock for %.0f s", key[:12], holder, age)
+        for leftover in self.locks.glob(f"{lock.name}.stale.*"):
+            leftover.unlink(missing_ok=True)
+        for partial in self.images.glob(f".{key}{SUFFIX}.*.partial"):
+            try:
+                if time.time() - partial.stat().st_mtime > STALE_AFTER:
+                    partial.unlink()
+            except FileNotFoundError:
+                continue
+
+    def entries(self) -> list[StoredImage]:
+        """The images in the store, as their records say (readable by the owner and root)."""
+        found = []
+        for record in sorted(self.meta.glob("*.json")):
+            key = record.name[:-len(".json")]
+            path = self.images / (key + SUFFIX)
+            try:
+                data = json.loads(record.read_text())
+                found.append(StoredImage(key, path, path.stat().st_size, data["uri"], data["digest"], data["created"]))
+            except (OSError, ValueError, KeyError):
+                continue  # removed meanwhile, or not a record hydria wrote
+        return found
+
+    def require_writer(self) -> None:
+        """Raises HydriaError unless this process runs as the store's owner."""
+        if not self.is_writer():
+            raise HydriaError(f"only {user_name(self.owner_uid)} writes the image store {self.root}",
+                              hint=f"run it as that user: sudo -u {user_name(self.owner_uid)} hydria store ...")
+
+    def initialise(self) -> None:
+        """Make the store's folders (as the owner): images readable by everyone but not listable,
+        records and locks of the owner."""
+        self.require_writer()
+        for folder, mode in ((self.root, 0o755), (self.images, 0o711), (self.meta, 0o700), (self.locks, 0o755)):
+            try:
+                folder.mkdir(mode=mode, exist_ok=True)
+                folder.chmod(mode)
+            except OSError as e:
+                raise HydriaError(f"cannot make {folder}: {e.strerror}",
+                                  hint="the administrator makes the store directory for its owner: "
+                                       f"install -d -o {user_name(self.owner_uid)} -m 0755 {self.root}") from None
+        self.check()
+
+
+def _owner_uid(root: Path, owner: str) -> int:
+    if owner:
+        try:
+            return pwd.getpwnam(owner).pw_uid
+        except KeyError:
+            raise HydriaError(f"HYDRIA_STORE_OWNER: no such user: {owner}",
+                              hint="name the account that writes the image store") from None
+    try:
+        return root.stat().st_uid
+    except OSError as e:
+        raise HydriaError(f"{root} (HYDRIA_STORE_PATH): {e.strerror}",
+                          hint="the administrator makes it, owned by the account that writes it") from None
+
+
+def _holder(lock: Path) -> tuple[str, float]:
+    """Who holds ``lock`` ("node N, process P") and how long ago they last touched it."""
+    try:
+        with open(lock) as handle:
+            node, _, pid = handle.read().strip().rpartition(".")
+        age = time.time() - os.stat(lock).st_mtime
+    except OSError:
+        return "another importer", 0.0
+    return (f"node {node}, process {pid}" if node and pid.isdigit() else "another importer"), age
+
+
+def _heartbeat(lock: Path, stop: threading.Event) -> None:
+    while not stop.wait(HEARTBEAT):
+        try:
+            os.utime(lock)
+        except OSError:
+            return

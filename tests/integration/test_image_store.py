@@ -1,0 +1,143 @@
+"""The image store (docs/store.md): one account (the test user ``hydria-store``) imports an image
+once; every user then gets it from the store after resolving the same manifest with their own
+registry request, and cannot change it. Concurrent importers wait for the one that runs, and a
+dead importer's lock is taken over without a half-written entry in sight."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from testbed.oci import push
+from testbed.publish import PublishedImage
+from testbed.registry import Registry
+from testbed.users import run_as
+from testbed.workspace import Workspace
+
+pytestmark = pytest.mark.integration
+
+
+def published(registry: Registry, image: PublishedImage, name: str, work: Path) -> str:
+    push([image.image], registry.address, f"hydria/{name}", "latest", work)
+    return f"docker://{registry.address}#hydria/{name}:latest"
+
+
+def store_run(owner: Workspace, store: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return owner.run("store", *args, HYDRIA_STORE_PATH=str(store))
+
+
+def test_one_import_serves_every_user(busybox: PublishedImage, registry: Registry, store: Path,
+                                      store_workspace: Workspace, workspace: Workspace,
+                                      other_workspace: Workspace) -> None:
+    uri = published(registry, busybox, "stored", store_workspace.root)
+    assert store_run(store_workspace, store, "init").returncode == 0
+    imported = store_run(store_workspace, store, "import", uri)
+    assert imported.returncode == 0, imported.stderr
+    entry = Path(imported.stdout.strip())
+    assert entry.parent == store / "images" and entry.stat().st_mode & 0o777 == 0o644
+    served = registry.blob_fetches("hydria/stored")
+    for user in (workspace, other_workspace):
+        result = user.run("import", "-o", "mine.sqsh", uri, HYDRIA_STORE_PATH=str(store))
+        assert result.returncode == 0, result.stderr
+        assert f"Found the image in the image store: {entry}" in result.stderr
+        assert (user.out / "mine.sqsh").read_bytes() == entry.read_bytes()
+    assert registry.blob_fetches("hydria/stored") == served  # no blob again: only the manifest requests
+    for attack in (f"echo x >> {entry}", f"touch {store}/images/new.sqsh", f"rm -f {entry}"):
+        assert run_as(workspace.user, ["sh", "-c", attack]).returncode != 0, attack
+    assert run_as(workspace.user, ["ls", str(store / "images")]).returncode != 0  # names are not listed
+    listing = json.loads(store_run(store_workspace, store, "list", "--json").stdout)
+    assert [(e["path"], e["size"]) for e in listing] == [(str(entry), entry.stat().st_size)]
+    assert listing[0]["uri"].endswith("hydria/stored:latest")
+    assert workspace.run("store", "import", uri, HYDRIA_STORE_PATH=str(store)).stderr.startswith(
+        f"[ERROR] only {store_workspace.user.name} writes the image store {store}")
+
+
+def test_a_moved_tag_is_not_served_the_stored_image(busybox: PublishedImage, debian: PublishedImage,
+                                                    registry: Registry, store: Path, store_workspace: Workspace,
+                                                    workspace: Workspace) -> None:
+    """The user's own manifest request decides: a tag that now names another image misses."""
+    uri = published(registry, busybox, "moving", store_workspace.root)
+    assert store_run(store_workspace, store, "init").returncode == 0
+    assert store_run(store_workspace, store, "import", uri).returncode == 0
+    published(registry, debian, "moving", store_workspace.root)
+    result = workspace.run("import", "-o", "mine.sqsh", uri, HYDRIA_STORE_PATH=str(store))
+    assert result.returncode == 0, result.stderr
+    assert "image store" not in result.stderr
+    listing = subprocess.run(["unsquashfs", "-l", str(workspace.out / "mine.sqsh")], capture_output=True, text=True,
+                             check=True).stdout
+    assert "squashfs-root/usr/bin/apt" in listing  # debian's, not the stored busybox
+
+
+@pytest.mark.parametrize("exposure", ["store writable by others", "images owned by a user"])
+def test_a_store_others_could_change_is_not_used(exposure: str, busybox: PublishedImage, registry: Registry,
+                                                 store: Path, store_workspace: Workspace,
+                                                 workspace: Workspace, other_workspace: Workspace) -> None:
+    uri = published(registry, busybox, "exposed", store_workspace.root)
+    assert store_run(store_workspace, store, "init").returncode == 0
+    assert store_run(store_workspace, store, "import", uri).returncode == 0
+    if exposure == "store writable by others":
+        store.chmod(0o777)
+    else:
+        subprocess.run(["chown", "-R", f"{other_workspace.user.uid}", str(store / "images")], check=True)
+    result = workspace.run("import", "-o", "mine.sqsh", uri, HYDRIA_STORE_PATH=str(store))
+    assert result.returncode == 0, result.stderr
+    assert "[WARN] Not using the image store: " in result.stderr and "can be changed by others" in result.stderr
+    assert "Found the image in the image store" not in result.stderr
+
+
+def test_importers_wait_for_the_one_that_runs(debian: PublishedImage, registry: Registry, store: Path,
+                                             store_workspace: Workspace) -> None:
+    uri = published(registry, debian, "once", store_workspace.root)
+    assert store_run(store_workspace, store, "init").returncode == 0
+    importers = [store_workspace.popen("store", "import", uri, HYDRIA_STORE_PATH=str(store)) for _ in range(3)]
+    results = [(p.wait(timeout=600), *p.communicate()) for p in importers]
+    assert all(code == 0 for code, _, _ in results), results
+    assert len({out for _, out, _ in results}) == 1  # one entry
+    assert set(registry.blob_fetches("hydria/once").values()) == {1}
+    waited = [err for _, _, err in results if "Waiting for node " in err]
+    assert waited and all(", which imports " in err for err in waited)
+
+
+def test_a_dead_importers_lock_is_taken_over(busybox: PublishedImage, registry: Registry, store: Path,
+                                             store_workspace: Workspace) -> None:
+    """An importer that died leaves its lock (never touched again) and, on NFS, a partial file:
+    the next import takes over, removes both, and writes the whole entry."""
+    uri = published(registry, busybox, "dead", store_workspace.root)
+    assert store_run(store_workspace, store, "init").returncode == 0
+    entry = Path(store_run(store_workspace, store, "import", uri).stdout.strip())
+    key = entry.name.removesuffix(".sqsh")
+    for path in (entry, store / "meta" / f"{key}.json"):
+        path.unlink()
+    lock, partial = store / "locks" / f"{key}.lock", store / "images" / f".{key}.sqsh.deadnode.4242.ab.partial"
+    for path, text in ((lock, "deadnode.4242\n"), (partial, "half an image")):
+        path.write_text(text)
+        os.utime(path, (time.time() - 120, time.time() - 120))
+    result = store_run(store_workspace, store, "import", uri)
+    assert result.returncode == 0, result.stderr
+    assert "Taking over the import of" in result.stderr and "node deadnode, process 4242 has not touched" in result.stderr
+    assert entry.is_file() and not partial.exists() and list((store / "locks").iterdir()) == []
+
+
+def test_a_live_importers_lock_is_waited_for(busybox: PublishedImage, registry: Registry, store: Path,
+                                            store_workspace: Workspace) -> None:
+    uri = published(registry, busybox, "live", store_workspace.root)
+    assert store_run(store_workspace, store, "init").returncode == 0
+    entry = Path(store_run(store_workspace, store, "import", uri).stdout.strip())
+    key = entry.name.removesuffix(".sqsh")
+    entry.unlink()
+    lock = store / "locks" / f"{key}.lock"
+    lock.write_text("othernode.77\n")
+    released = threading.Timer(3, lock.unlink)
+    released.start()
+    started = time.monotonic()
+    result = store_run(store_workspace, store, "import", uri)
+    released.join()
+    assert result.returncode == 0, result.stderr
+    assert "Waiting for node othernode, process 77, which imports" in result.stderr
+    assert time.monotonic() - started >= 3 and entry.is_file()
