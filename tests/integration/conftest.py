@@ -58,6 +58,16 @@ def store(store_user: User) -> Iterator[Path]:
     subprocess.run(["rm", "-rf", str(parent)], check=True)
 
 
+@pytest.fixture
+def site_store(store: Path) -> Iterator[Path]:
+    """``store`` named in the system configuration, as a site names it (a Slurm job cannot)."""
+    conf = Path("/etc/hydria/hydria.conf.d/60-hydria-testbed-store.conf")
+    conf.parent.mkdir(parents=True, exist_ok=True)
+    conf.write_text(f"HYDRIA_STORE_PATH {store}\n")
+    yield store
+    conf.unlink(missing_ok=True)
+
+
 @pytest.fixture(scope="session")
 def images(busybox: PublishedImage, debian: PublishedImage, image_workdir: Path,
            hydria_bin: str, test_user: User) -> dict[str, Path]:

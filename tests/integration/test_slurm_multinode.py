@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from testbed.nodes import HEAD_ADDRESS
 from testbed.oci import push
 from testbed.publish import PublishedImage
 from testbed.registry import Registry
+from testbed.users import STORE_USER
 from testbed.workspace import Workspace
 
 pytestmark = pytest.mark.integration
@@ -44,7 +46,7 @@ else:
 
 @pytest.fixture(scope="module")
 def cluster(hydria_bin: str) -> Iterator[None]:
-    slurm.start(hydria_bin, count=2)
+    slurm.start(hydria_bin, count=2, plugin_options=[f"store_owner={STORE_USER}"])
     yield
     slurm.stop()
 
@@ -76,23 +78,49 @@ def test_a_registry_image_on_every_node(nodes: slurm.Submitter, busybox: Publish
 
 
 def test_a_stored_image_serves_every_node(nodes: slurm.Submitter, busybox: PublishedImage, registry: Registry,
-                                          store: Path, store_workspace: Workspace, workspace: Workspace) -> None:
+                                          site_store: Path, store_workspace: Workspace, workspace: Workspace) -> None:
     """An image in the image store (docs/store.md): every node of a step starts it from there
     (the user's cache is empty), and the registry serves no blob, only each node's manifest request."""
     push([busybox.image], registry.address, "hydria/stored-nodes", "latest", store_workspace.root)
     with Forwarder(registry.address, host=HEAD_ADDRESS) as front:
         image = f"{front.address}#hydria/stored-nodes:latest"
         for action in (("init",), ("import", f"docker://{image}")):
-            done = store_workspace.run("store", *action, HYDRIA_STORE_PATH=str(store))
+            done = store_workspace.run("store", *action, HYDRIA_STORE_PATH=str(site_store))
             assert done.returncode == 0, done.stderr
         served = registry.blob_fetches("hydria/stored-nodes")
         out = nodes.ok("srun", "-N2", f"--container-image={image}", "sh", "-c",
                        'echo "$(hostname) $(grep PRETTY /etc/os-release)"', HYDRIA_DATA_PATH="",
-                       HYDRIA_TESTBED_STORE=str(store), HYDRIA_TESTBED_CACHE=str(workspace.root / "empty-cache"))
+                       HYDRIA_TESTBED_CACHE=str(workspace.root / "empty-cache"))
     assert sorted(out.splitlines()) == [f'{node} PRETTY_NAME="hydria busybox test image"' for node in NODES]
     assert registry.blob_fetches("hydria/stored-nodes") == served
     blobs = workspace.root / "empty-cache" / "blobs" / "sha256"
     assert not blobs.exists() or list(blobs.iterdir()) == []
+
+
+def test_a_step_fills_the_store_once_for_every_node_and_user(cluster: None, debian: PublishedImage, registry: Registry,
+                                                            site_store: Path, store_workspace: Workspace,
+                                                            workspace: Workspace, other_workspace: Workspace) -> None:
+    """The store lacks the image: the plugin has the store's owner import it (plugstack
+    store_owner), once for both nodes of the step, and a second user's step downloads nothing."""
+    push([debian.image], registry.address, "hydria/filled", "latest", store_workspace.root)
+    assert store_workspace.run("store", "init", HYDRIA_STORE_PATH=str(site_store)).returncode == 0
+    # The plugin runs the owner's import with the owner's own settings: its cache in its home.
+    shutil.rmtree(store_workspace.user.home / ".cache" / "hydria", ignore_errors=True)
+    with Forwarder(registry.address, host=HEAD_ADDRESS) as front:
+        image = f"{front.address}#hydria/filled:latest"
+        for user in (workspace, other_workspace):
+            result = slurm.Submitter(user).run("srun", "-N2", f"--container-image={image}", "sh", "-c",
+                                               "hostname; test -x /usr/bin/apt", HYDRIA_DATA_PATH="",
+                                               HYDRIA_TESTBED_CACHE=str(user.root / "cache"))
+            assert result.returncode == 0, result.stderr
+            assert sorted(result.stdout.split()) == NODES
+            fetches = registry.blob_fetches("hydria/filled")
+            assert fetches and set(fetches.values()) == {1}, (user.user.name, fetches)
+    entries = list((site_store / "images").iterdir())
+    assert len(entries) == 1 and entries[0].stat().st_uid == store_workspace.user.uid
+    for user in (workspace, other_workspace):
+        blobs = user.root / "cache" / "blobs" / "sha256"
+        assert not blobs.exists() or list(blobs.iterdir()) == []
 
 
 def test_a_named_container_lives_on_each_node(nodes: slurm.Submitter, images: dict[str, Path],

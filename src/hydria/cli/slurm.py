@@ -113,8 +113,13 @@ def _dispatch(action: str, args: list[str], settings: Settings, ignored: Sequenc
         print(f"hydria: {warning}", file=sys.stderr)
     if not parsed.enabled:
         return step_lifecycle.DISABLED_STATUS
-    pid = step_lifecycle.start(parsed, step, settings, os.environ, marks, scope=config.container_scope,
-                               batch_script=arguments.batch_script, attach=arguments.attach, plugin=config)
+    if not arguments.store_fill:
+        config = config._replace(store_owner="")
+    try:
+        pid = step_lifecycle.start(parsed, step, settings, os.environ, marks, scope=config.container_scope,
+                                   batch_script=arguments.batch_script, attach=arguments.attach, plugin=config)
+    except step_lifecycle.StoreImportRequested:
+        return step_lifecycle.STORE_STATUS
     marks.send(f"@attach {pid}")  # the running container the shim's tasks join
     return step_lifecycle.ATTACH_STATUS
 

@@ -57,11 +57,13 @@ def output_path(ref: ImageReference, output: str | None, cwd: Path) -> Path:
 
 
 def import_image(uri: str, settings: Settings, *, output: str | None = None, arch: str | None = None,
-                 cwd: Path | None = None, in_place: bool = False) -> Path:
+                 cwd: Path | None = None, in_place: bool = False,
+                 on_store_miss: Callable[[], None] | None = None) -> Path:
     """Import ``uri`` into a squashfs image file and return its path: the output, or, with
     ``in_place``, the image store's or the image kept in the cache when the output is on another
     file system (a Slurm step reads it there rather than copy gigabytes into its scratch space;
-    nobody may write to it).
+    nobody may write to it). ``on_store_miss`` runs when there is an image store that lacks the
+    image (it may raise, to have the store's owner import it first: the Slurm plugin).
 
     Raises:
         HydriaError: bad reference, unreachable source, bad content, or an output problem.
@@ -80,6 +82,8 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
             stored = _from_store(store, source, want, settings, options)
             if stored is not None:
                 return _deliver(stored, target, in_place)
+            if on_store_miss is not None:
+                on_store_miss()
             resolve = source.resolve
         else:
             resolve = _open_source(ref, settings, cwd, stack, progress)

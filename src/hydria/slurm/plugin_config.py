@@ -17,6 +17,7 @@ class PluginConfig(Record):
     use_enroot_load: bool = False
     importer: str = ""
     use_squashfuse: bool = True
+    store_owner: str = ""  # the account that fills the image store when a step's image is missing
 
 
 DEFAULT_PLUGIN = PluginConfig()

@@ -29,6 +29,7 @@ class ShimArguments:
     export: bool = False
     attach: bool = True  # False: the running container to join ended meanwhile; start another
     marks_fd: int | None = None
+    store_fill: bool = True  # False: the store's owner tried to import the image already
 
     def __init__(self) -> None:
         self.config: list[str] = []  # the plugstack arguments
@@ -52,6 +53,8 @@ def split(args: Sequence[str]) -> ShimArguments:
             parsed.export = True
         elif arg == "--no-attach":
             parsed.attach = False
+        elif arg == "--no-store-fill":
+            parsed.store_fill = False
         elif arg.startswith("--marks-fd="):
             number = arg.removeprefix("--marks-fd=")
             if not number.isdigit():

@@ -37,6 +37,8 @@ LOG_MARK = "@log "
 CLEANUP_MARK = "@cleanup"
 RC_LOCAL = 'exec "$@"\n'  # replaces the image's rc.local, so that its entrypoint does not run
 ATTACH_STATUS = 65  # join the running container the "@attach PID" line names (the shim's ATTACH_STATUS)
+STORE_STATUS = 66  # the image store lacks "@store-import URI": its owner imports it, then the start runs again
+STORE_MARK = "@store-import "
 STOP_COMMAND = ("sh", "-c", "kill -STOP $$; exit 0")
 # pyxis's names, so that epilog scripts written for pyxis (rm pyxis_*) keep working
 PREFIX = "pyxis_"
@@ -320,12 +322,26 @@ def _image_file(image: str, scratch: str, settings: Settings, cwd: str, plugin: 
     try:
         # A kept image on another file system (the cache in $HOME, scratch in local /tmp) is used
         # where it is, rather than copied into scratch by every step.
-        imported = str(import_image(uri, settings, output=target, in_place=True))
+        missing = (lambda: _ask_for_store_import(uri, marks)) if plugin.store_owner else None
+        imported = str(import_image(uri, settings, output=target, in_place=True, on_store_miss=missing))
+    except StoreImportRequested:
+        raise
     except HydriaError as e:
         log.error("%s", e.message)
         raise HydriaError(f"failed to import docker image: {image}", hint=e.hint) from None
     user_log(marks, f"imported docker image: {image}")
     return imported
+
+
+class StoreImportRequested(HydriaError):
+    """The image store lacks the step's image: the shim has its owner import it (STORE_STATUS)."""
+
+
+def _ask_for_store_import(uri: str, marks: MarkChannel) -> None:
+    """The user's registry request resolved ``uri``, which the store lacks: the shim runs the
+    store's owner's import (plugstack ``store_owner``) and this start again."""
+    marks.send(STORE_MARK + uri)
+    raise StoreImportRequested(f"the image store lacks {uri}")
 
 
 def user_log(marks: MarkChannel, message: str) -> None:

@@ -45,6 +45,8 @@ SPANK_PLUGIN(hydria, 1);
 #define MAX_ARGS 256
 #define DISABLED_STATUS 64 /* `hydria slurm start`: no container for this step */
 #define ATTACH_STATUS 65   /* `hydria slurm start`: join the running container "@attach PID" names */
+#define STORE_STATUS 66    /* `hydria slurm start`: the image store lacks "@store-import URI"; its owner imports
+                              it (plugstack store_owner), then the start runs again */
 /* Slurm's special step ids (slurm/slurm.h, which spank.h does not include) */
 #define EXTERN_STEP 0xfffffffcU
 #define BATCH_STEP 0xfffffffbU
@@ -80,6 +82,7 @@ static int show_entrypoint_output;         /* "@entrypoint-log": the entrypoint 
 static char step_workdir[PATH_MAX];        /* "@workdir PATH": --container-workdir */
 static char *start_error;                  /* what `hydria slurm start` said when it failed */
 static char *container_env;                /* --container-env names, which keep the host value */
+static char *store_request;                /* "@store-import URI": the image for the store's owner to import */
 
 static int option_cb(int val, const char *optarg, int remote);
 
@@ -159,6 +162,7 @@ static int allocator_options = 1;               /* sbatch_support: the options i
 #define DEFAULT_RUNTIME_PATH "/run/hydria-spank"
 static const char *runtime_path = DEFAULT_RUNTIME_PATH; /* runtime_path */
 static int job_scope;                           /* container_scope=job */
+static const char *store_owner;                 /* store_owner=NAME: the account that fills the image store */
 
 static void parse_arguments(int ac, char **av)
 {
@@ -166,6 +170,7 @@ static void parse_arguments(int ac, char **av)
     allocator_options = 1;
     runtime_path = DEFAULT_RUNTIME_PATH;
     job_scope = 0;
+    store_owner = NULL;
     for (int i = 0; i < ac; i++) {
         if (strncmp(av[i], "hydria=", 7) == 0)
             hydria_path = av[i] + 7;
@@ -177,6 +182,8 @@ static void parse_arguments(int ac, char **av)
             runtime_path = av[i] + 13;
         else if (strcmp(av[i], "container_scope=job") == 0)
             job_scope = 1;
+        else if (strncmp(av[i], "store_owner=", 12) == 0 && av[i][12])
+            store_owner = av[i] + 12;
     }
 }
 
@@ -388,6 +395,10 @@ static const char *read_marks(const char *marks)
             attach = line + 8;
         else if (strncmp(line, "@workdir ", 9) == 0)
             snprintf(step_workdir, sizeof step_workdir, "%.*s", length - 9, line + 9);
+        else if (strncmp(line, "@store-import ", 14) == 0) {
+            free(store_request);
+            store_request = strndup(line + 14, length - 14);
+        }
         needs_cleanup |= length == 8 && strncmp(line, "@cleanup", 8) == 0;
         save_requested |= length == 5 && strncmp(line, "@save", 5) == 0;
         show_entrypoint_output |= length == 15 && strncmp(line, "@entrypoint-log", 15) == 0;
@@ -398,10 +409,11 @@ static const char *read_marks(const char *marks)
 
 /* Run `hydria slurm start` as the user and take hold of the container it started or named
  * (holder, snapshot), or keep its error for task_init. */
-static void start_container(spank_t sp, const char *ids, const char *script, const char *attach)
+static void start_container(spank_t sp, const char *ids, const char *script, const char *attach,
+                            const char *store_fill)
 {
     char marks_arg[32];
-    const char *extras[] = {ids, script, attach, marks_arg};
+    const char *extras[] = {ids, script, attach, store_fill, marks_arg};
     int status, log, marks;
     pid_t child;
 
@@ -423,7 +435,7 @@ static void start_container(spank_t sp, const char *ids, const char *script, con
         dup2(null, STDIN_FILENO);
         fcntl(marks, F_SETFD, 0);  /* hydria makes it close-on-exec again at once */
         snprintf(marks_arg, sizeof marks_arg, "--marks-fd=%d", marks);
-        execvp(hydria_path, command("start", extras, 4));
+        execvp(hydria_path, command("start", extras, 5));
         fprintf(stderr, "hydria: cannot run %s: %s\n", hydria_path, strerror(errno));
         _exit(127);
     }
@@ -442,6 +454,8 @@ static void start_container(spank_t sp, const char *ids, const char *script, con
         holder = attach_pid ? (pid_t)atoi(attach_pid) : -1;
         if (holder <= 0)
             start_error = strdup("hydria: cannot attach to the running container");
+    } else if (WIFEXITED(status) && WEXITSTATUS(status) == STORE_STATUS && store_request && store_owner) {
+        /* user_init has the store's owner import it, then starts again */
     } else if (!(WIFEXITED(status) && WEXITSTATUS(status) == DISABLED_STATUS)) {
         start_error = output;
         output = NULL;
@@ -450,6 +464,10 @@ static void start_container(spank_t sp, const char *ids, const char *script, con
             start_error = strdup("hydria: the container did not start");
         }
     }
+    if (!(WIFEXITED(status) && WEXITSTATUS(status) == STORE_STATUS && store_owner)) {
+        free(store_request);  /* asked for only by that exit status */
+        store_request = NULL;
+    }
     free(output);
     free(resolved);
     close(log);
@@ -457,6 +475,47 @@ static void start_container(spank_t sp, const char *ids, const char *script, con
     if (holder > 0 && snapshot(holder) < 0 && !start_error)
         start_error = strdup(attached ? "hydria: the running container exited while the step was joining it"
                                       : "hydria: the container exited before its tasks could join it");
+}
+
+/* `hydria store import -- URI` as the image store's owner (plugstack store_owner), in a clean
+ * environment and with no descriptor of slurmstepd's: nothing of the job reaches the account
+ * that writes what every user reads, but the reference, which the user's own registry request
+ * resolved first. When it fails, the start that follows imports the image for the user alone. */
+static void fill_store(const char *uri)
+{
+    struct passwd *owner = getpwnam(store_owner);
+    int status;
+    pid_t child;
+
+    if (!owner) {
+        slurm_error("hydria: store_owner=%s: no such user", store_owner);
+        return;
+    }
+    slurm_spank_log("hydria: importing into the image store: %s", uri);
+    if ((child = fork()) < 0)
+        return;
+    if (child == 0) {
+        if ((geteuid() != 0 && seteuid(0) < 0) || initgroups(owner->pw_name, owner->pw_gid) < 0 || setresgid(owner->pw_gid, owner->pw_gid, owner->pw_gid) < 0 ||
+            setresuid(owner->pw_uid, owner->pw_uid, owner->pw_uid) < 0)
+            _exit(121);
+        int null = open("/dev/null", O_RDWR);
+        if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(null, STDOUT_FILENO) < 0 || dup2(null, STDERR_FILENO) < 0)
+            _exit(122);
+        for (int fd = 3; fd < 4096; fd++)
+            close(fd);
+        clearenv();
+        setenv("PATH", "/usr/local/bin:/usr/bin:/bin", 1);
+        setenv("HOME", owner->pw_dir, 1);
+        setenv("USER", owner->pw_name, 1);
+        setenv("LOGNAME", owner->pw_name, 1);
+        if (chdir(owner->pw_dir) < 0 && chdir("/") < 0)
+            _exit(123);
+        execlp(hydria_path, hydria_path, "store", "import", "--", uri, (char *)NULL);
+        _exit(127);
+    }
+    status = wait_for(child, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        slurm_spank_log("hydria: the image store could not import %s; importing it for this job", uri);
 }
 
 /* Forget a running container that ended before the step could take hold of it. */
@@ -489,14 +548,20 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     if (strstr(ids, ".batch") && spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS && argc > 0 &&
         asprintf(&script, "--batch-script=%s", argv[0]) < 0)
         script = NULL;
-    start_container(sp, ids, script, NULL);
+    start_container(sp, ids, script, NULL, NULL);
+    if (store_request) {
+        fill_store(store_request);
+        free(store_request);
+        store_request = NULL;
+        start_container(sp, ids, script, NULL, "--no-store-fill");
+    }
     if (attached && start_error && holder > 0) {  /* it ended meanwhile: start a container of our own */
         release_snapshot();
         free(start_error);
         start_error = NULL;
         holder = -1;
         attached = 0;
-        start_container(sp, ids, script, "--no-attach");
+        start_container(sp, ids, script, "--no-attach", "--no-store-fill");
     }
     if (holder > 0 && !start_error) {
         started = mmap(NULL, sizeof *started, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
