@@ -22,7 +22,7 @@ from hydria.record import TYPE_CHECKING, Record
 if TYPE_CHECKING:
     from typing import Literal
 
-    Kind = Literal["path", "bool", "int", "str"]
+    Kind = Literal["path", "bool", "int", "str", "size"]
 
 PREFIX = "HYDRIA_"
 ENROOT_PREFIX = "ENROOT_"
@@ -59,6 +59,8 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("TEMP_PATH", "path", "${TMPDIR:-/tmp}", "Temporary files of import, load and bundle"),
     SettingSpec("STORE_PATH", "path", "", "The image store that every user reads and only its owner writes (empty: none)"),
     SettingSpec("STORE_OWNER", "str", "", "The account that writes the image store (empty: the store directory's owner)"),
+    SettingSpec("STORE_PRUNE_ABOVE", "size", "0", "When the image store grows past this size (e.g. 500G), its least recently used images go (0: never on its own)"),
+    SettingSpec("STORE_PRUNE_TO", "size", "0", "The size pruning brings the image store down to (0: four fifths of STORE_PRUNE_ABOVE)"),
     SettingSpec("GZIP_PROGRAM", "str", "pigz", "Accepted for enroot configurations; hydria inflates gzip layers itself (ISA-L)"),
     SettingSpec("ZSTD_OPTIONS", "str", "-1", "Accepted for enroot configurations; hydria caches blobs as received, never re-compressed"),
     SettingSpec("SQUASH_OPTIONS", "str", "-comp zstd -Xcompression-level 1", "Compression options of the squashfs images hydria writes"),
@@ -103,6 +105,8 @@ class Settings(Record):
     temp_path: str
     store_path: str
     store_owner: str
+    store_prune_above: int
+    store_prune_to: int
     gzip_program: str
     zstd_options: str
     squash_options: str
@@ -347,6 +351,12 @@ def _convert(spec: SettingSpec, assignment: Assignment, variables: Mapping[str, 
             return False
         raise ConfigError(f"Invalid configuration: {where}: {text!r} is not a boolean",
                           hint="use y/yes/true/on/1 or n/no/false/off/0")
+    if spec.kind == "size":
+        size = parse_size(text)
+        if size is None:
+            raise ConfigError(f"Invalid configuration: {where}: {text!r} is not a size",
+                              hint="a number of bytes, or with K, M, G or T (powers of 1024), e.g. 500G")
+        return size
     if spec.kind == "int":
         if not text.strip().isdigit():
             raise ConfigError(f"Invalid configuration: {where}: {text!r} is not a non-negative integer")
@@ -359,6 +369,24 @@ def _convert(spec: SettingSpec, assignment: Assignment, variables: Mapping[str, 
                               hint="paths may use $HOME, $UID, $USER, $HOSTNAME and ${XDG_*_HOME}")
         return os.path.normpath(text)
     return text
+
+
+def parse_size(text: str) -> int | None:
+    """Bytes in ``text`` ("500G", "1.5T", "4096"; K, M, G, T are powers of 1024), or None."""
+    text = text.strip().upper().removesuffix("B").removesuffix("I")
+    factor = 1
+    if text[-1:] in _SIZE_UNITS:
+        factor, text = _SIZE_UNITS[text[-1]], text[:-1]
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    import math
+
+    return int(value * factor) if math.isfinite(value) and value >= 0 else None
+
+
+_SIZE_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 def current_context(env: Mapping[str, str]) -> Context:

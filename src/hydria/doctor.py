@@ -28,7 +28,7 @@ from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.filesystems import file_system_type
 from hydria.image import cachelayout
-from hydria.paths import delete_tree, hydria_command
+from hydria.paths import delete_tree, hydria_command, user_name
 
 # program, Debian package, needed for what (None: optional)
 TOOLS = (
@@ -98,7 +98,7 @@ def node_report(settings: Settings, image: str | None = None) -> NodeReport:
     checks: list[Callable[[], Check]] = [
         _user_namespaces, _kernel, _fuse_device, *(partial(_tool, *tool) for tool in TOOLS),
         *(partial(_path, settings, setting) for setting in ("data_path", "runtime_path", "temp_path")),
-        partial(_cache, settings),
+        partial(_cache, settings), partial(_store, settings),
         partial(_mounts, settings), partial(_named_containers, settings), partial(_start, image),
         _slurm_plugin, _gpus, _infiniband,
     ]
@@ -244,6 +244,30 @@ def _cache(settings: Settings) -> Check:
     if not layout.shared:
         return _path(settings, "cache_path")
     return Check(name, "ok", layout.describe())
+
+
+def _store(settings: Settings) -> Check:
+    """The image store (docs/store.md): one that others could change is not used."""
+    from hydria.image.imagestore import ImageStore
+
+    name = "image store"
+    if not settings.store_path:
+        return Check(name, "skip", "none (HYDRIA_STORE_PATH)")
+    try:
+        store = ImageStore(settings.store_path, settings.store_owner)
+        store.check()
+    except HydriaError as e:
+        return Check(name, "fail", f"not used: {e.message}", e.hint or "")
+    owner = user_name(store.owner_uid)
+    if not os.access(store.images, os.R_OK):
+        return Check(name, "ok", f"{store.root}, written by {owner} only")
+    images = store.images_on_disk()
+    size = sum(i.size for i in images)
+    detail = f"{store.root}, written by {owner} only: {len(images)} image(s), {size / 2**30:.1f} GB"
+    if settings.store_prune_above and size > settings.store_prune_above:
+        return Check(name, "warn", f"{detail}, more than HYDRIA_STORE_PRUNE_ABOVE",
+                     f"as {owner}: hydria store prune (images used within a day stay)")
+    return Check(name, "ok", detail)
 
 
 def _mounts(settings: Settings) -> Check:

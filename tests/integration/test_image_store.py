@@ -28,6 +28,11 @@ def published(registry: Registry, image: PublishedImage, name: str, work: Path) 
     return f"docker://{registry.address}#hydria/{name}:latest"
 
 
+def doctor_store_check(user: Workspace, store: Path) -> dict[str, str]:
+    report = json.loads(user.run("doctor", "--json", HYDRIA_STORE_PATH=str(store)).stdout)
+    return next(c for c in report["checks"] if c["name"] == "image store")
+
+
 def store_run(owner: Workspace, store: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return owner.run("store", *args, HYDRIA_STORE_PATH=str(store))
 
@@ -54,6 +59,10 @@ def test_one_import_serves_every_user(busybox: PublishedImage, registry: Registr
     listing = json.loads(store_run(store_workspace, store, "list", "--json").stdout)
     assert [(e["path"], e["size"]) for e in listing] == [(str(entry), entry.stat().st_size)]
     assert listing[0]["uri"].endswith("hydria/stored:latest")
+    check = doctor_store_check(workspace, store)
+    assert check["status"] == "ok" and check["detail"] == f"{store}, written by hydria-store only", check
+    owners = doctor_store_check(store_workspace, store)
+    assert owners["detail"].startswith(f"{store}, written by hydria-store only: 1 image(s)"), owners
     assert workspace.run("store", "import", uri, HYDRIA_STORE_PATH=str(store)).stderr.startswith(
         f"[ERROR] only {store_workspace.user.name} writes the image store {store}")
 
@@ -89,6 +98,7 @@ def test_a_store_others_could_change_is_not_used(exposure: str, busybox: Publish
     assert result.returncode == 0, result.stderr
     assert "[WARN] Not using the image store: " in result.stderr and "can be changed by others" in result.stderr
     assert "Found the image in the image store" not in result.stderr
+    assert doctor_store_check(workspace, store)["status"] == "fail"
 
 
 def test_importers_wait_for_the_one_that_runs(debian: PublishedImage, registry: Registry, store: Path,
@@ -141,3 +151,58 @@ def test_a_live_importers_lock_is_waited_for(busybox: PublishedImage, registry: 
     assert result.returncode == 0, result.stderr
     assert "Waiting for node othernode, process 77, which imports" in result.stderr
     assert time.monotonic() - started >= 3 and entry.is_file()
+
+
+def age(path: Path, days: float) -> None:
+    """As if ``path`` was last read and written ``days`` ago."""
+    when = time.time() - days * 86400
+    os.utime(path, (when, when))
+
+
+def test_prune_removes_the_least_recently_used_images_but_none_in_use(
+        busybox: PublishedImage, debian: PublishedImage, registry: Registry, store: Path,
+        store_workspace: Workspace, workspace: Workspace) -> None:
+    uris = {name: published(registry, image, f"pruned-{name}", store_workspace.root)
+            for name, image in (("old", busybox), ("mounted", busybox), ("new", debian))}
+    assert store_run(store_workspace, store, "init").returncode == 0
+    entries = {name: Path(store_run(store_workspace, store, "import", uri).stdout.strip()) for name, uri in uris.items()}
+    age(entries["old"], 3)
+    age(entries["mounted"], 4)  # the least recently used, but a container runs from it
+    running = subprocess.Popen(["runuser", "-u", workspace.user.name, "--", workspace.hydria, "start",
+                                str(entries["mounted"]), "sleep", "60"], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while str(entries["mounted"]) not in subprocess.run(["pgrep", "-a", "squashfuse"], capture_output=True,
+                                                            text=True, check=False).stdout \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)
+        refused = workspace.run("store", "prune", "--to", "0", HYDRIA_STORE_PATH=str(store))
+        assert refused.returncode == 1 and "only hydria-store writes the image store" in refused.stderr
+        dry = store_run(store_workspace, store, "prune", "--to", "0", "--dry-run")
+        assert dry.returncode == 0 and f"would remove {entries['old']}" in dry.stdout
+        assert entries["old"].exists()
+        pruned = store_run(store_workspace, store, "prune", "--to", "0")
+        assert pruned.returncode == 0, pruned.stderr
+    finally:
+        running.kill()
+        running.wait()
+    assert f"removed {entries['old']}" in pruned.stdout and "removed 1 image(s)" in pruned.stdout
+    assert not entries["old"].exists() and entries["mounted"].exists() and entries["new"].exists()  # new: used today
+    listed = json.loads(store_run(store_workspace, store, "list", "--json").stdout)
+    assert sorted(e["path"] for e in listed) == sorted(str(entries[n]) for n in ("mounted", "new"))
+
+
+def test_an_import_prunes_the_store_past_its_high_watermark(busybox: PublishedImage, debian: PublishedImage,
+                                                           registry: Registry, store: Path,
+                                                           store_workspace: Workspace) -> None:
+    old, new = (published(registry, image, f"watermark-{n}", store_workspace.root)
+                for n, image in (("old", busybox), ("new", debian)))
+    assert store_run(store_workspace, store, "init").returncode == 0
+    first = Path(store_run(store_workspace, store, "import", old).stdout.strip())
+    age(first, 3)
+    result = store_workspace.run("store", "import", new, HYDRIA_STORE_PATH=str(store), HYDRIA_STORE_PRUNE_ABOVE="1M")
+    assert result.returncode == 0, result.stderr
+    assert "Pruned the image store to 0.0 GB: 1 image(s) least recently used" in result.stderr
+    assert not first.exists() and Path(result.stdout.strip()).exists()  # the new one is within the grace period
+    bad = store_workspace.run("store", "prune", HYDRIA_STORE_PATH=str(store), HYDRIA_STORE_PRUNE_ABOVE="lots")
+    assert bad.returncode == 1 and "'lots' is not a size" in bad.stderr

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -140,3 +142,24 @@ def test_existing_output_is_still_refused(uri: str, workspace: Workspace) -> Non
     again = workspace.run("import", "-o", "taken.sqsh", uri)
     assert again.returncode == 1 and "File already exists" in again.stderr
     assert (workspace.out / "taken.sqsh").read_text() == "mine"
+
+
+def test_cache_list_and_prune(uri: str, workspace: Workspace) -> None:
+    assert workspace.run("import", "-o", "one.sqsh", uri).returncode == 0
+    listed = json.loads(workspace.run("cache", "list", "--json").stdout)
+    assert listed["blobs"] >= 2 and listed["images"] == 1 and listed["blob_bytes"] > 0
+    kept = next((workspace.cache / f"images.{workspace.user.uid}").iterdir())
+    fresh = workspace.run("cache", "prune")
+    assert fresh.returncode == 0 and "removed 0 file(s)" in fresh.stdout  # all used in the last minutes
+    blobs = list((workspace.cache / "blobs" / "sha256").iterdir())
+    for path in (*blobs, kept):
+        when = time.time() - 3600
+        os.utime(path, (when, when))
+    dry = workspace.run("cache", "prune", "--dry-run")
+    assert f"would remove {len(blobs) + 1} file(s)" in dry.stdout and kept.exists()
+    pruned = workspace.run("cache", "prune")
+    assert pruned.returncode == 0 and f"removed {len(blobs) + 1} file(s)" in pruned.stdout
+    assert json.loads(workspace.run("cache", "list", "--json").stdout)["blobs"] == 0 and not kept.exists()
+    assert (workspace.out / "one.sqsh").is_file()  # the imported image itself is the user's file
+    bad = workspace.run("cache", "prune", "--to", "lots")
+    assert bad.returncode == 1 and "not a size" in bad.stderr

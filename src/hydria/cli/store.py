@@ -4,7 +4,9 @@
 * ``init``: make the store's folders in ``HYDRIA_STORE_PATH``;
 * ``import [-a ARCH] URI``: import a registry image into the store (once: importers on other
   nodes wait for the one that runs), print the entry's path;
-* ``list [--json]``: the images in the store.
+* ``list [--json]``: the images in the store;
+* ``prune [--to SIZE] [--dry-run]``: remove the least recently used images down to SIZE (default:
+  the settings STORE_PRUNE_ABOVE and STORE_PRUNE_TO), never one in use (hydria/image/prune.py).
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ import time
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
+from hydria.record import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hydria.image.imagestore import ImageStore
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,6 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     importing.add_argument("uri", help="docker://[USER@][REGISTRY#]IMAGE[:TAG|@DIGEST]")
     listing = actions.add_parser("list", help="the images in the store")
     listing.add_argument("--json", action="store_true", help="one JSON object per image, in an array")
+    pruning = actions.add_parser("prune", help="remove the least recently used images (as its owner)")
+    pruning.add_argument("--to", metavar="SIZE", type=size_argument,
+                         help="the size to bring the store down to, e.g. 400G (default: HYDRIA_STORE_PRUNE_TO, "
+                              "when the store holds more than HYDRIA_STORE_PRUNE_ABOVE)")
+    pruning.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
@@ -43,6 +54,8 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
         store.initialise()
         print(store.root)
         return 0
+    if options.action == "prune":
+        return _prune(store, options, settings)
     entries = store.entries()
     if options.json:
         print(json.dumps([{"key": e.key, "path": str(e.path), "size": e.size, "uri": e.uri, "digest": e.digest,
@@ -51,4 +64,31 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     for entry in entries:
         created = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.created))
         print(f"{entry.key[:12]}  {entry.size / 1e6:9.1f} MB  {created}  {entry.uri}")
+    return 0
+
+
+def size_argument(text: str) -> int:
+    from hydria.config import parse_size
+
+    size = parse_size(text)
+    if size is None:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (bytes, or with K, M, G or T, e.g. 400G)")
+    return size
+
+
+def _prune(store: ImageStore, options: argparse.Namespace, settings: Settings) -> int:
+    target = options.to
+    if target is None:
+        if not settings.store_prune_above:
+            raise HydriaError("prune needs a size", hint="give --to SIZE, or set HYDRIA_STORE_PRUNE_ABOVE")
+        target = store.prune_target(settings.store_prune_above, settings.store_prune_to)
+        if target is None:
+            print(f"the store holds no more than HYDRIA_STORE_PRUNE_ABOVE ({settings.store_prune_above / 2**30:.1f} GB)")
+            return 0
+    gone = store.prune(target, dry_run=options.dry_run)
+    verb = "would remove" if options.dry_run else "removed"
+    for image in gone:
+        print(f"{verb} {image.path} ({image.size / 1e6:.1f} MB)")
+    left = sum(i.size for i in store.images_on_disk()) - (sum(i.size for i in gone) if options.dry_run else 0)
+    print(f"{verb} {len(gone)} image(s), {sum(i.size for i in gone) / 1e6:.1f} MB; the store holds {left / 1e6:.1f} MB")
     return 0

@@ -14,8 +14,8 @@ Entries sit in a directory of their own user (0700), in a shared cache too: nobo
 another user wrote. Only a real directory of the user that nobody else can write is used, and in
 it only the user's regular files (no links): a directory another user made under that name (in a
 shared cache, before the user's first import) is ignored with a warning naming its owner. The
-``HYDRIA_CACHE_IMAGES`` most recently used entries of a user are kept (using one marks its inode's
-change time). Keeping an image can fail
+``HYDRIA_CACHE_IMAGES`` most recently used entries of a user are kept (using one sets its access
+time, as ``hydria cache prune`` reads it). Keeping an image can fail
 (a full disk): that is a warning, never a failed import.
 """
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -66,7 +67,7 @@ class ImageCache:
         entries = []
         for path in self.directory.glob("*" + SUFFIX):
             try:
-                entries.append((path.stat().st_ctime_ns, path))
+                entries.append((path.stat().st_atime_ns, path))
             except FileNotFoundError:
                 continue  # another import removed it
         for _, path in sorted(entries, reverse=True)[self.keep:]:
@@ -116,7 +117,7 @@ class CachedImage:
         if found is None:
             return None
         try:
-            os.chmod(found, stat.S_IMODE(found.stat().st_mode))  # marks the use (the change time)
+            os.utime(found, ns=(time.time_ns(), found.stat().st_mtime_ns))  # marks the use; the name keeps mtime
             if in_place and found.stat().st_dev != target.parent.stat().st_dev:
                 return found
             link_or_copy(found, target)

@@ -37,11 +37,13 @@ from hydria.anonfile import AnonymousFile, anonymous_file
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.image.imagecache import IMAGE_FORMAT
+from hydria.image.prune import Item, item, regular_files, remove, victims
 from hydria.log import Logger
 from hydria.paths import process_tag, user_name, writable_by_others
 
 log = Logger(__name__)
 
+GRACE = 24 * 3600.0  # seconds after its last use (its access time) during which an image is never pruned
 HEARTBEAT = 5.0  # seconds between touches of an import's lock
 STALE_AFTER = 60.0  # seconds without a touch after which a lock's importer is taken for dead
 POLL = 0.5  # seconds between looks of an importer that waits for another
@@ -205,6 +207,29 @@ class ImageStore:
         if not self.is_writer():
             raise HydriaError(f"only {user_name(self.owner_uid)} writes the image store {self.root}",
                               hint=f"run it as that user: sudo -u {user_name(self.owner_uid)} hydria store ...")
+
+    def images_on_disk(self) -> list[Item]:
+        """Every image file in the store, with its size and when it was last used."""
+        return [item(path, info) for path, info in regular_files(self.images.glob("*" + SUFFIX))]
+
+    def prune(self, target: int, *, dry_run: bool = False) -> list[Item]:
+        """Remove the least recently used images until the store holds at most ``target`` bytes,
+        never one that a container on this node has mounted or that was used within ``GRACE``
+        seconds (a step on another node may have just found it). Returns what went (or would)."""
+        self.require_writer()
+        chosen = victims(self.images_on_disk(), target, GRACE)
+        if not dry_run:
+            remove(chosen)
+            for gone in chosen:
+                (self.meta / (gone.path.name[:-len(SUFFIX)] + ".json")).unlink(missing_ok=True)
+        return chosen
+
+    def prune_target(self, above: int, to: int) -> int | None:
+        """The size to prune to when the store holds more than ``above`` bytes (settings
+        STORE_PRUNE_ABOVE, STORE_PRUNE_TO; 0: four fifths of ``above``), else None."""
+        if not above or sum(i.size for i in self.images_on_disk()) <= above:
+            return None
+        return to or above * 4 // 5
 
     def initialise(self) -> None:
         """Make the store's folders (as the owner): images readable by everyone but not listable,

@@ -112,6 +112,10 @@ def import_into_store(uri: str, settings: Settings, *, arch: str | None = None) 
         source = _registry_source(ref, settings, stack, _watched(stack))
         stored = _from_store(store, source, mf.parse_platform(arch), settings, options)
     assert stored is not None  # its writer always gets one
+    target = store.prune_target(settings.store_prune_above, settings.store_prune_to)
+    if target is not None:
+        gone = store.prune(target)
+        log.info("Pruned the image store to %.1f GB: %d image(s) least recently used", target / 2**30, len(gone))
     return stored
 
 
