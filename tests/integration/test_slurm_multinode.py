@@ -123,6 +123,32 @@ def test_a_step_fills_the_store_once_for_every_node_and_user(cluster: None, debi
         assert not blobs.exists() or list(blobs.iterdir()) == []
 
 
+def test_stage_broadcasts_an_image_to_every_node(nodes: slurm.Submitter, busybox: PublishedImage,
+                                                registry: Registry, workspace: Workspace) -> None:
+    """hydria stage in a batch script: one import on the batch host, sbcast to both nodes' own
+    disks, and the job's container step downloads no blob on either node."""
+    push([busybox.image], registry.address, "hydria/staged", "latest", workspace.root)
+    for name in NODES:
+        slurm.node_tmp(name).chmod(0o1777)
+    local = slurm.ROOT / "node-tmp"  # one path, each node's own folder (its TmpFS)
+    cache = f"{local}/stage-cache-{workspace.user.uid}"
+    with Forwarder(registry.address, host=HEAD_ADDRESS) as front:
+        image = f"{front.address}#hydria/staged:latest"
+        script = f"hydria stage {image} && srun -N2 --container-image={image} sh -c 'echo $(hostname) in $(grep PRETTY /etc/os-release)'"
+        nodes.ok("sbatch", "--wait", "-N2", "-o", "staged.out", "--wrap", script, HYDRIA_DATA_PATH="",
+                 HYDRIA_TEMP_PATH=str(local), HYDRIA_CACHE_PATH=cache, HYDRIA_TESTBED_CACHE=cache)
+    output = (workspace.out / "staged.out").read_text()
+    assert f"staged {image} on 2 node(s)" in output, output
+    assert sorted(line for line in output.splitlines() if " in PRETTY_NAME" in line) == \
+        [f'{node} in PRETTY_NAME="hydria busybox test image"' for node in NODES], output
+    fetches = registry.blob_fetches("hydria/staged")
+    assert fetches and set(fetches.values()) == {1}, fetches  # the batch host's import only
+    for name in NODES:
+        kept = slurm.node_tmp(name) / f"stage-cache-{workspace.user.uid}" / f"images.{workspace.user.uid}"
+        assert len(list(kept.glob("*.sqsh"))) == 1, name
+        assert not list(slurm.node_tmp(name).glob(".hydria-stage-*")), name  # the broadcast file adopted
+
+
 def test_a_named_container_lives_on_each_node(nodes: slurm.Submitter, images: dict[str, Path],
                                               workspace: Workspace) -> None:
     nodes.ok("srun", "-N2", f"--container-image={images['busybox']}", "--container-name=kept", "--container-writable", "sh", "-c",

@@ -23,8 +23,8 @@ def complete(words: list[str], tmp_path: Path) -> list[str]:
 
 
 def test_bash_completes_commands_and_their_options(tmp_path: Path) -> None:
-    assert set(complete(["hydria", "st"], tmp_path)) == {"start", "store"}
-    assert set(complete(["hydria", "sta"], tmp_path)) == {"start"}
+    assert set(complete(["hydria", "st"], tmp_path)) == {"stage", "start", "store"}
+    assert set(complete(["hydria", "star"], tmp_path)) == {"start"}
     assert set(complete(["hydria", "start", "--r"], tmp_path)) == {"--rc", "--root", "--rw"}
     assert set(complete(["enroot", "list", "--"], tmp_path)) == {"--help", "--fancy", "--json"}
     (tmp_path / "image.sqsh").write_text("")

@@ -41,6 +41,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("export", "Write a container back to an image file", "hydria.cli.export"),
     Command("bundle", "Make a self-extracting bundle from an image file", "hydria.cli.bundle"),
     Command("batch", "Start a container from a configuration file", "hydria.cli.batch"),
+    Command("stage", "In a batch script: import an image once and broadcast it to every node", "hydria.cli.stage"),
     Command("cache", "List or prune what you keep in the cache", "hydria.cli.cache"),
     Command("store", "The image store that every user reads and one account writes", "hydria.cli.store"),
     Command("doctor", "Check that this node (or a cluster) can run hydria containers", "hydria.cli.doctor"),

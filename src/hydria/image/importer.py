@@ -75,22 +75,29 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
     options = tar2sqfs_options(settings.squash_options, settings.max_processors)
     with ExitStack() as stack:
         progress = _watched(stack)
-        store = ImageStore.configured(settings) if isinstance(ref, RegistryImage) else None
+        images = ImageCache(settings.cache_path, settings.cache_images)
+        keeping = settings.cache_images > 0 and images.usable()
+        kept = None
         resolve: Callable[[mf.Platform], mf.ResolvedImage]
-        if isinstance(ref, RegistryImage) and store is not None:
+        if isinstance(ref, RegistryImage):
+            # The manifest's digest first: an image the store or the cache has needs nothing else.
             source = _registry_source(ref, settings, stack, progress)
-            stored = _from_store(store, source, want, settings, options)
+            digest = source.digest(want)
+            store = ImageStore.configured(settings)
+            stored = _from_store(store, source, digest, want, settings, options) if store is not None else None
             if stored is not None:
                 return _deliver(stored, target, in_place)
-            if on_store_miss is not None:
+            if store is not None and on_store_miss is not None:
                 on_store_miss()
+            kept = images.entry(ref.uri, digest, settings.squash_options) if keeping else None
+            found = _kept(kept, target, in_place) if kept is not None else None
+            if found is not None:
+                return found
             resolve = source.resolve
         else:
             resolve = _open_source(ref, settings, cwd, stack, progress)
         resolved = _resolve(resolve, want)
-        kept = None
-        images = ImageCache(settings.cache_path, settings.cache_images)
-        if resolved.digest and settings.cache_images > 0 and images.usable():
+        if kept is None and resolved.digest and keeping:
             kept = images.entry(resolved.uri, resolved.digest, settings.squash_options)
         image = write_image(resolved, target, options, kept, in_place=in_place, progress=progress)
     if image != target:
@@ -110,7 +117,8 @@ def import_into_store(uri: str, settings: Settings, *, arch: str | None = None) 
     options = tar2sqfs_options(settings.squash_options, settings.max_processors)
     with ExitStack() as stack:
         source = _registry_source(ref, settings, stack, _watched(stack))
-        stored = _from_store(store, source, mf.parse_platform(arch), settings, options)
+        want = mf.parse_platform(arch)
+        stored = _from_store(store, source, source.digest(want), want, settings, options)
     assert stored is not None  # its writer always gets one
     target = store.prune_target(settings.store_prune_above, settings.store_prune_to)
     if target is not None:
@@ -135,12 +143,11 @@ def _resolve(resolve: Callable[[mf.Platform], mf.ResolvedImage], want: mf.Platfo
     return resolved
 
 
-def _from_store(store: ImageStore, source: RegistrySource, want: mf.Platform, settings: Settings,
+def _from_store(store: ImageStore, source: RegistrySource, digest: str, want: mf.Platform, settings: Settings,
                 options: list[str]) -> Path | None:
-    """The store's image of the manifest that this user's registry request names for ``want``
-    (nothing else is fetched when the store has it): there already, or imported into the store
-    when this user writes it; else None."""
-    key = store.key(source.ref.uri, source.digest(want), settings.squash_options)
+    """The store's image of ``digest``, the manifest that this user's registry request named for
+    ``want``: there already, or imported into the store when this user writes it; else None."""
+    key = store.key(source.ref.uri, digest, settings.squash_options)
     found = store.lookup(key)
     if found is None and store.is_writer():
         resolved = _resolve(source.resolve, want)
@@ -149,6 +156,17 @@ def _from_store(store: ImageStore, source: RegistrySource, want: mf.Platform, se
                               lambda image: _squash(resolved, image, options, source.progress))
     if found is not None:
         log.info("Found the image in the image store: %s", found)
+    return found
+
+
+def _kept(kept: CachedImage, target: Path, in_place: bool) -> Path | None:
+    """The kept image at ``target`` (or in place, as :meth:`CachedImage.link_to`), if there is one."""
+    try:
+        found = kept.link_to(target, in_place=in_place)
+    except FileExistsError:
+        raise OutputExists(f"File already exists: {target}") from None
+    if found is not None:
+        log.info("Found the image in cache")
     return found
 
 
@@ -244,12 +262,8 @@ def write_image(resolved: mf.ResolvedImage, target: Path, options: list[str], ke
     """Write ``resolved`` as a squashfs at ``target`` (which must not exist): the ``kept`` image
     when the cache has it, else flattened and squashed (and then kept). The image's path: ``target``
     or, ``in_place`` (:meth:`CachedImage.link_to`), the kept one."""
-    try:
-        if kept is not None and (found := kept.link_to(target, in_place=in_place)) is not None:
-            log.info("Found the image in cache")
-            return found
-    except FileExistsError:
-        raise OutputExists(f"File already exists: {target}") from None
+    if kept is not None and (found := _kept(kept, target, in_place)) is not None:
+        return found
     with anonymous_file(target) as image:
         _squash(resolved, image, options, progress or Progress(live=False))
         if not image.commit():

@@ -122,6 +122,7 @@ class RegistrySource:
         self._pending: dict[str, Future[None]] = {}
         self._growing: dict[str, GrowingBlob] = {}
         self._descriptors: dict[str, mf.Descriptor] = {}
+        self._manifests: dict[str, tuple[object, str, str]] = {}  # asked for once: digest, then resolve
         self._pool = ThreadPoolExecutor(max_workers=settings.max_connections or 32)
         self._closing = threading.Event()
         self._sockets: set[socket.socket] = set()  # of the blob downloads under way
@@ -328,7 +329,12 @@ class RegistrySource:
         return digest
 
     def _manifest(self, reference: str, where: str) -> tuple[object, str, str]:
-        """The manifest document, its media type and its digest."""
+        """The manifest document, its media type and its digest (asked for once per source)."""
+        if reference not in self._manifests:
+            self._manifests[reference] = self._fetch_manifest(reference, where)
+        return self._manifests[reference]
+
+    def _fetch_manifest(self, reference: str, where: str) -> tuple[object, str, str]:
         with self._request(f"manifests/{reference}", mf.ACCEPT) as response:
             data = self._read_document(response, f"the manifest of {where}")
             header = response.headers.get("Content-Type")

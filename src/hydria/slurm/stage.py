@@ -1,0 +1,91 @@
+"""``hydria stage IMAGE`` in a batch script: import a registry image once, on the batch host, and
+broadcast it with Slurm's own ``sbcast`` to every node of the allocation, where it becomes a kept
+image of the node's cache (docs/import.md), so that ``srun --container-image=IMAGE`` finds it on
+every node and downloads nothing but the manifest. For clusters whose nodes share no file system
+(docs/store.md); with a shared one, the image store does this without a broadcast.
+
+The file goes to each node's temporary folder (``HYDRIA_TEMP_PATH``, which must be the same path
+on every node), then one task per node adopts it into that node's cache (``--adopt``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from hydria.config import Settings
+from hydria.errors import HydriaError
+from hydria.image.imagecache import ImageCache
+from hydria.image.importer import image_digest, import_image
+from hydria.image.reference import RegistryImage, parse
+from hydria.log import Logger
+from hydria.paths import hydria_command
+from hydria.runtime.rootfs import check_image
+
+log = Logger(__name__)
+
+
+def stage(uri: str, settings: Settings, arch: str | None = None) -> int:
+    """Import ``uri`` here and make it a kept image on every node of the allocation; the node count."""
+    job, nodes = os.environ.get("SLURM_JOB_ID", ""), os.environ.get("SLURM_JOB_NUM_NODES", "")
+    if not job or not nodes.isdigit():
+        raise HydriaError("hydria stage runs in a Slurm allocation (a batch script or salloc)",
+                          hint="sbatch -N4 --wrap 'hydria stage IMAGE && srun --container-image=IMAGE ...'")
+    for program in ("sbcast", "srun"):
+        if shutil.which(program) is None:
+            raise HydriaError(f"Command not found: {program}", hint="run it where Slurm's clients are")
+    _kept_images(settings)
+    uri = uri if uri.startswith("docker://") else f"docker://{uri}"
+    digest = image_digest(uri, settings, arch=arch)
+    name = f".hydria-stage-{os.getuid()}-{job}-{digest.split(':')[-1][:16]}"
+    source, target = Path(settings.temp_path) / f"{name}-source.sqsh", Path(settings.temp_path) / f"{name}.sqsh"
+    source.unlink(missing_ok=True)
+    try:
+        image = import_image(uri, settings, output=str(source), arch=arch)
+        log.info("Broadcasting %s to %s node(s)", uri, nodes)
+        _run(["sbcast", "--force", "--preserve", str(image), str(target)], "sbcast")
+        _run(["srun", f"--nodes={nodes}", "--ntasks-per-node=1", *hydria_command(), "stage", "--adopt",
+              str(target), "--digest", digest, uri], "srun")
+    finally:
+        source.unlink(missing_ok=True)
+    return int(nodes)
+
+
+def adopt(staged: str, uri: str, digest: str, settings: Settings) -> None:
+    """On one node: the broadcast file becomes a kept image of this node's cache."""
+    path = Path(staged)
+    try:
+        check_image(path)
+        ref = parse(uri)
+        if not isinstance(ref, RegistryImage):
+            raise HydriaError(f"Invalid argument: {uri}", hint="hydria stage takes registry images")
+        _kept_images(settings).entry(ref.uri, digest, settings.squash_options).keep(path)
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def _kept_images(settings: Settings) -> ImageCache:
+    images = ImageCache(settings.cache_path, settings.cache_images)
+    if settings.cache_images == 0 or not images.usable():
+        raise HydriaError("hydria stage leaves the image among the kept images of each node's cache, and there "
+                          "are none here", hint="set HYDRIA_CACHE_IMAGES to 1 or more, and HYDRIA_CACHE_PATH to a "
+                                                "folder of your own")
+    return images
+
+
+def _run(argv: list[str], what: str) -> None:
+    """``argv`` without the job's container options: staging runs on the nodes themselves."""
+    environment = {key: value for key, value in os.environ.items() if not _container_option(key)}
+    result = subprocess.run(argv, env=environment, capture_output=True, text=True, check=False,
+                            stdin=subprocess.DEVNULL)
+    if result.returncode != 0:
+        raise HydriaError(f"{what} failed: {(result.stderr.strip() or f'exit status {result.returncode}')[-2000:]}")
+
+
+def _container_option(variable: str) -> bool:
+    """Whether ``variable`` passes a --container-* option or its default on to a job's steps
+    (``SLURM_SPANK_..._container_image`` from #SBATCH lines, ``HYDRIA_CONTAINER_IMAGE``, ...)."""
+    upper = variable.upper()
+    return "CONTAINER" in upper and upper.startswith(("SLURM_SPANK", "PYXIS_", "HYDRIA_"))
