@@ -17,6 +17,7 @@ import pytest
 from testbed.oci import push
 from testbed.publish import PublishedImage
 from testbed.registry import Registry
+from testbed.stallproxy import StallProxy
 from testbed.users import run_as
 from testbed.workspace import Workspace
 
@@ -206,3 +207,29 @@ def test_an_import_prunes_the_store_past_its_high_watermark(busybox: PublishedIm
     assert not first.exists() and Path(result.stdout.strip()).exists()  # the new one is within the grace period
     bad = store_workspace.run("store", "prune", HYDRIA_STORE_PATH=str(store), HYDRIA_STORE_PRUNE_ABOVE="lots")
     assert bad.returncode == 1 and "'lots' is not a size" in bad.stderr
+
+
+def test_a_killed_importer_leaves_no_entry_and_is_taken_over(busybox: PublishedImage, registry: Registry,
+                                                             store: Path, store_workspace: Workspace) -> None:
+    """SIGKILL while a layer downloads (the registry stalls it): nothing appears in the store; the
+    lock stays, is no longer touched, and once stale the next import takes over."""
+    published(registry, busybox, "killed", store_workspace.root)
+    assert store_run(store_workspace, store, "init").returncode == 0
+    with StallProxy(registry.address, "blob-headers") as front:
+        uri = f"docker://{front.address}#hydria/killed:latest"
+        importing = store_workspace.popen("store", "import", uri, HYDRIA_STORE_PATH=str(store))
+        deadline = time.monotonic() + 30
+        while not (front.blob_requests and list((store / "locks").iterdir())) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        importing.kill()
+        importing.wait()
+        [lock] = list((store / "locks").iterdir())
+        assert list((store / "images").glob("*.sqsh")) == []
+        os.utime(lock, (time.time() - 120, time.time() - 120))
+        front.how = "none"  # the registry answers again: every request is forwarded
+        result = store_run(store_workspace, store, "import", uri)
+    assert result.returncode == 0, result.stderr
+    assert "Taking over the import of" in result.stderr and "has not touched its lock for" in result.stderr
+    listing = subprocess.run(["unsquashfs", "-l", result.stdout.strip()], capture_output=True, text=True,
+                             check=True).stdout
+    assert "squashfs-root/bin/busybox" in listing and list((store / "locks").iterdir()) == []

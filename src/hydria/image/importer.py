@@ -150,10 +150,10 @@ def _from_store(store: ImageStore, source: RegistrySource, digest: str, want: mf
     key = store.key(source.ref.uri, digest, settings.squash_options)
     found = store.lookup(key)
     if found is None and store.is_writer():
-        resolved = _resolve(source.resolve, want)
-        assert resolved.digest is not None
-        found = store.publish(key, resolved.uri, resolved.digest,
-                              lambda image: _squash(resolved, image, options, source.progress))
+        def write(image: AnonymousFile) -> None:  # holding the store's lock: waiters fetch nothing
+            _squash(_resolve(source.resolve, want), image, options, source.progress)
+
+        found = store.publish(key, source.ref.uri, digest, write)
     if found is not None:
         log.info("Found the image in the image store: %s", found)
     return found
