@@ -128,7 +128,7 @@ def test_a_dead_importers_lock_is_taken_over(busybox: PublishedImage, registry: 
     lock, partial = store / "locks" / f"{key}.lock", store / "images" / f".{key}.sqsh.deadnode.4242.ab.partial"
     for path, text in ((lock, "deadnode.4242\n"), (partial, "half an image")):
         path.write_text(text)
-        os.utime(path, (time.time() - 120, time.time() - 120))
+        os.utime(path, (time.time() - 600, time.time() - 600))
     result = store_run(store_workspace, store, "import", uri)
     assert result.returncode == 0, result.stderr
     assert "Taking over the import of" in result.stderr and "node deadnode, process 4242 has not touched" in result.stderr
@@ -225,7 +225,7 @@ def test_a_killed_importer_leaves_no_entry_and_is_taken_over(busybox: PublishedI
         importing.wait()
         [lock] = list((store / "locks").iterdir())
         assert list((store / "images").glob("*.sqsh")) == []
-        os.utime(lock, (time.time() - 120, time.time() - 120))
+        os.utime(lock, (time.time() - 600, time.time() - 600))
         front.how = "none"  # the registry answers again: every request is forwarded
         result = store_run(store_workspace, store, "import", uri)
     assert result.returncode == 0, result.stderr

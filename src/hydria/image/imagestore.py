@@ -45,7 +45,9 @@ log = Logger(__name__)
 
 GRACE = 24 * 3600.0  # seconds after its last use (its access time) during which an image is never pruned
 HEARTBEAT = 5.0  # seconds between touches of an import's lock
-STALE_AFTER = 60.0  # seconds without a touch after which a lock's importer is taken for dead
+# Seconds without a touch after which a lock's importer is taken for dead: well past NFS's attribute
+# cache (acregmax, 60 s by default), through which another node may see the heartbeat late.
+STALE_AFTER = 180.0
 POLL = 0.5  # seconds between looks of an importer that waits for another
 SUFFIX = ".sqsh"
 
