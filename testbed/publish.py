@@ -44,3 +44,11 @@ def publish(name: str, tag: str, registry: Registry, workdir: Path) -> Published
         path.chmod(0o755 if path.is_dir() else 0o644)
     return PublishedImage(name, image, registry.address, repository, tag, digest,
                           forms / "oci", forms / "oci-archive.tar", forms / "docker-archive.tar")
+
+
+def push_as(image: PublishedImage, registry: Registry, name: str, workdir: Path) -> str:
+    """``image`` pushed again as ``hydria/NAME:latest`` (a reference of a test's own); its URI."""
+    work = workdir / name
+    work.mkdir(exist_ok=True)
+    push([image.image], registry.address, f"hydria/{name}", "latest", work)
+    return f"docker://{registry.address}#hydria/{name}:latest"

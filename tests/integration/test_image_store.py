@@ -14,19 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from testbed.oci import push
-from testbed.publish import PublishedImage
+from testbed.publish import PublishedImage, push_as
 from testbed.registry import Registry
 from testbed.stallproxy import StallProxy
 from testbed.users import run_as
 from testbed.workspace import Workspace
 
 pytestmark = pytest.mark.integration
-
-
-def published(registry: Registry, image: PublishedImage, name: str, work: Path) -> str:
-    push([image.image], registry.address, f"hydria/{name}", "latest", work)
-    return f"docker://{registry.address}#hydria/{name}:latest"
 
 
 def doctor_store_check(user: Workspace, store: Path) -> dict[str, str]:
@@ -41,7 +35,7 @@ def store_run(owner: Workspace, store: Path, *args: str) -> subprocess.Completed
 def test_one_import_serves_every_user(busybox: PublishedImage, registry: Registry, store: Path,
                                       store_workspace: Workspace, workspace: Workspace,
                                       other_workspace: Workspace) -> None:
-    uri = published(registry, busybox, "stored", store_workspace.root)
+    uri = push_as(busybox, registry, "stored", store_workspace.root)
     assert store_run(store_workspace, store, "init").returncode == 0
     imported = store_run(store_workspace, store, "import", uri)
     assert imported.returncode == 0, imported.stderr
@@ -72,10 +66,10 @@ def test_a_moved_tag_is_not_served_the_stored_image(busybox: PublishedImage, deb
                                                     registry: Registry, store: Path, store_workspace: Workspace,
                                                     workspace: Workspace) -> None:
     """The user's own manifest request decides: a tag that now names another image misses."""
-    uri = published(registry, busybox, "moving", store_workspace.root)
+    uri = push_as(busybox, registry, "moving", store_workspace.root)
     assert store_run(store_workspace, store, "init").returncode == 0
     assert store_run(store_workspace, store, "import", uri).returncode == 0
-    published(registry, debian, "moving", store_workspace.root)
+    push_as(debian, registry, "moving", store_workspace.root)
     result = workspace.run("import", "-o", "mine.sqsh", uri, HYDRIA_STORE_PATH=str(store))
     assert result.returncode == 0, result.stderr
     assert "image store" not in result.stderr
@@ -88,7 +82,7 @@ def test_a_moved_tag_is_not_served_the_stored_image(busybox: PublishedImage, deb
 def test_a_store_others_could_change_is_not_used(exposure: str, busybox: PublishedImage, registry: Registry,
                                                  store: Path, store_workspace: Workspace,
                                                  workspace: Workspace, other_workspace: Workspace) -> None:
-    uri = published(registry, busybox, "exposed", store_workspace.root)
+    uri = push_as(busybox, registry, "exposed", store_workspace.root)
     assert store_run(store_workspace, store, "init").returncode == 0
     assert store_run(store_workspace, store, "import", uri).returncode == 0
     if exposure == "store writable by others":
@@ -104,7 +98,7 @@ def test_a_store_others_could_change_is_not_used(exposure: str, busybox: Publish
 
 def test_importers_wait_for_the_one_that_runs(debian: PublishedImage, registry: Registry, store: Path,
                                              store_workspace: Workspace) -> None:
-    uri = published(registry, debian, "once", store_workspace.root)
+    uri = push_as(debian, registry, "once", store_workspace.root)
     assert store_run(store_workspace, store, "init").returncode == 0
     importers = [store_workspace.popen("store", "import", uri, HYDRIA_STORE_PATH=str(store)) for _ in range(3)]
     results = [(p.wait(timeout=600), *p.communicate()) for p in importers]
@@ -119,7 +113,7 @@ def test_a_dead_importers_lock_is_taken_over(busybox: PublishedImage, registry: 
                                              store_workspace: Workspace) -> None:
     """An importer that died leaves its lock (never touched again) and, on NFS, a partial file:
     the next import takes over, removes both, and writes the whole entry."""
-    uri = published(registry, busybox, "dead", store_workspace.root)
+    uri = push_as(busybox, registry, "dead", store_workspace.root)
     assert store_run(store_workspace, store, "init").returncode == 0
     entry = Path(store_run(store_workspace, store, "import", uri).stdout.strip())
     key = entry.name.removesuffix(".sqsh")
@@ -137,7 +131,7 @@ def test_a_dead_importers_lock_is_taken_over(busybox: PublishedImage, registry: 
 
 def test_a_live_importers_lock_is_waited_for(busybox: PublishedImage, registry: Registry, store: Path,
                                             store_workspace: Workspace) -> None:
-    uri = published(registry, busybox, "live", store_workspace.root)
+    uri = push_as(busybox, registry, "live", store_workspace.root)
     assert store_run(store_workspace, store, "init").returncode == 0
     entry = Path(store_run(store_workspace, store, "import", uri).stdout.strip())
     key = entry.name.removesuffix(".sqsh")
@@ -163,7 +157,7 @@ def age(path: Path, days: float) -> None:
 def test_prune_removes_the_least_recently_used_images_but_none_in_use(
         busybox: PublishedImage, debian: PublishedImage, registry: Registry, store: Path,
         store_workspace: Workspace, workspace: Workspace) -> None:
-    uris = {name: published(registry, image, f"pruned-{name}", store_workspace.root)
+    uris = {name: push_as(image, registry, f"pruned-{name}", store_workspace.root)
             for name, image in (("old", busybox), ("mounted", busybox), ("new", debian))}
     assert store_run(store_workspace, store, "init").returncode == 0
     entries = {name: Path(store_run(store_workspace, store, "import", uri).stdout.strip()) for name, uri in uris.items()}
@@ -196,7 +190,7 @@ def test_prune_removes_the_least_recently_used_images_but_none_in_use(
 def test_an_import_prunes_the_store_past_its_high_watermark(busybox: PublishedImage, debian: PublishedImage,
                                                            registry: Registry, store: Path,
                                                            store_workspace: Workspace) -> None:
-    old, new = (published(registry, image, f"watermark-{n}", store_workspace.root)
+    old, new = (push_as(image, registry, f"watermark-{n}", store_workspace.root)
                 for n, image in (("old", busybox), ("new", debian)))
     assert store_run(store_workspace, store, "init").returncode == 0
     first = Path(store_run(store_workspace, store, "import", old).stdout.strip())
@@ -213,7 +207,7 @@ def test_a_killed_importer_leaves_no_entry_and_is_taken_over(busybox: PublishedI
                                                              store: Path, store_workspace: Workspace) -> None:
     """SIGKILL while a layer downloads (the registry stalls it): nothing appears in the store; the
     lock stays, is no longer touched, and once stale the next import takes over."""
-    published(registry, busybox, "killed", store_workspace.root)
+    push_as(busybox, registry, "killed", store_workspace.root)
     assert store_run(store_workspace, store, "init").returncode == 0
     with StallProxy(registry.address, "blob-headers") as front:
         uri = f"docker://{front.address}#hydria/killed:latest"

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.oci import push
-from testbed.publish import PublishedImage
+from testbed.publish import PublishedImage, push_as
 from testbed.registry import Registry
 from testbed.users import run_as
 from testbed.workspace import Workspace
@@ -31,10 +30,7 @@ def unprotected_symlinks() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def uri(busybox: PublishedImage, registry: Registry, image_workdir: Path) -> str:
-    work = image_workdir / "attacked"
-    work.mkdir(exist_ok=True)
-    push([busybox.image], registry.address, "hydria/attacked", "latest", work)
-    return f"docker://{registry.address}#hydria/attacked:latest"
+    return push_as(busybox, registry, "attacked", image_workdir)
 
 
 def layer_hex(busybox: PublishedImage) -> str:

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.oci import push
-from testbed.publish import PublishedImage
+from testbed.publish import PublishedImage, push_as
 from testbed.registry import Registry
 from testbed.users import run_as
 from testbed.workspace import Workspace
@@ -24,10 +23,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def uri(busybox: PublishedImage, registry: Registry, image_workdir: Path) -> str:
-    work = image_workdir / "layouts"
-    work.mkdir(exist_ok=True)
-    push([busybox.image], registry.address, "hydria/layouts", "latest", work)
-    return f"docker://{registry.address}#hydria/layouts:latest"
+    return push_as(busybox, registry, "layouts", image_workdir)
 
 
 @pytest.fixture
