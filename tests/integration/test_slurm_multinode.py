@@ -114,6 +114,8 @@ def test_a_step_fills_the_store_once_for_every_node_and_user(cluster: None, debi
                                                HYDRIA_TESTBED_CACHE=str(user.root / "cache"))
             assert result.returncode == 0, result.stderr
             assert sorted(result.stdout.split()) == NODES
+            if user is workspace:  # each node asked the store's owner; one imported, any other waited for it
+                assert f"hydria: importing into the image store: docker://{image}" in result.stderr, result.stderr
             fetches = registry.blob_fetches("hydria/filled")
             assert fetches and set(fetches.values()) == {1}, (user.user.name, fetches)
     entries = list((site_store / "images").iterdir())

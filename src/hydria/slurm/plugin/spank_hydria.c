@@ -484,7 +484,7 @@ static void start_container(spank_t sp, const char *ids, const char *script, con
 static void fill_store(const char *uri)
 {
     struct passwd *owner = getpwnam(store_owner);
-    int status;
+    int status, log;
     pid_t child;
 
     if (!owner) {
@@ -492,14 +492,18 @@ static void fill_store(const char *uri)
         return;
     }
     slurm_spank_log("hydria: importing into the image store: %s", uri);
-    if ((child = fork()) < 0)
+    if ((log = memfd_create("hydria-store", 0)) < 0)
         return;
+    if ((child = fork()) < 0) {
+        close(log);
+        return;
+    }
     if (child == 0) {
         if ((geteuid() != 0 && seteuid(0) < 0) || initgroups(owner->pw_name, owner->pw_gid) < 0 || setresgid(owner->pw_gid, owner->pw_gid, owner->pw_gid) < 0 ||
             setresuid(owner->pw_uid, owner->pw_uid, owner->pw_uid) < 0)
             _exit(121);
         int null = open("/dev/null", O_RDWR);
-        if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(null, STDOUT_FILENO) < 0 || dup2(null, STDERR_FILENO) < 0)
+        if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(log, STDOUT_FILENO) < 0 || dup2(log, STDERR_FILENO) < 0)
             _exit(122);
         for (int fd = 3; fd < 4096; fd++)
             close(fd);
@@ -514,6 +518,12 @@ static void fill_store(const char *uri)
         _exit(127);
     }
     status = wait_for(child, 0);
+    char *output = read_all(log);
+    for (char *line = output ? strtok(output, "\n") : NULL; line; line = strtok(NULL, "\n"))
+        if (!strncmp(line, "[INFO] Waiting for ", 19) || !strncmp(line, "[WARN] Taking over ", 19))
+            slurm_spank_log("hydria: %s", line + 7);  /* this node waits for another, or took over */
+    free(output);
+    close(log);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         slurm_spank_log("hydria: the image store could not import %s; importing it for this job", uri);
 }
