@@ -29,6 +29,7 @@ from hydria.errors import HydriaError
 from hydria.filesystems import file_system_type
 from hydria.image import cachelayout
 from hydria.paths import delete_tree, hydria_command, user_name
+from hydria.tools import run_tool
 
 # program, Debian package, needed for what (None: optional)
 TOOLS = (
@@ -326,8 +327,8 @@ def _probe_overlay(settings: Settings, work: Path, writes: Path) -> str:
 
     (work / "tree").mkdir()
     (work / "tree" / "probe").write_text("hydria\n")
-    subprocess.run(["mksquashfs", str(work / "tree"), str(work / "probe.sqsh"), "-quiet", "-noappend",
-                    "-no-progress"], check=True, capture_output=True)
+    run_tool(["mksquashfs", str(work / "tree"), str(work / "probe.sqsh"), "-quiet", "-noappend", "-no-progress"],
+             "cannot make the probe image")
     uid, gid = os.getuid(), os.getgid()
 
     def inside() -> None:

@@ -100,9 +100,7 @@ class Store:
 
 
 def _unsquash(image: Path, target: Path) -> None:
-    import subprocess
+    from hydria.tools import run_tool
 
-    result = subprocess.run(["unsquashfs", "-no-progress", "-quiet", "-user-xattrs", "-d", str(target), str(image)],
-                            capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise HydriaError(f"unsquashfs {image} failed: {result.stderr.strip()[-2000:]}")
+    run_tool(["unsquashfs", "-no-progress", "-quiet", "-user-xattrs", "-d", str(target), str(image)],
+             f"unsquashfs {image} failed", hint="install the Debian package squashfs-tools")

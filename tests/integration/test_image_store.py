@@ -54,6 +54,8 @@ def test_one_import_serves_every_user(busybox: PublishedImage, registry: Registr
     listing = json.loads(store_run(store_workspace, store, "list", "--json").stdout)
     assert [(e["path"], e["size"]) for e in listing] == [(str(entry), entry.stat().st_size)]
     assert listing[0]["uri"].endswith("hydria/stored:latest")
+    refused = workspace.run("store", "list", HYDRIA_STORE_PATH=str(store))
+    assert refused.returncode == 1 and "only hydria-store and root list the image store" in refused.stderr
     check = doctor_store_check(workspace, store)
     assert check["status"] == "ok" and check["detail"] == f"{store}, written by hydria-store only", check
     owners = doctor_store_check(store_workspace, store)

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
+from hydria.paths import user_name
 from hydria.record import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -56,6 +58,9 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
         return 0
     if options.action == "prune":
         return _prune(store, options, settings)
+    if not store.is_writer() and os.geteuid() != 0:
+        raise HydriaError(f"only {user_name(store.owner_uid)} and root list the image store {store.root}",
+                          hint="what it holds is private to them (docs/store.md); hydria doctor shows its state")
     entries = store.entries()
     if options.json:
         print(json.dumps([{"key": e.key, "path": str(e.path), "size": e.size, "uri": e.uri, "digest": e.digest,

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import glob
 import os
-import subprocess
 from collections.abc import Iterable, Mapping
 
 from hydria.errors import HydriaError
@@ -33,6 +32,7 @@ from hydria.hooks import ldcache
 from hydria.log import Logger
 from hydria.runtime.fstab import READ_ONLY_FILE_BIND, MountEntry
 from hydria.runtime.mounts import link_in_root, mount_entries, resolve_in_root
+from hydria.tools import run_tool
 
 log = Logger(__name__)
 
@@ -116,11 +116,8 @@ def _newest(prefix: str, provider: str) -> str:
 
 def _dependencies(library: str) -> list[tuple[str, str]]:
     """(soname, path) of what ``library`` links to on the host, glibc's own libraries excepted."""
-    result = subprocess.run(["ldd", library], capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise HydriaError(f"cannot list the libraries {library} needs: {result.stderr.strip()}")
     found = []
-    for line in result.stdout.splitlines():
+    for line in run_tool(["ldd", library], f"cannot list the libraries {library} needs").splitlines():
         words = line.split()
         if len(words) < 3 or words[1] != "=>":
             continue  # the vDSO and the loader itself

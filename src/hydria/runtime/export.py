@@ -13,15 +13,14 @@ from __future__ import annotations
 import os
 import shlex
 import stat
-import subprocess
 from pathlib import Path
 
 from hydria.config import Settings
-from hydria.errors import HydriaError
 from hydria.paths import ensure_dir, output_file, process_tag
 from hydria.runtime import namespaces, rootfs
 from hydria.runtime import syscalls as sc
 from hydria.runtime.named import check_unchanged
+from hydria.tools import run_tool
 
 
 def export(name: str, output: str | None, force: bool, settings: Settings) -> Path:
@@ -55,9 +54,7 @@ def _squash(container: rootfs.Container, output: Path, label: str, settings: Set
     command = ["mksquashfs", root, str(output), "-all-root", "-noappend", "-no-progress", "-quiet",
                *(("-processors", str(settings.max_processors)) if settings.max_processors > 0 else ()),
                *shlex.split(settings.squash_options), "-wildcards", "-ef", str(excludes)]
-    result = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise HydriaError(f"cannot write {label}: {(result.stderr or result.stdout).strip()}")
+    run_tool(command, f"cannot write {label}")
 
 
 def _placeholders(tree: Path) -> list[str]:

@@ -3,13 +3,13 @@ write the plugstack.conf.d snippet that loads it."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from hydria.errors import HydriaError
 from hydria.slurm.plugin_config import parse_plugin_config
+from hydria.tools import ToolFailed, run_tool
 
 SOURCE = Path(__file__).parent / "plugin" / "spank_hydria.c"
 
@@ -25,11 +25,12 @@ def install_plugin(plugin_dir: Path, plugstack_dir: Path, include_dir: Path, arg
     plugin_dir.mkdir(parents=True, exist_ok=True)
     plugin = plugin_dir / "spank_hydria.so"
     staging = plugin_dir / ".spank_hydria.so.new"
-    result = subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", f"-I{include_dir}",
-                             "-o", str(staging), str(SOURCE)], capture_output=True, text=True, check=False)
-    if result.returncode != 0:
+    try:
+        run_tool(["gcc", "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", f"-I{include_dir}", "-o", str(staging),
+                  str(SOURCE)], f"cannot compile {SOURCE}", hint="install gcc (Debian: build-essential)")
+    except ToolFailed:
         staging.unlink(missing_ok=True)
-        raise HydriaError(f"cannot compile {SOURCE}: {result.stderr.strip()}")
+        raise
     staging.rename(plugin)  # atomic: a running slurmd keeps the old file
     program = hydria or str(Path(sys.executable).parent / "hydria")
     plugstack_dir.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 from hydria.config import Settings
@@ -23,6 +22,7 @@ from hydria.image.reference import RegistryImage, parse
 from hydria.log import Logger
 from hydria.paths import hydria_command
 from hydria.runtime.rootfs import check_image
+from hydria.tools import run_tool
 
 log = Logger(__name__)
 
@@ -77,11 +77,7 @@ def _kept_images(settings: Settings) -> ImageCache:
 
 def _run(argv: list[str], what: str) -> None:
     """``argv`` without the job's container options: staging runs on the nodes themselves."""
-    environment = {key: value for key, value in os.environ.items() if not _container_option(key)}
-    result = subprocess.run(argv, env=environment, capture_output=True, text=True, check=False,
-                            stdin=subprocess.DEVNULL)
-    if result.returncode != 0:
-        raise HydriaError(f"{what} failed: {(result.stderr.strip() or f'exit status {result.returncode}')[-2000:]}")
+    run_tool(argv, f"{what} failed", env={key: value for key, value in os.environ.items() if not _container_option(key)})
 
 
 def _container_option(variable: str) -> bool:

@@ -15,6 +15,7 @@ from hydria.errors import HydriaError
 from hydria.image import manifest as mf
 from hydria.image.reference import EngineImage, LocalImage
 from hydria.image.sources.local import open_local
+from hydria.tools import run_tool
 
 
 def save_command(ref: EngineImage, archive: Path) -> list[str]:
@@ -43,7 +44,4 @@ def open_engine(ref: EngineImage, settings: Settings, stack: ExitStack) -> Calla
 
 
 def _run(argv: list[str], ref: EngineImage) -> None:
-    result = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False)
-    if result.returncode != 0:
-        raise HydriaError(f"{argv[0]} {argv[1]} {ref.image} failed: "
-                          f"{result.stderr.strip()[-2000:] or 'exit status ' + str(result.returncode)}")
+    run_tool(argv, f"{argv[0]} {argv[1]} {ref.image} failed")

@@ -477,6 +477,21 @@ static void start_container(spank_t sp, const char *ids, const char *script, con
                                       : "hydria: the container exited before its tasks could join it");
 }
 
+/* In a forked child of slurmd or slurmstepd (root): become `account` for good, with its groups and
+ * the primary group `gid`, and a login-like environment of its own (nothing of the job's). */
+static int become_account(const struct passwd *account, gid_t gid)
+{
+    if ((geteuid() != 0 && seteuid(0) < 0) || initgroups(account->pw_name, gid) < 0 ||
+        setresgid(gid, gid, gid) < 0 || setresuid(account->pw_uid, account->pw_uid, account->pw_uid) < 0)
+        return -1;
+    clearenv();
+    setenv("PATH", "/usr/local/bin:/usr/bin:/bin", 1);
+    setenv("HOME", account->pw_dir, 1);
+    setenv("USER", account->pw_name, 1);
+    setenv("LOGNAME", account->pw_name, 1);
+    return 0;
+}
+
 /* `hydria store import -- URI` as the image store's owner (plugstack store_owner), in a clean
  * environment and with no descriptor of slurmstepd's: nothing of the job reaches the account
  * that writes what every user reads, but the reference, which the user's own registry request
@@ -499,19 +514,13 @@ static void fill_store(const char *uri)
         return;
     }
     if (child == 0) {
-        if ((geteuid() != 0 && seteuid(0) < 0) || initgroups(owner->pw_name, owner->pw_gid) < 0 || setresgid(owner->pw_gid, owner->pw_gid, owner->pw_gid) < 0 ||
-            setresuid(owner->pw_uid, owner->pw_uid, owner->pw_uid) < 0)
-            _exit(121);
         int null = open("/dev/null", O_RDWR);
         if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(log, STDOUT_FILENO) < 0 || dup2(log, STDERR_FILENO) < 0)
             _exit(122);
         for (int fd = 3; fd < 4096; fd++)
             close(fd);
-        clearenv();
-        setenv("PATH", "/usr/local/bin:/usr/bin:/bin", 1);
-        setenv("HOME", owner->pw_dir, 1);
-        setenv("USER", owner->pw_name, 1);
-        setenv("LOGNAME", owner->pw_name, 1);
+        if (become_account(owner, owner->pw_gid) < 0)
+            _exit(121);
         if (chdir(owner->pw_dir) < 0 && chdir("/") < 0)
             _exit(123);
         execlp(hydria_path, hydria_path, "store", "import", "--", uri, (char *)NULL);
@@ -919,15 +928,10 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
         struct passwd *user = getpwuid(uid);
         dup2(log, STDOUT_FILENO);
         dup2(log, STDERR_FILENO);
-        if (!user || initgroups(user->pw_name, gid) < 0 || setresgid(gid, gid, gid) < 0 ||
-            setresuid(uid, uid, uid) < 0) {
+        if (!user || become_account(user, gid) < 0) {
             fprintf(stderr, "hydria: job epilog: cannot become user %u: %s\n", uid, strerror(errno));
             _exit(121);
         }
-        clearenv();
-        setenv("PATH", "/usr/local/bin:/usr/bin:/bin", 1);
-        setenv("HOME", user->pw_dir, 1);
-        setenv("USER", user->pw_name, 1);
         const char *extras[] = {ids};
         execvp(hydria_path, command("epilog", extras, 1));
         fprintf(stderr, "hydria: cannot run %s: %s\n", hydria_path, strerror(errno));
