@@ -24,3 +24,17 @@ class ConfigError(HydriaError):
 
 class PathNotUsable(HydriaError):
     """A directory hydria needs cannot be created, written or trusted."""
+
+
+class NotFound(HydriaError):
+    """A file or directory the user named, or hydria needs, is not there."""
+
+    def __init__(self, path: object, *, hint: str | None = None) -> None:
+        super().__init__(f"No such file or directory: {path}", hint=hint)
+
+
+class AlreadyExists(HydriaError):
+    """What would be written is there already (hydria never overwrites without --force)."""
+
+    def __init__(self, path: object, *, hint: str | None = None) -> None:
+        super().__init__(f"File already exists: {path}", hint=hint)

@@ -12,7 +12,7 @@ import pwd
 import stat
 import sys
 
-from hydria.errors import HydriaError, PathNotUsable
+from hydria.errors import AlreadyExists, HydriaError, NotFound, PathNotUsable
 from hydria.record import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ def check_input_file(path: str, option: str) -> None:
     try:
         info = os.stat(path)
     except FileNotFoundError:
-        raise HydriaError(f"No such file or directory: {path}", hint=f"{option} takes a file") from None
+        raise NotFound(path, hint=f"{option} takes a file") from None
     except OSError as e:
         raise HydriaError(f"{option} {path}: {e.strerror}") from None
     if stat.S_ISDIR(info.st_mode):
@@ -181,9 +181,9 @@ def output_file(output: str | None, default: str, *, force: bool) -> Path:
     if target.is_dir():
         raise HydriaError(f"Is a directory: {target}")
     if target.exists() and not force:
-        raise HydriaError(f"File already exists: {target}", hint="use --force to overwrite it")
+        raise AlreadyExists(target, hint="use --force to overwrite it")
     if not target.parent.is_dir():
-        raise HydriaError(f"No such file or directory: {target.parent}")
+        raise NotFound(target.parent)
     return target
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from hydria.anonfile import link_or_copy
 from hydria.config import Settings
-from hydria.errors import HydriaError
+from hydria.errors import AlreadyExists, HydriaError, NotFound
 from hydria.paths import delete_tree, ensure_dir, process_tag
 from hydria.runtime.named import IDENTITY, IMAGE, ROOTFS, container_path, find
 from hydria.runtime.rootfs import Container, check_image
@@ -46,7 +46,7 @@ class Store:
         ensure_dir(self.settings.data_path, setting="HYDRIA_DATA_PATH")
         if target.exists() or target.is_symlink():
             if not (force or self.settings.force_override):
-                raise HydriaError(f"File already exists: {target}", hint="use --force to replace it")
+                raise AlreadyExists(target, hint="use --force to replace it")
             self._discard(target)
         staging = self.root / f".{name}.creating.{process_tag()}"
         try:
@@ -61,7 +61,7 @@ class Store:
             try:
                 os.rename(staging, target)  # atomic; fails if another create won the name
             except OSError:
-                raise HydriaError(f"File already exists: {target}") from None
+                raise AlreadyExists(target) from None
         finally:
             if staging.exists():
                 delete_tree(staging)
@@ -83,7 +83,7 @@ class Store:
     def remove(self, name: str) -> None:
         path = self.path(name)
         if not path.is_dir():
-            raise HydriaError(f"No such file or directory: {path}")
+            raise NotFound(path)
         self._discard(path)
 
     def _discard(self, path: Path) -> None:

@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(options: argparse.Namespace, settings: Settings) -> int:
     from pathlib import Path
 
-    from hydria.errors import HydriaError
+    from hydria.errors import AlreadyExists, HydriaError
     from hydria.image.importer import import_image
     from hydria.image.reference import parse
     from hydria.paths import ensure_dir, process_tag
@@ -36,7 +36,7 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     store = Store(settings)
     target = store.path(name)
     if target.exists() and not (options.force or settings.force_override):  # before any download
-        raise HydriaError(f"File already exists: {target}", hint="use --force to replace it")
+        raise AlreadyExists(target, hint="use --force to replace it")
     staging = Path(ensure_dir(settings.data_path, setting="HYDRIA_DATA_PATH"), f".{name}.loading.{process_tag()}.sqsh")
     try:
         import_image(options.uri, settings, output=str(staging), arch=options.arch)

@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING
 
 from hydria.anonfile import AnonymousFile, anonymous_file, link_or_copy
 from hydria.config import Settings
-from hydria.errors import HydriaError
+from hydria.errors import AlreadyExists, HydriaError, NotFound
 from hydria.image import manifest as mf
 from hydria.image.cache import BlobCache
 from hydria.image.compression import Prefetcher, decompressed
@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 log = Logger(__name__)
 
 
-class OutputExists(HydriaError):
-    pass
+class OutputExists(AlreadyExists):
+    """The import's output file is there already."""
 
 
 def output_path(ref: ImageReference, output: str | None, cwd: Path) -> Path:
@@ -47,10 +47,9 @@ def output_path(ref: ImageReference, output: str | None, cwd: Path) -> Path:
     target = Path(os.path.abspath(cwd / (output or ref.default_output())))
     target = target.parent.resolve() / target.name
     if target.exists() or target.is_symlink():
-        raise OutputExists(f"File already exists: {target}",
-                           hint="import never overwrites; remove the file or choose another --output")
+        raise OutputExists(target, hint="import never overwrites; remove the file or choose another --output")
     if not target.parent.is_dir():
-        raise HydriaError(f"No such file or directory: {target.parent}")
+        raise NotFound(target.parent)
     if not os.access(target.parent, os.W_OK | os.X_OK):
         raise HydriaError(f"Permission denied: {target.parent}", hint="choose an --output in a directory you can write")
     return target
@@ -164,7 +163,7 @@ def _kept(kept: CachedImage, target: Path, in_place: bool) -> Path | None:
     try:
         found = kept.link_to(target, in_place=in_place)
     except FileExistsError:
-        raise OutputExists(f"File already exists: {target}") from None
+        raise OutputExists(target) from None
     if found is not None:
         log.info("Found the image in cache")
     return found
@@ -178,7 +177,7 @@ def _deliver(stored: Path, target: Path, in_place: bool) -> Path:
     try:
         link_or_copy(stored, target)
     except FileExistsError:
-        raise OutputExists(f"File already exists: {target}") from None
+        raise OutputExists(target) from None
     return target
 
 
@@ -267,7 +266,7 @@ def write_image(resolved: mf.ResolvedImage, target: Path, options: list[str], ke
     with anonymous_file(target) as image:
         _squash(resolved, image, options, progress or Progress(live=False))
         if not image.commit():
-            raise OutputExists(f"File already exists: {target}")
+            raise OutputExists(target)
     if kept is not None:
         kept.keep(target)
     return target

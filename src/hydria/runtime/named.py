@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from hydria.errors import HydriaError
+from hydria.errors import HydriaError, NotFound
 from hydria.runtime.rootfs import Container, check_image
 
 IMAGE = "image.sqsh"  # the container's reference to its image (a hardlink or a copy)
@@ -39,8 +39,7 @@ def find(data_path: str, name: str) -> Container:
         return Container(name, image, home=path)
     if os.path.isdir(os.path.join(path, ROOTFS)):
         return Container(name, None, home=path, directory=os.path.join(path, ROOTFS))
-    raise HydriaError(f"No such file or directory: {path}",
-                      hint=f"create it first: hydria create --name {name} IMAGE")
+    raise NotFound(path, hint=f"create it first: hydria create --name {name} IMAGE")
 
 
 def check_unchanged(container: Container) -> None:

@@ -17,7 +17,7 @@ import errno
 import os
 import time
 
-from hydria.errors import HydriaError
+from hydria.errors import HydriaError, NotFound
 from hydria.paths import delete_tree, user_name
 from hydria.record import Record
 from hydria.runtime import syscalls as sc
@@ -51,7 +51,7 @@ def check_image(path: str | os.PathLike[str]) -> str:
             superblock = handle.read(SUPERBLOCK_SIZE)
             size = os.fstat(handle.fileno()).st_size
     except FileNotFoundError:
-        raise HydriaError(f"No such file or directory: {os.path.abspath(path)}") from None
+        raise NotFound(os.path.abspath(path)) from None
     except IsADirectoryError:
         raise HydriaError(f"Invalid image format: {path} is a directory",
                           hint="give a squashfs image file (hydria import), or the name of a container") from None

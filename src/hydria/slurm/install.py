@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from hydria.errors import HydriaError
+from hydria.errors import NotFound
 from hydria.slurm.plugin_config import parse_plugin_config
 from hydria.tools import ToolFailed, run_tool
 
@@ -20,8 +20,8 @@ def install_plugin(plugin_dir: Path, plugstack_dir: Path, include_dir: Path, arg
     Raises HydriaError for a missing header, a compiler error or a bad plugstack argument."""
     parse_plugin_config(arguments)
     if not (include_dir / "slurm" / "spank.h").is_file():
-        raise HydriaError(f"No such file or directory: {include_dir / 'slurm' / 'spank.h'}",
-                          hint="install Slurm's development headers (Debian: libslurm-dev) or pass --include")
+        raise NotFound(include_dir / "slurm" / "spank.h",
+                       hint="install Slurm's development headers (Debian: libslurm-dev) or pass --include")
     plugin_dir.mkdir(parents=True, exist_ok=True)
     plugin = plugin_dir / "spank_hydria.so"
     staging = plugin_dir / ".spank_hydria.so.new"

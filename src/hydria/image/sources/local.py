@@ -13,7 +13,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from hydria.errors import HydriaError
+from hydria.errors import HydriaError, NotFound
 from hydria.image import manifest as mf
 from hydria.image.cache import VerifyingReader, digest_of, hex_of
 from hydria.image.reference import LocalImage
@@ -82,7 +82,7 @@ def open_local(ref: LocalImage, cwd: Path, stack: ExitStack) -> Callable[[mf.Pla
     """A resolver for a local image. Raises HydriaError when the path is missing or unusable."""
     path = (cwd / ref.path).resolve()
     if not path.exists():
-        raise HydriaError(f"No such file or directory: {path}")
+        raise NotFound(path)
     files = _Files(path, stack, str(path))
     if ref.scheme == "docker-archive":
         return lambda want: _docker_archive(files, ref)
