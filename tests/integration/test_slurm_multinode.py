@@ -9,11 +9,15 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from hydria.config import SPEC_BY_NAME
+from hydria.image.imagestore import ImageStore
+from hydria.image.reference import parse
 from testbed import slurm
 from testbed.forwarding import Forwarder
 from testbed.nodes import HEAD_ADDRESS
@@ -123,6 +127,30 @@ def test_a_step_fills_the_store_once_for_every_node_and_user(cluster: None, debi
     for user in (workspace, other_workspace):
         blobs = user.root / "cache" / "blobs" / "sha256"
         assert not blobs.exists() or list(blobs.iterdir()) == []
+
+
+def test_a_step_takes_over_a_dead_importers_store_lock(cluster: None, busybox: PublishedImage, registry: Registry,
+                                                      site_store: Path, store_workspace: Workspace,
+                                                      workspace: Workspace) -> None:
+    """An importer that died (its node crashed) left the store's lock for the step's image: a node
+    of the next step takes it over once stale, both nodes run, and the entry is whole."""
+    push([busybox.image], registry.address, "hydria/orphaned", "latest", store_workspace.root)
+    assert store_workspace.run("store", "init", HYDRIA_STORE_PATH=str(site_store)).returncode == 0
+    with Forwarder(registry.address, host=HEAD_ADDRESS) as front:
+        image = f"{front.address}#hydria/orphaned:latest"
+        digest = store_workspace.run("digest", f"docker://{image}").stdout.strip()
+        key = ImageStore.key(parse(f"docker://{image}").uri, digest, SPEC_BY_NAME["SQUASH_OPTIONS"].default)
+        lock = site_store / "locks" / f"{key}.lock"
+        lock.write_text("crashed-node.4242\n")
+        os.chown(lock, store_workspace.user.uid, store_workspace.user.gid)
+        os.utime(lock, (time.time() - 600, time.time() - 600))
+        result = slurm.Submitter(workspace).run("srun", "-N2", f"--container-image={image}", "hostname",
+                                                HYDRIA_DATA_PATH="")
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.split()) == NODES
+    assert "hydria: Taking over the import of" in result.stderr, result.stderr
+    assert "node crashed-node, process 4242 has not touched its lock" in result.stderr
+    assert (site_store / "images" / f"{key}.sqsh").is_file() and not lock.exists()
 
 
 def test_stage_broadcasts_an_image_to_every_node(nodes: slurm.Submitter, busybox: PublishedImage,
