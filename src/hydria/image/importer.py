@@ -76,8 +76,6 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
         progress = _watched(stack)
         images = ImageCache(settings.cache_path, settings.cache_images)
         keeping = settings.cache_images > 0 and images.usable()
-        kept = None
-        resolve: Callable[[mf.Platform], mf.ResolvedImage]
         if isinstance(ref, RegistryImage):
             # The manifest's digest first: an image the store or the cache has needs nothing else.
             source = _registry_source(ref, settings, stack, progress)
@@ -89,19 +87,16 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
             if store is not None and on_store_miss is not None:
                 on_store_miss()
             kept = images.entry(ref.uri, digest, settings.squash_options) if keeping else None
-            found = _kept(kept, target, in_place) if kept is not None else None
-            if found is not None:
+            if kept is not None and (found := _kept(kept, target, in_place)) is not None:
                 return found
-            resolve = source.resolve
+            resolved = _resolve(source.resolve, want)
         else:
-            resolve = _open_source(ref, settings, cwd, stack, progress)
-        resolved = _resolve(resolve, want)
-        if kept is None and resolved.digest and keeping:
-            kept = images.entry(resolved.uri, resolved.digest, settings.squash_options)
-        image = write_image(resolved, target, options, kept, in_place=in_place, progress=progress)
-    if image != target:
-        log.info("Using the kept image %s", image)
-    return image
+            resolved = _resolve(_open_source(ref, settings, cwd, stack, progress), want)
+            kept = images.entry(resolved.uri, resolved.digest, settings.squash_options) \
+                if resolved.digest and keeping else None
+            if kept is not None and (found := _kept(kept, target, in_place)) is not None:
+                return found
+        return write_image(resolved, target, options, kept, progress=progress)
 
 
 def import_into_store(uri: str, settings: Settings, *, arch: str | None = None) -> Path:
@@ -166,6 +161,8 @@ def _kept(kept: CachedImage, target: Path, in_place: bool) -> Path | None:
         raise OutputExists(target) from None
     if found is not None:
         log.info("Found the image in cache")
+        if found != target:
+            log.info("Using the kept image %s", found)
     return found
 
 
@@ -213,13 +210,8 @@ def image_digest(uri: str, settings: Settings, *, arch: str | None = None) -> st
         raise HydriaError(f"Invalid argument: {uri}", hint="digest takes docker:// images")
     ref = parse(uri)
     assert isinstance(ref, RegistryImage)
-    from hydria.image.sources.registry import RegistrySource
-
-    source = RegistrySource(ref, settings, blob_cache(settings))
-    try:
-        return source.digest(mf.parse_platform(arch))
-    finally:
-        source.close()
+    with ExitStack() as stack:
+        return _registry_source(ref, settings, stack, Progress(live=False)).digest(mf.parse_platform(arch))
 
 
 def blob_cache(settings: Settings) -> BlobCache:
@@ -257,12 +249,9 @@ def _open_source(ref: ImageReference, settings: Settings, cwd: Path, stack: Exit
 
 
 def write_image(resolved: mf.ResolvedImage, target: Path, options: list[str], kept: CachedImage | None = None,
-                *, in_place: bool = False, progress: Progress | None = None) -> Path:
-    """Write ``resolved`` as a squashfs at ``target`` (which must not exist): the ``kept`` image
-    when the cache has it, else flattened and squashed (and then kept). The image's path: ``target``
-    or, ``in_place`` (:meth:`CachedImage.link_to`), the kept one."""
-    if kept is not None and (found := _kept(kept, target, in_place)) is not None:
-        return found
+                *, progress: Progress | None = None) -> Path:
+    """Write ``resolved`` as a squashfs at ``target`` (which must not exist), flattened and
+    squashed, then keep it as ``kept`` in the cache (the caller found no kept image there)."""
     with anonymous_file(target) as image:
         _squash(resolved, image, options, progress or Progress(live=False))
         if not image.commit():
