@@ -235,15 +235,13 @@ def _cache(settings: Settings) -> Check:
     layout = cachelayout.inspect(settings.cache_path)
     if layout.problem:
         return Check(name, "fail", layout.problem, layout.hint)
-    if not layout.root.exists():
+    if not layout.shared:  # the user's own, or to be made
         return _path(settings, "cache_path")
     if layout.unusable:
         return Check(name, "warn", f"{layout.describe()}: you cannot add to {', '.join(layout.unusable)}; "
                                    "imports use your private cache instead",
                      f"the administrator makes them like the cache: chmod {layout.folder_mode:04o} "
                      f"({cachelayout.GUIDE})")
-    if not layout.shared:
-        return _path(settings, "cache_path")
     return Check(name, "ok", layout.describe())
 
 

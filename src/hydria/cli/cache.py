@@ -33,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
     root = Path(settings.cache_path)
-    blobs, images = _blobs(root), _kept_images(root)
+    # the blobs, and the kept images (hydria/image/imagecache.py)
+    blobs, images = _own_files(root / "blobs" / "sha256", "*"), _own_files(root / f"images.{os.geteuid()}", "*.sqsh")
     if options.action == "list":
         blob_bytes, image_bytes = sum(i.size for i in blobs), sum(i.size for i in images)
         if options.json:
@@ -53,14 +54,6 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _blobs(root: Path) -> list[Item]:
-    folder = root / "blobs" / "sha256"
-    names = folder.iterdir() if folder.is_dir() else iter(())
-    return [item(path, info) for path, info in regular_files(names, os.geteuid())]
-
-
-def _kept_images(root: Path) -> list[Item]:
-    """Kept images (hydria/image/imagecache.py)."""
-    folder = root / f"images.{os.geteuid()}"
-    names = folder.glob("*.sqsh") if folder.is_dir() else iter(())
+def _own_files(folder: Path, pattern: str) -> list[Item]:
+    names = folder.glob(pattern) if folder.is_dir() else iter(())
     return [item(path, info) for path, info in regular_files(names, os.geteuid())]
