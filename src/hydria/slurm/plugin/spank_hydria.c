@@ -443,6 +443,8 @@ static void start_container(spank_t sp, const char *ids, const char *script, con
     char *output = read_all(log);
     char *resolved = read_all(marks);
     const char *attach_pid = read_marks(resolved);
+    /* "@store-import URI" counts only with that exit status, and where there is an owner to ask */
+    int store_asked = WIFEXITED(status) && WEXITSTATUS(status) == STORE_STATUS && store_owner && store_request;
     if (WIFSTOPPED(status)) {
         holder = child;
         if (show_entrypoint_output) {
@@ -454,7 +456,7 @@ static void start_container(spank_t sp, const char *ids, const char *script, con
         holder = attach_pid ? (pid_t)atoi(attach_pid) : -1;
         if (holder <= 0)
             start_error = strdup("hydria: cannot attach to the running container");
-    } else if (WIFEXITED(status) && WEXITSTATUS(status) == STORE_STATUS && store_request && store_owner) {
+    } else if (store_asked) {
         /* user_init has the store's owner import it, then starts again */
     } else if (!(WIFEXITED(status) && WEXITSTATUS(status) == DISABLED_STATUS)) {
         start_error = output;
@@ -464,8 +466,8 @@ static void start_container(spank_t sp, const char *ids, const char *script, con
             start_error = strdup("hydria: the container did not start");
         }
     }
-    if (!(WIFEXITED(status) && WEXITSTATUS(status) == STORE_STATUS && store_owner)) {
-        free(store_request);  /* asked for only by that exit status */
+    if (!store_asked) {
+        free(store_request);
         store_request = NULL;
     }
     free(output);
