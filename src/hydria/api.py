@@ -49,7 +49,7 @@ def import_image(uri: str, output: str | Path | None = None, *, arch: str | None
 def create(image: str | Path, name: str | None = None, *, force: bool = False, unpack: bool | None = None,
            settings: Settings | None = None) -> Path:
     """``hydria create``: a named container from an image file; returns its directory."""
-    from hydria.store import Store
+    from hydria.container.store import Store
 
     settings = settings or load_settings()
     return Store(settings).create(Path(image), name, force=force, unpack=settings.unpack if unpack is None else unpack)
@@ -57,14 +57,14 @@ def create(image: str | Path, name: str | None = None, *, force: bool = False, u
 
 def containers(settings: Settings | None = None) -> list[str]:
     """``hydria list``: the names of the containers in the data path."""
-    from hydria.store import Store
+    from hydria.container.store import Store
 
     return Store(settings or load_settings()).names()
 
 
 def remove(name: str, settings: Settings | None = None) -> None:
     """``hydria remove -f``: delete a container."""
-    from hydria.store import Store
+    from hydria.container.store import Store
 
     store = Store(settings or load_settings())
     store.container(name)  # raises when there is no such container
@@ -74,7 +74,7 @@ def remove(name: str, settings: Settings | None = None) -> None:
 def export(name: str, output: str | Path | None = None, *, force: bool = False,
            settings: Settings | None = None) -> Path:
     """``hydria export``: a container written back to a squashfs file; returns its path."""
-    from hydria.runtime.export import export as run
+    from hydria.container.export import export as run
 
     return run(name, str(output) if output is not None else None, force, settings or load_settings())
 
@@ -99,10 +99,10 @@ def start(target: str | Path, command: Sequence[str] = (), *, root: bool = False
     """``hydria start``, in a child process: the container's exit status is the result's
     ``returncode``. ``environment`` is the child's (and so the settings'); this process's by
     default. With ``check``, a non-zero status raises ``subprocess.CalledProcessError``."""
-    options = [*(("--conf", conf) if conf else ()), *(f"--env={e}" for e in env), *(f"--mount={m}" for m in mounts),
-               *(("--rc", rc) if rc else ()),
-               *(f"--{flag}" for flag, on in (("root", root), ("rw", rw), ("pid", pid), ("net", net),
-                                               ("ipc", ipc), ("uts", uts)) if on)]
+    from hydria.container.options import defaults, words
+
+    options = words(defaults(conf=conf, env=list(env), mount=list(mounts), rc=rc, root=root, rw=rw, pid=pid, net=net,
+                             ipc=ipc, uts=uts))
     return subprocess.run([*hydria_command(), "start", *options, str(target), *command], env=environment,
                           check=check, capture_output=capture_output, text=True, timeout=timeout)
 

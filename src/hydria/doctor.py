@@ -26,9 +26,9 @@ from typing import Any
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
-from hydria.filesystems import file_system_type
 from hydria.image import cachelayout
 from hydria.paths import delete_tree, hydria_command, user_name
+from hydria.runtime.filesystems import file_system_type
 from hydria.tools import run_tool
 
 # program, Debian package, needed for what (None: optional)

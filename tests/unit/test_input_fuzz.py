@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hydria.container.named import validate_name
 from hydria.errors import HydriaError
 from hydria.image.reference import parse as parse_reference
 from hydria.runtime import environ
-from hydria.runtime.named import validate_name
 
 _ANY_TEXT = st.text(st.characters(codec="utf-8") | st.sampled_from("\udcff\x00\n\t /:#@"), max_size=60)
 _URI_PIECES = st.lists(st.sampled_from(["docker://", "oci://", "oci-archive://", "dockerd://", "podman://",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hydria import launch
+from hydria.hooks import launch
 
 
 def test_launchers_are_recognised() -> None:

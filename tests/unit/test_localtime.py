@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from hydria.runtime.hooks import copy_localtime
+from hydria.hooks.localtime import copy_localtime
 
 
 def make_host(tmp_path: Path, link: str) -> Path:

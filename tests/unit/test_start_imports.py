@@ -12,8 +12,9 @@ HEAVY = {"typing", "re", "pathlib", "enum", "signal", "shlex", "subprocess", "sh
 
 def test_the_start_path_imports_no_heavy_module() -> None:
     program = ("import sys\n"
-               "import hydria.cli.main, hydria.cli.quickstart, hydria.cli.start, hydria.runtime.start,\\\n"
-               "    hydria.runtime.named, hydria.runtime.running, hydria.slurm.step, hydria.cli.slurm\n"
+               "import hydria.cli.main, hydria.cli.quickstart, hydria.cli.start, hydria.container.options,\\\n"
+               "    hydria.container.target, hydria.container.start, hydria.container.named, hydria.container.running,\\\n"
+               "    hydria.hooks.scripts, hydria.hooks.identity, hydria.hooks.localtime, hydria.slurm.step, hydria.cli.slurm\n"
                f"print(' '.join(sorted(set(sys.modules) & {HEAVY!r})))\n")
     found = subprocess.run([sys.executable, "-S", "-c", program], capture_output=True, text=True, check=True,
                            env={"PYTHONPATH": ":".join(p for p in sys.path if p)})

@@ -185,5 +185,5 @@ trap - ERR
 [ -n "${extract-}" ] && exit 0
 
 set +e
-PYTHONPATH="${rootfs}/.hydria/lib" python3 -m hydria.bundle.run "${rootfs}" "${rundir}" "${args[@]}" -- "$@"
+PYTHONPATH="${rootfs}/.hydria/lib" python3 -m hydria.cli.bundle_run "${rootfs}" "${rundir}" "${args[@]}" -- "$@"
 exit $?

@@ -15,15 +15,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
-    from hydria.cli.start import load_conf, start_with
+    from hydria.container import options as start_options
     from hydria.errors import HydriaError
 
-    conf, settings = load_conf(options.conf)
+    conf, settings = start_options.load_conf(options.conf)
     rootfs = conf.directives.get("ROOTFS")
     if not rootfs:
         raise HydriaError(f"Missing directive ENROOT_ROOTFS in {options.conf}",
                           hint="add a line #HYDRIA_ROOTFS=NAME|IMAGE (or #ENROOT_ROOTFS=) to the script")
-    flags = argparse.Namespace(root=False, rw=False, pid=False, net=False, ipc=False, uts=False, env=[], mount=[],
-                               rc=None, conf=options.conf, command=options.command, target=rootfs)
-    start_with(flags, settings, conf)
-    return 1  # start() execs the container or raises
+    start_options.start_from(start_options.defaults(conf=options.conf, command=options.command, target=rootfs),
+                             settings, conf)
+    return 1  # start_from execs the container or raises

@@ -16,9 +16,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
+    from hydria.container.execute import execute
     from hydria.errors import UsageError
     from hydria.runtime.environ import env_option
-    from hydria.runtime.execute import execute
 
     if not options.command:
         raise UsageError("exec needs a PID and a command", hint="run 'hydria exec --help' for usage")

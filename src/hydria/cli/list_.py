@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from hydria.config import Settings
 
 if TYPE_CHECKING:
-    from hydria.store import Store
+    from hydria.container.store import Store
 
 COLUMNS = ("NAME", "PID", "COMM", "STATE", "STARTED", "TIME", "MNTNS", "USERNS", "COMMAND")
 
@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
-    from hydria.store import Store
+    from hydria.container.store import Store
 
     store = Store(settings)
     if options.json:
@@ -42,7 +42,7 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
 def instances(store: Store) -> list[tuple[str, list[dict[str, str]]]]:
     """Every container (and ``<unknown>`` for running image files, as enroot), in name order, with
     the columns of the first process of each running instance (PID, COMM, ... COMMAND)."""
-    from hydria.runtime.running import UNKNOWN, describe
+    from hydria.container.running import UNKNOWN, describe
 
     processes = store.running()
     found = []
@@ -71,8 +71,8 @@ def json_rows(store: Store) -> list[dict[str, object]]:
     """Each container's name, directory and kind (``image``: an image file and an overlay,
     ``unpacked``: a tree; both null for ``<unknown>``) and its running instances, with --fancy's
     columns in lower case (``pid`` a number)."""
-    from hydria.runtime.named import ROOTFS
-    from hydria.runtime.running import UNKNOWN
+    from hydria.container.named import ROOTFS
+    from hydria.container.running import UNKNOWN
 
     rows: list[dict[str, object]] = []
     for name, live in instances(store):

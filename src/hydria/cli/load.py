@@ -23,11 +23,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(options: argparse.Namespace, settings: Settings) -> int:
     from pathlib import Path
 
+    from hydria.container.store import Store
     from hydria.errors import AlreadyExists, HydriaError
     from hydria.image.importer import import_image
     from hydria.image.reference import parse
     from hydria.paths import ensure_dir, process_tag
-    from hydria.store import Store
 
     if not options.uri.startswith("docker://"):
         raise HydriaError(f"Invalid argument: {options.uri}", hint="load takes docker:// images; "

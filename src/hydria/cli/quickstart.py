@@ -13,17 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from types import SimpleNamespace
 
-VALUED = {"-c": "conf", "--conf": "conf", "-e": "env", "--env": "env", "--rc": "rc", "-m": "mount",
-          "--mount": "mount"}
-FLAGS = {"-r": "root", "--root": "root", "-w": "rw", "--rw": "rw", "--pid": "pid", "--net": "net",
-         "--ipc": "ipc", "--uts": "uts"}
-REPEATED = ("env", "mount")
+from hydria.container.options import FLAGS, REPEATED, VALUED, defaults
 
 
 def parse(args: Sequence[str]) -> SimpleNamespace | None:
     """The options as ``hydria start``'s argparse would give them, or None when not plain."""
-    options = SimpleNamespace(conf=None, env=[], mount=[], rc=None, root=False, rw=False, pid=False, net=False,
-                              ipc=False, uts=False)
+    options = defaults()
     index = 0
     while index < len(args) and args[index].startswith("-"):
         word = args[index]

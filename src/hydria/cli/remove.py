@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
-    from hydria.store import Store
+    from hydria.container.store import Store
 
     store = Store(settings)
     for name in options.names:

@@ -21,6 +21,7 @@ from hydria.errors import HydriaError, NotFound
 from hydria.paths import delete_tree, user_name
 from hydria.record import Record
 from hydria.runtime import syscalls as sc
+from hydria.runtime.mountinfo import FUSE_OVERLAY, workdirs_in_use
 
 SQUASHFS_MAGIC = b"hsqs"
 SUPERBLOCK_SIZE = 96
@@ -138,8 +139,6 @@ def find_program(name: str) -> str | None:
     return None
 
 
-FUSE_OVERLAY = "fuse.fuse-overlayfs"
-
 
 def mount_overlay(lower: str, upper: str, work: str, target: str, uid: int, gid: int, native: bool = True) -> str:
     """The container's overlay: the kernel's (user namespaces allow it since Linux 5.11) unless
@@ -167,7 +166,7 @@ def mount_overlay(lower: str, upper: str, work: str, target: str, uid: int, gid:
         work += "-fuse"
         os.mkdir(work, 0o700)
     # The source names the directories, for list --fancy and the work directories in use
-    # (runtime/running.py): a FUSE mount has no upperdir among its options.
+    # (runtime/mountinfo.py): a FUSE mount has no upperdir among its options.
     source = f"upperdir={upper},workdir={work}"
     try:
         # With the capabilities hydria holds in the namespace, as enroot runs it: the daemon
@@ -204,8 +203,6 @@ def _instance_workdir(parent: str) -> str:
     may run at once (Slurm steps), and overlay mounts must not share one. Work directories that
     this node's starts left (no mount here uses them) are removed on the way; they are named after
     the node, as only its own mounts can be seen (``tmp*``: made before names said the node)."""
-    from hydria.runtime.running import workdirs_in_use
-
     in_use = workdirs_in_use()
     node = os.uname().nodename
     with os.scandir(parent) as entries:

@@ -3,7 +3,7 @@ built-in import, turns a step's registry image into a squashfs file (a site cach
 pre-built image store).
 
 * ``IMPORTER get URI``: stdin /dev/null; the first line of its stdout is the absolute path of the
-  squashfs; its stderr is shown when it fails (``importer get failed with exit code N``,
+  squashfs; what it said on stderr ends the error when it fails (``importer get failed with exit code N``,
   ``... terminated with signal N``, ``importer did not return a squashfs path``).
 * ``IMPORTER release``: idempotent; called after a named container was created from the file, and
   again when the step ends. A failing release is only logged.
@@ -16,7 +16,6 @@ It runs as the job's user with the job's environment plus ``PYXIS_RUNTIME_PATH``
 from __future__ import annotations
 
 import os
-import sys
 
 from hydria.errors import HydriaError
 from hydria.log import Logger
@@ -30,16 +29,17 @@ log = Logger(__name__)
 
 def get(importer: str, uri: str, runtime_path: str) -> str:
     """Raises HydriaError when the importer fails or names no file."""
+    from hydria.tools import SAID_LIMIT
+
     result = _run([importer, "get", uri], runtime_path)
+    said = f": {result.stderr.strip()[-SAID_LIMIT:]}" if result.stderr.strip() else ""
+    if result.returncode < 0:
+        raise HydriaError(f"importer get terminated with signal {-result.returncode}{said}")
     if result.returncode != 0:
-        sys.stderr.write(result.stderr)
-        if result.returncode < 0:
-            raise HydriaError(f"importer get terminated with signal {-result.returncode}")
-        raise HydriaError(f"importer get failed with exit code {result.returncode}")
+        raise HydriaError(f"importer get failed with exit code {result.returncode}{said}")
     path = (result.stdout.splitlines() or [""])[0].strip()
     if not path.startswith("/"):
-        sys.stderr.write(result.stderr)
-        raise HydriaError("importer did not return a squashfs path")
+        raise HydriaError(f"importer did not return a squashfs path{said}")
     return path
 
 

@@ -11,17 +11,16 @@ unpack or remove); named ones persist as ``pyxis_NAME`` in the data path (pyxis'
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping, Sequence
 
 from hydria.config import Settings
+from hydria.container.named import container_path
 from hydria.errors import HydriaError
-from hydria.filesystems import file_system_type, may_be_shared
 from hydria.hooks import slurm_pmi
 from hydria.log import Logger
 from hydria.paths import ensure_dir, process_tag, read_text
+from hydria.runtime.filesystems import file_system_type, may_be_shared
 from hydria.runtime.fstab import READ_ONLY_FILE_BIND, MountEntry
-from hydria.runtime.named import container_path
 from hydria.slurm import importer
 from hydria.slurm.options import ContainerOptions
 from hydria.slurm.plugin_config import DEFAULT_PLUGIN, PluginConfig
@@ -61,8 +60,9 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
     """Set up the step's container and stop inside it (this process becomes the holder), or return
     the PID of the named container when it is running already, for the tasks to join (attach).
     Raises HydriaError."""
-    from hydria.runtime.start import StartOptions
-    from hydria.runtime.start import start as start_container
+    from hydria.container.start import StartOptions
+    from hydria.container.start import start as start_container
+    from hydria.container.target import resolve_target
 
     _tell_shim(options, marks)
     joinable = options.name is not None and options.name_flag != "no_exec" and attach
@@ -80,8 +80,8 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
     scratch = step_dir(settings, step)
     target = _container(options, _prefix(step, scope), step, settings, scratch, cwd, plugin, marks)
     if joinable:  # steps that start at once: the first sets the container up, the others join it
+        from hydria.container.start import LOCK_FILE
         from hydria.runtime import lock
-        from hydria.runtime.start import LOCK_FILE
 
         lock_file = os.path.join(container_path(settings.data_path, name), LOCK_FILE)
         lock.hold(lock_file)
@@ -100,7 +100,8 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
     temporary = options.name is None and options.save is not None
     if os.path.exists(scratch) or temporary or _uses_importer(options, plugin):
         marks.send(CLEANUP_MARK)  # the shim runs `hydria slurm cleanup` only when told to
-    start_container(StartOptions(target, STOP_COMMAND, env=env, entries=entries, slurm_hook=False), settings)
+    start_container(resolve_target(target, settings),
+                    StartOptions(target, STOP_COMMAND, env=env, entries=entries, slurm_hook=False), settings)
     raise AssertionError("start() execs the container or raises")
 
 
@@ -123,7 +124,7 @@ def _join(options: ContainerOptions, pid: int) -> int:
 def _running_pid(name: str, settings: Settings) -> int | None:
     """The first process of container ``name`` when it is running (another step's holder, or a
     ``hydria start``), else None."""
-    from hydria.runtime.running import running
+    from hydria.container.running import running
 
     path = container_path(settings.data_path, name)
     processes = running({name: path}, settings.runtime_path).get(name, []) if os.path.isdir(path) else []
@@ -139,29 +140,30 @@ def _check_unshared(namespaces: Sequence[str], pid: int) -> None:
 
 
 def cleanup(options: ContainerOptions, step: str, settings: Settings, environment: Mapping[str, str],
-            scope: str = "global", export: bool = False, plugin: PluginConfig = DEFAULT_PLUGIN) -> None:
+            scope: str = "global", export: bool = False, plugin: PluginConfig = DEFAULT_PLUGIN) -> str | None:
     """When the step ends: with ``export`` (every task started), write the container to the
-    --container-save file; then remove the step's temporary container and scratch space.
+    --container-save file (returned); then remove the step's temporary container and scratch space.
     Raises HydriaError when the export fails (the rest is cleaned up all the same)."""
     name = container_name(options, step, scope)
     try:
         if export and options.save and name:
-            from hydria.runtime.export import export as export_container
+            from hydria.container.export import export as export_container
 
             path = os.path.join(_job_cwd(environment), options.save)
             export_container(name, path, True, settings)
-            print(f"hydria: exported container {name} to {path}", file=sys.stderr)
+            return path
     except HydriaError as e:
         raise HydriaError(f"failed to export container {name} to {options.save}: {e.message}") from None
     finally:
         if options.name is None and name and os.path.isdir(container_path(settings.data_path, name)):
-            from hydria.store import Store
+            from hydria.container.store import Store
 
             Store(settings).remove(name)
         import shutil
 
         shutil.rmtree(step_dir(settings, step), ignore_errors=True)
         _release(options, plugin)
+    return None
 
 
 def container_name(options: ContainerOptions, step: str, scope: str) -> str | None:
@@ -218,7 +220,7 @@ def _prefix(step: str, scope: str) -> str:
 def remove_job_containers(job: str, settings: Settings) -> None:
     """container_scope=job: remove every ``pyxis_JOB_*`` container of the user when the job ends.
     Raises HydriaError naming the containers that could not be removed."""
-    from hydria.store import Store
+    from hydria.container.store import Store
 
     store = Store(settings)
     prefix = f"{PREFIX}{job}_"
@@ -282,7 +284,7 @@ def _create(image: str, name: str, settings: Settings, *, force: bool, unpack: b
     # here: a step that starts an existing container spares pathlib's import
     from pathlib import Path
 
-    from hydria.store import Store
+    from hydria.container.store import Store
 
     Store(settings).create(Path(image), name, force=force, unpack=unpack)
 

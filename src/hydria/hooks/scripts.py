@@ -1,4 +1,5 @@
-"""Hooks: the built-in ones, in-process, and ``hooks.d/*.sh`` scripts with enroot's contract.
+"""The ``hooks.d/*.sh`` scripts of the system and the user, and a configuration script's ``hooks()``,
+with enroot's contract (the built-in hooks are this folder's other modules).
 
 A hook script runs before the container switches root, inside its namespaces, with the
 capabilities of its user namespace (as enroot's hooks do, to mount), the caller's environment,
@@ -11,9 +12,7 @@ to the mounts file; its stdout is discarded, its stderr shown, and a non-zero ex
 
 from __future__ import annotations
 
-import grp
 import os
-import pwd
 import sys
 
 from hydria import __version__
@@ -23,7 +22,6 @@ from hydria.log import Logger
 from hydria.paths import listed, read_text
 from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime import syscalls as sc
-from hydria.runtime.mounts import resolve_in_root
 
 if TYPE_CHECKING:
     from hydria.runtime.confscript import ConfOutput, ConfScript
@@ -111,91 +109,3 @@ def _write_mount_program(folder: str) -> None:
         handle.write(f"#!{sys.executable} -I\nimport sys\nsys.path.insert(0, {installation!r})\n"
                      "from hydria.cli.enroot_mount import main\nsys.exit(main(sys.argv[1:]))\n")
     os.chmod(path, 0o755)
-
-
-def write_identity(root: str, user: pwd.struct_passwd, remap_root: bool) -> None:
-    """Put root and the caller in the container's passwd and group files, first, so that ``id``,
-    ``whoami`` and ``~`` work (the built-in equivalent of enroot's 10-shadow hook)."""
-    etc = os.path.join(root, "etc")
-    if not os.path.isdir(etc):
-        return
-    shell = _shell(root)
-    entries = [f"root:x:0:0:root:/root:{shell}"]
-    groups = ["root:x:0:"]
-    if not remap_root:
-        entries.append(f"{user.pw_name}:x:{user.pw_uid}:{user.pw_gid}:{user.pw_gecos}:{user.pw_dir}:{shell}")
-        groups.append(f"{_group_name(user.pw_gid)}:x:{user.pw_gid}:")
-    for name, new in (("passwd", entries), ("group", groups)):
-        path = os.path.join(etc, name)
-        try:
-            old = read_text(path).splitlines() if os.path.exists(path) else []
-            taken = {line.split(":")[0] for line in new} | {line.split(":")[2] for line in new}
-            kept = [line for line in old if line.count(":") >= 2 and
-                    line.split(":")[0] not in taken and line.split(":")[2] not in taken]
-            with open(path, "w") as handle:
-                handle.write("\n".join([*new, *kept]) + "\n")
-        except OSError:
-            continue  # a read-only unpacked root: leave it as it is
-
-
-def apt_as_root(root: str, remap_root: bool) -> None:
-    """Under ``--root`` on a Debian-family image, apt fetches as root instead of as its ``_apt``
-    sandbox user, which a user namespace of one uid cannot switch to (enroot's 10-aptfix hook)."""
-    if not remap_root or not os.path.isfile(os.path.join(root, "etc", "debian_version")):
-        return
-    try:
-        conf_dir = resolve_in_root(root, "/etc/apt/apt.conf.d")
-        os.makedirs(conf_dir, exist_ok=True)
-        with open(os.path.join(conf_dir, "hydria"), "w") as handle:
-            handle.write('APT::Sandbox::User "root";\n')
-    except (OSError, HydriaError):
-        return  # a read-only unpacked root: leave it as it is
-
-
-def copy_localtime(root: str, host_localtime: str = "/etc/localtime") -> None:
-    """The host's time zone (the built-in equivalent of enroot's 10-localtime hook): when the host's
-    /etc/localtime is a symlink, the link and the zone file it names are copied into the root
-    filesystem at the same paths. Copied, not bound, so that the image can still install tzdata."""
-    try:
-        link = os.readlink(host_localtime)
-    except OSError:
-        return  # not a symlink (or none): the image keeps its own
-    zone = os.path.realpath(host_localtime)
-    named = os.path.normpath(os.path.join("/etc", link))  # where the link leads from /etc/localtime
-    if not os.path.isfile(zone) or not os.path.isdir(os.path.join(root, "etc")):
-        return
-    try:
-        inside = resolve_in_root(root, named)
-        os.makedirs(os.path.dirname(inside), exist_ok=True)
-        with open(zone, "rb") as source, open(inside, "wb") as copy:  # a few KB: no shutil import
-            copy.write(source.read())
-        localtime = os.path.join(resolve_in_root(root, "/etc"), "localtime")
-        if os.path.lexists(localtime):
-            os.unlink(localtime)
-        os.symlink(link, localtime)
-    except (OSError, HydriaError):
-        return  # a read-only unpacked root, or a zone path the image makes odd: keep the image's
-
-
-def _shell(root: str) -> str:
-    return "/bin/bash" if os.path.exists(os.path.join(root, "bin/bash")) else "/bin/sh"
-
-
-
-def _group_name(gid: int) -> str:
-    try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return str(gid)
-
-
-def login_environment(environment: dict[str, str], root: str, uid: int, user: pwd.struct_passwd) -> None:
-    """Login variables that the image and the options left unset (enroot's login emulation)."""
-    home = "/root" if uid == 0 else user.pw_dir
-    environment.setdefault("HOME", home)
-    environment.setdefault("USER", "root" if uid == 0 else user.pw_name)
-    environment.setdefault("LOGNAME", user.pw_name)
-    environment.setdefault("SHELL", _shell(root))
-    environment.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" if uid == 0
-                           else "/usr/local/bin:/usr/bin:/bin")
-    environment.setdefault("TERM", "dumb")

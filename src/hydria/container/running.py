@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
 
+from hydria.container.named import ROOTFS
 from hydria.record import TYPE_CHECKING, Record
+from hydria.runtime import mountinfo
 from hydria.runtime.fstab import unescape
-from hydria.runtime.named import ROOTFS
-from hydria.runtime.rootfs import FUSE_OVERLAY
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -44,43 +43,10 @@ def running(containers: dict[str, str | Path], runtime_path: str) -> dict[str, l
         except OSError:
             continue
     found: dict[str, list[RunningProcess]] = {}
-    for pid, namespace in _namespaces():
+    for pid, namespace in mountinfo.other_namespaces():
         owner = _owner(pid, uppers, trees, runtime_path)
         if owner is not None:
-            found.setdefault(owner, []).append(RunningProcess(pid, namespace, _link(pid, "ns/user") or ""))
-    return found
-
-
-def _namespaces() -> Iterable[tuple[int, str]]:
-    """(lowest PID, mount namespace) of each mount namespace of this user other than ours."""
-    ours = _link("self", "ns/mnt")
-    uid = os.getuid()
-    seen: set[str] = set()
-    for entry in sorted(int(e) for e in os.listdir("/proc") if e.isdigit()):
-        try:
-            if os.stat(f"/proc/{entry}").st_uid != uid:
-                continue
-        except OSError:
-            continue
-        namespace = _link(entry, "ns/mnt")
-        if namespace and namespace != ours and namespace not in seen:
-            seen.add(namespace)
-            yield entry, namespace
-
-
-def workdirs_in_use() -> set[str]:
-    """The overlay work directories that mounts of this user's other mount namespaces use."""
-    found = set()
-    for pid, _ in _namespaces():
-        try:
-            with open(f"/proc/{pid}/mountinfo") as handle:
-                text = handle.read()
-        except OSError:
-            continue
-        for line in text.splitlines():
-            for option in _super_options(line):
-                if option.startswith("workdir="):
-                    found.add(unescape(option.removeprefix("workdir=")))
+            found.setdefault(owner, []).append(RunningProcess(pid, namespace, mountinfo.link(pid, "ns/user") or ""))
     return found
 
 
@@ -97,7 +63,7 @@ def _owner(pid: int, uppers: dict[str, str], trees: dict[tuple[int, int], str], 
         fields = line.split(" - ", 1)
         if len(fields) != 2 or fields[0].split()[4] != "/":
             continue
-        for option in _super_options(line):
+        for option in mountinfo.own_options(line):
             if option.startswith("upperdir="):
                 upper = unescape(option.removeprefix("upperdir="))
                 if upper in uppers:
@@ -107,20 +73,6 @@ def _owner(pid: int, uppers: dict[str, str], trees: dict[tuple[int, int], str], 
                         and os.path.basename(start_area).rpartition(".")[2].isdigit():  # NODE.PID
                     return UNKNOWN
     return None
-
-
-def _super_options(line: str) -> list[str]:
-    """A mountinfo line's last field, the file system's own options (an overlay's upperdir, ...),
-    and for a fuse-overlayfs mount its source, where hydria writes the same (runtime/rootfs.py)."""
-    fstype, source, options = (line.split(" - ", 1)[-1].split(" ") + ["", "", ""])[:3]
-    return [*options.split(","), *(source.split(",") if fstype == FUSE_OVERLAY else ())]
-
-
-def _link(pid: int | str, name: str) -> str | None:
-    try:
-        return os.readlink(f"/proc/{pid}/{name}")
-    except OSError:
-        return None
 
 
 def describe(pid: int) -> dict[str, str] | None:

@@ -16,17 +16,17 @@ import stat
 from pathlib import Path
 
 from hydria.config import Settings
+from hydria.container.named import check_unchanged
 from hydria.paths import ensure_dir, output_file, process_tag
 from hydria.runtime import namespaces, rootfs
 from hydria.runtime import syscalls as sc
-from hydria.runtime.named import check_unchanged
 from hydria.tools import run_tool
 
 
 def export(name: str, output: str | None, force: bool, settings: Settings) -> Path:
     """Raises HydriaError for a missing container, an existing output without force, or a failed
     mksquashfs; nothing is left at the output path then."""
-    from hydria.store import Store
+    from hydria.container.store import Store
 
     container = Store(settings).container(name)
     check_unchanged(container)

@@ -17,11 +17,11 @@ from pathlib import Path
 
 from hydria.anonfile import link_or_copy
 from hydria.config import Settings
+from hydria.container.named import IDENTITY, IMAGE, ROOTFS, container_path, find
+from hydria.container.running import RunningProcess, running
 from hydria.errors import AlreadyExists, HydriaError, NotFound
 from hydria.paths import delete_tree, ensure_dir, process_tag
-from hydria.runtime.named import IDENTITY, IMAGE, ROOTFS, container_path, find
 from hydria.runtime.rootfs import Container, check_image
-from hydria.runtime.running import RunningProcess, running
 
 
 class Store:
@@ -77,7 +77,7 @@ class Store:
             raise HydriaError(f"{self.root} (HYDRIA_DATA_PATH): {e.strerror}") from None
 
     def running(self) -> dict[str, list[RunningProcess]]:
-        """The running processes of each container that has any (see runtime/running.py)."""
+        """The running processes of each container that has any (see container/running.py)."""
         return running({name: self.path(name) for name in self.names()}, self.settings.runtime_path)
 
     def remove(self, name: str) -> None:

@@ -10,8 +10,8 @@ from hydria.errors import HydriaError, NotFound
 from hydria.runtime.rootfs import Container, check_image
 
 IMAGE = "image.sqsh"  # the container's reference to its image (a hardlink or a copy)
-IDENTITY = "image.id"  # what the image was at create (rootfs.check_image): a hardlink shares later writes
 ROOTFS = "rootfs"  # an unpacked container's root filesystem
+IDENTITY = "image.id"  # what the image was at create (rootfs.check_image): a hardlink shares later writes
 NAME_MAX = 255
 
 

@@ -21,10 +21,11 @@ from collections.abc import Sequence
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
-from hydria.hooks import slurm_pmi
+from hydria.hooks import identity, scripts, slurm_pmi
+from hydria.hooks.localtime import copy_localtime
 from hydria.paths import check_input_file, ensure_dir, listed, process_tag, read_text
 from hydria.record import TYPE_CHECKING, Record
-from hydria.runtime import environ, fstab, hooks, lock, namespaces, rootfs, seccomp
+from hydria.runtime import environ, fstab, lock, namespaces, rootfs, seccomp
 from hydria.runtime import syscalls as sc
 from hydria.runtime.mounts import mount_entries
 
@@ -65,7 +66,7 @@ DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc
 class StartOptions(Record):
     """``hydria start`` after parsing; settings already carry ``--root``, ``--rw`` and unshares."""
 
-    target: str
+    target: str  # as the user named it, for messages
     command: Sequence[str]
     env: Sequence[str] = ()
     mounts: Sequence[str] = ()
@@ -75,8 +76,6 @@ class StartOptions(Record):
     # The built-in Slurm hook; off for the Slurm plugin's step container, whose tasks bring their
     # own SLURM_*/PMI variables (and may belong to other steps that join it).
     slurm_hook: bool = True
-    # A root filesystem resolved by the caller (a bundle's extracted tree); ``target`` names it then.
-    container: rootfs.Container | None = None
     # The command's first word when it is one of hydria start's own options (``hydria start IMAGE
     # --rw ...``): an error, unless the image has an entrypoint to take it (as enroot passes it on).
     misplaced_option: str | None = None
@@ -85,41 +84,8 @@ class StartOptions(Record):
     remote_start: str | None = None
 
 
-IMAGE_SUFFIXES = (".sqsh", ".squashfs", ".sqfs", ".img")
-
-
-def resolve_target(target: str, settings: Settings) -> rootfs.Container:
-    """An image file, or the name of a container in the data path. Raises HydriaError, saying
-    what is wrong with the file where the target names one (a path, a file here, an image suffix)."""
-    if not target:
-        raise HydriaError("Invalid argument")
-    if "/" in target or os.path.isfile(target):
-        try:
-            rootfs.check_image(target)  # one read: squashfs, and not truncated
-            return rootfs.Container(os.path.basename(target), os.path.realpath(target))
-        except rootfs.NotSquashfs:
-            if "/" in target:
-                raise  # a path: no container name; a file here may share its name with one
-    from hydria.runtime import named
-
-    try:
-        container = named.find(settings.data_path, target)
-    except HydriaError:
-        if not (os.path.lexists(target) or target.endswith(IMAGE_SUFFIXES)):
-            raise
-        try:
-            rootfs.check_image(target)  # a file meant, not a container: say what is wrong with it
-        except HydriaError as e:
-            raise HydriaError(e.message, hint=e.hint or f"nor is there a container named {target} "
-                                                        "(hydria list)") from None
-        raise
-    named.check_unchanged(container)
-    return container
-
-
-def start(options: StartOptions, settings: Settings) -> None:
+def start(container: rootfs.Container, options: StartOptions, settings: Settings) -> None:
     """Start the container and exec its program; returns only by raising HydriaError."""
-    container = options.container or resolve_target(options.target, settings)
     env_options = [environ.env_option(e, os.environ) for e in options.env]
     extra_mounts = [*(fstab.from_mount_option(m) for m in options.mounts), *options.entries]
     if options.rc is not None:
@@ -141,9 +107,9 @@ def start(options: StartOptions, settings: Settings) -> None:
         raise HydriaError(f"{options.misplaced_option} after the image is the container's command, and the image "
                           "has no entrypoint to take it", hint="hydria's options go before the image: hydria start "
                           f"{options.misplaced_option} ... {options.target} [COMMAND...]")
-    hooks.write_identity(root, host_user, settings.remap_root)
-    hooks.apt_as_root(root, settings.remap_root)
-    hooks.copy_localtime(root)
+    identity.write_identity(root, host_user, settings.remap_root)
+    identity.apt_as_root(root, settings.remap_root)
+    copy_localtime(root)
 
     mounts = fstab.parse(SYSTEM_FSTAB + (NET_FSTAB if settings.unshare_net else "") + _dev_fstab(settings),
                          "system fstab")
@@ -151,7 +117,7 @@ def start(options: StartOptions, settings: Settings) -> None:
     if settings.restrict_dev or settings.unshare_ipc:
         for name, target in DEV_LINKS.items():
             os.symlink(target, f"{root}/dev/{name}")
-    hook_env = hooks.run_hooks(settings, root, area, options.conf)
+    hook_env = scripts.run_hooks(settings, root, area, options.conf)
     hook_mounts = fstab.parse(hook_env.mounts, "hooks", dict(os.environ, HYDRIA_ROOTFS=root, ENROOT_ROOTFS=root))
     mount_entries(hook_mounts, root, 0, cwd)
     env_files = [text for _, text in _config_texts(settings, "environ.d", ".env")]
@@ -175,7 +141,7 @@ def start(options: StartOptions, settings: Settings) -> None:
     environment.update(pmi_environment)
     launch_mounts: list[fstab.MountEntry] = []
     if options.remote_start is not None:
-        from hydria import launch
+        from hydria.hooks import launch
 
         launch_environment, launch_mounts = launch.prepare(
             options.remote_start, area, host_user.pw_name, host_user.pw_dir,
@@ -191,7 +157,7 @@ def start(options: StartOptions, settings: Settings) -> None:
              *extra_mounts]  # last: "umount:/root" can take the home away again, as with enroot
     mount_entries(final, root, 0, cwd)
 
-    hooks.login_environment(environment, root, inner_uid, host_user)
+    identity.login_environment(environment, root, inner_uid, host_user)
     if rc_text is not None:
         with open(f"{area}/rc", "w") as handle:
             handle.write(rc_text)
