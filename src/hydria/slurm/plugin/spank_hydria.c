@@ -223,30 +223,107 @@ static char **command(const char *subcommand, const char *const *extras, size_t 
     return argv;
 }
 
-/* In a forked child of slurmstepd: become the job's user for good, with the job's environment. */
-static void become_user(spank_t sp)
-{
+/* Who a program the plugin runs runs as (run_hydria): the job's user with the job's groups and
+ * environment, or a local account with the groups the group database gives it and a clean
+ * environment of its own (nothing of the job's). */
+struct identity {
     uid_t uid;
-    gid_t gid, *gids = NULL;
-    int ngids = 0;
-    char **env = NULL;
+    gid_t gid;
+    gid_t *groups; /* supplementary groups */
+    int ngroups;
+    char **job_environment;         /* the job's; NULL for an account */
+    const struct passwd *account;   /* for the account's environment */
+};
 
-    if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS)
-        _exit(120);
-    spank_get_item(sp, S_JOB_SUPPLEMENTARY_GIDS, &gids, &ngids);
-    if (getuid() == 0) {
-        if ((geteuid() != 0 && seteuid(0) < 0) || setgroups(ngids, gids) < 0 || setresgid(gid, gid, gid) < 0 ||
-            setresuid(uid, uid, uid) < 0)
-            _exit(121);
-    }
-    if (spank_get_item(sp, S_JOB_ENV, &env) == ESPANK_SUCCESS && env) {
-        clearenv();
-        for (char **e = env; *e; e++)
-            if (strncmp(*e, "LD_PRELOAD=", 11) && strncmp(*e, "LD_LIBRARY_PATH=", 16))
-                putenv(*e);
+static int job_identity(spank_t sp, struct identity *who)
+{
+    memset(who, 0, sizeof *who);
+    if (spank_get_item(sp, S_JOB_UID, &who->uid) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_GID, &who->gid) != ESPANK_SUCCESS)
+        return -1;
+    spank_get_item(sp, S_JOB_SUPPLEMENTARY_GIDS, &who->groups, &who->ngroups);
+    spank_get_item(sp, S_JOB_ENV, &who->job_environment);
+    return 0;
+}
+
+/* `account` with primary group `gid`; free(who->groups) after. */
+static int account_identity(const struct passwd *account, gid_t gid, struct identity *who)
+{
+    int count = 0;
+    memset(who, 0, sizeof *who);
+    who->uid = account->pw_uid;
+    who->gid = gid;
+    who->account = account;
+    getgrouplist(account->pw_name, gid, NULL, &count);
+    if (count <= 0 || !(who->groups = calloc(count, sizeof *who->groups)) ||
+        getgrouplist(account->pw_name, gid, who->groups, &count) < 0)
+        return -1;
+    who->ngroups = count;
+    return 0;
+}
+
+/* Become `who` for good: groups, then gid, then uid (slurmstepd may run the plugin with another
+ * effective uid for the moment), and their environment. The plugin's one privilege drop. */
+static int become(const struct identity *who)
+{
+    if (getuid() != 0 && getuid() != who->uid)
+        return -1;
+    if (getuid() == 0 && ((geteuid() != 0 && seteuid(0) < 0) || setgroups(who->ngroups, who->groups) < 0 ||
+                          setresgid(who->gid, who->gid, who->gid) < 0 ||
+                          setresuid(who->uid, who->uid, who->uid) < 0))
+        return -1;
+    clearenv();
+    for (char **e = who->job_environment; e && *e; e++)
+        if (strncmp(*e, "LD_PRELOAD=", 11) && strncmp(*e, "LD_LIBRARY_PATH=", 16))
+            putenv(*e);
+    if (who->account) {
+        setenv("HOME", who->account->pw_dir, 1);
+        setenv("USER", who->account->pw_name, 1);
+        setenv("LOGNAME", who->account->pw_name, 1);
     }
     if (!getenv("PATH"))
         setenv("PATH", "/usr/local/bin:/usr/bin:/bin", 1);
+    return 0;
+}
+
+/* The one way the plugin runs a program (hydria): in a child, standard input /dev/null, standard
+ * output and error to `output` (-1: kept), no other inherited descriptor but `pass` (-1: none),
+ * as `who` (NULL: as this process), in `cwd` (NULL: here; "/" when it cannot be entered). With
+ * `detach`, the program runs on in a session of its own and the child returned exits at once.
+ * Returns the child's PID, or -1. */
+static pid_t run_hydria(char *const argv[], const struct identity *who, int output, int pass, const char *cwd,
+                        int detach)
+{
+    pid_t child = fork();
+    if (child != 0)
+        return child;
+    if (detach) {
+        if (fork() != 0)
+            _exit(0);
+        setsid();
+    }
+    int null = open("/dev/null", O_RDONLY);
+    if (null < 0 || dup2(null, STDIN_FILENO) < 0 ||
+        (output >= 0 && (dup2(output, STDOUT_FILENO) < 0 || dup2(output, STDERR_FILENO) < 0)))
+        _exit(122);
+    long last = sysconf(_SC_OPEN_MAX);
+    for (int fd = 3; fd < (last > 0 && last < 65536 ? last : 65536); fd++)
+        if (fd != pass)
+            close(fd);
+    if (pass >= 0)
+        fcntl(pass, F_SETFD, 0);  /* hydria makes it close-on-exec again at once */
+    if (who && become(who) < 0) {
+        fprintf(stderr, "hydria: cannot become user %u: %s\n", (unsigned)who->uid, strerror(errno));
+        _exit(121);
+    }
+    if (cwd && chdir(cwd) < 0) {
+        fprintf(stderr, "hydria: cannot enter %s: %s\n", cwd, strerror(errno));
+        if (chdir("/") < 0)
+            _exit(123);
+    }
+    execvp(argv[0], argv);
+    fprintf(stderr, "hydria: cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
 }
 
 static char *read_all(int fd)
@@ -291,17 +368,10 @@ static int wait_for(pid_t child, int flags)
 /* The submit side (srun, sbatch, salloc): validate the options before anything is sent. */
 static int validate(void)
 {
-    pid_t child;
-    int status;
-
-    if ((child = fork()) < 0)
+    pid_t child = run_hydria(command("validate", NULL, 0), NULL, -1, -1, NULL, 0);
+    if (child < 0)
         return -1;
-    if (child == 0) {
-        execvp(hydria_path, command("validate", NULL, 0));
-        fprintf(stderr, "hydria: cannot run %s: %s\n", hydria_path, strerror(errno));
-        _exit(127);
-    }
-    status = wait_for(child, 0);
+    int status = wait_for(child, 0);
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
@@ -415,29 +485,21 @@ static void start_container(spank_t sp, const char *ids, const char *script, con
     char marks_arg[32];
     const char *extras[] = {ids, script, attach, store_fill, marks_arg};
     int status, log, marks;
-    pid_t child;
+    pid_t child = -1;
+    struct identity user;
 
     log = memfd_create("hydria-start", MFD_CLOEXEC);
     marks = memfd_create("hydria-marks", MFD_CLOEXEC);
-    if (log < 0 || marks < 0 || (child = fork()) < 0) {
+    snprintf(marks_arg, sizeof marks_arg, "--marks-fd=%d", marks);
+    if (job_identity(sp, &user) == 0 && log >= 0 && marks >= 0)
+        child = run_hydria(command("start", extras, 5), &user, log, marks, NULL, 0);
+    if (child < 0) {
         start_error = strdup("cannot start the container: out of resources");
         if (log >= 0)
             close(log);
         if (marks >= 0)
             close(marks);
         return;
-    }
-    if (child == 0) {
-        become_user(sp);
-        dup2(log, STDOUT_FILENO);
-        dup2(log, STDERR_FILENO);
-        int null = open("/dev/null", O_RDONLY);
-        dup2(null, STDIN_FILENO);
-        fcntl(marks, F_SETFD, 0);  /* hydria makes it close-on-exec again at once */
-        snprintf(marks_arg, sizeof marks_arg, "--marks-fd=%d", marks);
-        execvp(hydria_path, command("start", extras, 5));
-        fprintf(stderr, "hydria: cannot run %s: %s\n", hydria_path, strerror(errno));
-        _exit(127);
     }
     status = wait_for(child, WUNTRACED);
     char *output = read_all(log);
@@ -479,21 +541,6 @@ static void start_container(spank_t sp, const char *ids, const char *script, con
                                       : "hydria: the container exited before its tasks could join it");
 }
 
-/* In a forked child of slurmd or slurmstepd (root): become `account` for good, with its groups and
- * the primary group `gid`, and a login-like environment of its own (nothing of the job's). */
-static int become_account(const struct passwd *account, gid_t gid)
-{
-    if ((geteuid() != 0 && seteuid(0) < 0) || initgroups(account->pw_name, gid) < 0 ||
-        setresgid(gid, gid, gid) < 0 || setresuid(account->pw_uid, account->pw_uid, account->pw_uid) < 0)
-        return -1;
-    clearenv();
-    setenv("PATH", "/usr/local/bin:/usr/bin:/bin", 1);
-    setenv("HOME", account->pw_dir, 1);
-    setenv("USER", account->pw_name, 1);
-    setenv("LOGNAME", account->pw_name, 1);
-    return 0;
-}
-
 /* `hydria store import -- URI` as the image store's owner (plugstack store_owner), in a clean
  * environment and with no descriptor of slurmstepd's: nothing of the job reaches the account
  * that writes what every user reads, but the reference, which the user's own registry request
@@ -501,32 +548,24 @@ static int become_account(const struct passwd *account, gid_t gid)
 static void fill_store(const char *uri)
 {
     struct passwd *owner = getpwnam(store_owner);
+    char *argv[] = {hydria_path, "store", "import", "--", (char *)uri, NULL};
+    struct identity account = {0};
     int status, log;
-    pid_t child;
+    pid_t child = -1;
 
     if (!owner) {
         slurm_error("hydria: store_owner=%s: no such user", store_owner);
         return;
     }
     slurm_spank_log("hydria: importing into the image store: %s", uri);
-    if ((log = memfd_create("hydria-store", 0)) < 0)
+    if ((log = memfd_create("hydria-store", MFD_CLOEXEC)) >= 0 && account_identity(owner, owner->pw_gid, &account) == 0)
+        child = run_hydria(argv, &account, log, -1, owner->pw_dir, 0);
+    free(account.groups);
+    if (child < 0) {
+        if (log >= 0)
+            close(log);
+        slurm_spank_log("hydria: the image store could not import %s; importing it for this job", uri);
         return;
-    if ((child = fork()) < 0) {
-        close(log);
-        return;
-    }
-    if (child == 0) {
-        int null = open("/dev/null", O_RDWR);
-        if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(log, STDOUT_FILENO) < 0 || dup2(log, STDERR_FILENO) < 0)
-            _exit(122);
-        for (int fd = 3; fd < 4096; fd++)
-            close(fd);
-        if (become_account(owner, owner->pw_gid) < 0)
-            _exit(121);
-        if (chdir(owner->pw_dir) < 0 && chdir("/") < 0)
-            _exit(123);
-        execlp(hydria_path, hydria_path, "store", "import", "--", uri, (char *)NULL);
-        _exit(127);
     }
     status = wait_for(child, 0);
     char *output = read_all(log);
@@ -852,7 +891,8 @@ static int teardown(spank_t sp)
     char ids[64];
     uint32_t tasks = 0;
     int log = -1, rc = 0;
-    pid_t child;
+    pid_t child = -1;
+    struct identity user;
 
     if (done || (holder < 0 && !start_error))
         return 0;
@@ -868,22 +908,11 @@ static int teardown(spank_t sp)
         return 0;  /* nothing was left behind: no process to start */
     if (export && (log = memfd_create("hydria-cleanup", MFD_CLOEXEC)) < 0)
         export = 0;
-    if ((child = fork()) == 0) {
-        if (!export && fork() != 0)
-            _exit(0);
-        setsid();
-        step_argument(sp, ids, sizeof ids);
-        become_user(sp);
-        if (export) {
-            dup2(log, STDOUT_FILENO);
-            dup2(log, STDERR_FILENO);
-        }
-        if (*step_cwd && chdir(step_cwd) < 0)  /* a relative --container-save is relative to it */
-            fprintf(stderr, "hydria: cannot enter %s: %s\n", step_cwd, strerror(errno));
-        const char *extras[] = {ids, export ? "--export" : NULL};
-        execvp(hydria_path, command("cleanup", extras, 2));
-        _exit(127);
-    }
+    step_argument(sp, ids, sizeof ids);
+    const char *extras[] = {ids, export ? "--export" : NULL};
+    if (job_identity(sp, &user) == 0)  /* in the step's directory: a relative --container-save is relative to it */
+        child = run_hydria(command("cleanup", extras, 2), &user, export ? log : -1, -1, *step_cwd ? step_cwd : NULL,
+                           !export);
     if (child > 0) {
         int status = wait_for(child, 0);
         if (export && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
@@ -917,27 +946,28 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
     uint32_t job;
     char ids[64];
     int status, log;
-    pid_t child;
+    pid_t child = -1;
+    struct passwd *user;
+    struct identity account = {0};
 
     parse_arguments(ac, av);
     if (!job_scope || spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
         spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS)
         return 0;
     snprintf(ids, sizeof ids, "--job=%u", job);
-    if ((log = memfd_create("hydria-epilog", MFD_CLOEXEC)) < 0 || (child = fork()) < 0)
+    const char *extras[] = {ids};
+    if (!(user = getpwuid(uid)) || account_identity(user, gid, &account) < 0) {
+        slurm_error("hydria: job epilog: cannot become user %u: %s", (unsigned)uid, user ? strerror(errno) : "no such user");
+        free(account.groups);
         return -1;
-    if (child == 0) {
-        struct passwd *user = getpwuid(uid);
-        dup2(log, STDOUT_FILENO);
-        dup2(log, STDERR_FILENO);
-        if (!user || become_account(user, gid) < 0) {
-            fprintf(stderr, "hydria: job epilog: cannot become user %u: %s\n", uid, strerror(errno));
-            _exit(121);
-        }
-        const char *extras[] = {ids};
-        execvp(hydria_path, command("epilog", extras, 1));
-        fprintf(stderr, "hydria: cannot run %s: %s\n", hydria_path, strerror(errno));
-        _exit(127);
+    }
+    if ((log = memfd_create("hydria-epilog", MFD_CLOEXEC)) >= 0)
+        child = run_hydria(command("epilog", extras, 1), &account, log, -1, NULL, 0);
+    free(account.groups);
+    if (child < 0) {
+        if (log >= 0)
+            close(log);
+        return -1;
     }
     status = wait_for(child, 0);
     if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
