@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hydria.config import SPECS, Context, load_settings, only_root_can_write, parse_conf, resolve
+from hydria.config import SPECS, Context, Settings, load_settings, only_root_can_write, parse_conf, resolve
 from hydria.errors import ConfigError
 
 CONTEXT = Context(uid=1001, user="ada", home="/home/ada", hostname="node07", nproc=4,
@@ -44,6 +44,16 @@ def test_every_reference_setting_exists() -> None:
               "REMAP_ROOT", "UNSHARE_NET", "UNSHARE_PID", "UNSHARE_IPC", "UNSHARE_UTS", "BUNDLE_ALL",
               "BUNDLE_CHECKSUM", "FORCE_OVERRIDE", "MOUNT_HOME", "RESTRICT_DEV"}
     assert enroot <= names
+
+
+def test_the_settings_record_and_the_table_of_settings_agree() -> None:
+    """Settings is written out for type checkers; the table (SPECS) is what files and variables
+    are parsed by: the same settings, in the same order, each typed as its kind parses."""
+    python_type = {"path": "str", "str": "str", "bool": "bool", "int": "int", "size": "int"}
+    fields = [name for name in Settings._fields if name not in ("environment", "origins")]
+    assert fields == [spec.name.lower() for spec in SPECS]
+    assert {spec.name: Settings.__annotations__[spec.name.lower()] for spec in SPECS} == \
+        {spec.name: python_type[spec.kind] for spec in SPECS}
 
 
 def test_runtime_default_without_a_login_session_is_per_user_under_tmpdir() -> None:
