@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from hydria.config import Settings
-from hydria.errors import HydriaError
+from hydria.errors import HydriaError, MissingTool
 from hydria.image import cachelayout
 from hydria.paths import delete_tree, hydria_command, user_name
 from hydria.runtime.filesystems import file_system_type
@@ -117,7 +117,7 @@ def cluster_report(srun_arguments: Sequence[str], image: str | None = None) -> C
     """The node checks on one task per node of a Slurm step (``srun --ntasks-per-node=1 ARGS``),
     and with an image, a step in that image through the plugin on the same nodes."""
     if shutil.which("srun") is None:
-        raise HydriaError("Command not found: srun",
+        raise MissingTool("srun",
                           hint="--cluster runs a Slurm step; run it where Slurm's clients are")
     # --label: each line says which task wrote it (srun interleaves tasks' output by lines, and
     # splits lines longer than its buffer: the JSON comes indented, in short lines)

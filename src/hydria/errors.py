@@ -33,6 +33,20 @@ class NotFound(HydriaError):
         super().__init__(f"No such file or directory: {path}", hint=hint)
 
 
+class MissingTool(HydriaError):
+    """A program hydria runs is not installed, or not on ``PATH``."""
+
+    def __init__(self, program: str, *, hint: str | None = None) -> None:
+        super().__init__(f"Command not found: {program}", hint=hint)
+
+
+class PermissionProblem(HydriaError):
+    """A file or directory is there, but this user may not read or write it as needed."""
+
+    def __init__(self, path: object, detail: str = "", *, hint: str | None = None) -> None:
+        super().__init__(f"Permission denied: {path}" + (f" ({detail})" if detail else ""), hint=hint)
+
+
 class AlreadyExists(HydriaError):
     """What would be written is there already (hydria never overwrites without --force)."""
 

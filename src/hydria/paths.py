@@ -12,7 +12,7 @@ import pwd
 import stat
 import sys
 
-from hydria.errors import AlreadyExists, HydriaError, NotFound, PathNotUsable
+from hydria.errors import AlreadyExists, HydriaError, NotFound, PathNotUsable, PermissionProblem
 from hydria.record import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -144,8 +144,8 @@ def check_input_file(path: str, option: str) -> None:
     if stat.S_ISDIR(info.st_mode):
         raise HydriaError(f"{option} {path}: Is a directory", hint=f"{option} takes a file") from None
     if not os.access(path, os.R_OK):
-        raise HydriaError(f"{option} {path}: Permission denied",
-                          hint=f"it belongs to {user_name(info.st_uid)} (mode {info.st_mode & 0o777:04o})")
+        raise PermissionProblem(path, f"{option}: mode {info.st_mode & 0o777:04o}, owner {user_name(info.st_uid)}",
+                                hint="its owner can make it readable (chmod a+r), or copy it for you")
 
 
 def user_name(uid: int) -> str:

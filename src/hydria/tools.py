@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Mapping, Sequence
 
-from hydria.errors import HydriaError
+from hydria.errors import HydriaError, MissingTool
 
 SAID_LIMIT = 2000  # characters of a tool's own words kept in an error
 
@@ -21,14 +21,15 @@ def run_tool(argv: Sequence[str], what: str, *, env: Mapping[str, str] | None = 
     """Run ``argv`` and return its standard output.
 
     Raises:
-        ToolFailed: ``Command not found: PROGRAM``, or ``WHAT: `` and the end of the tool's
-            standard error (its standard output, or its exit status, when that is empty).
+        MissingTool: the program is not installed.
+        ToolFailed: ``WHAT: `` and the end of the tool's standard error (its standard output, or
+            its exit status, when that is empty).
     """
     try:
         result = subprocess.run(list(argv), stdin=subprocess.DEVNULL, capture_output=True, text=True,
                                 env=dict(env) if env is not None else None, check=False)
     except FileNotFoundError:
-        raise ToolFailed(f"Command not found: {argv[0]}", hint=hint) from None
+        raise MissingTool(argv[0], hint=hint) from None
     if result.returncode != 0:
         said = result.stderr.strip() or result.stdout.strip() or f"exit status {result.returncode}"
         raise ToolFailed(f"{what}: {said[-SAID_LIMIT:]}", hint=hint)

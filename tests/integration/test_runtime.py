@@ -270,6 +270,7 @@ def test_remove_asks_and_defaults_to_no(images: dict[str, Path], workspace: Work
     (("start", "--conf", "/tmp", "IMAGE", "true"), "--conf /tmp: Is a directory"),
     (("start", "--rc", "/tmp", "IMAGE", "true"), "--rc /tmp: Is a directory"),
     (("start", "--conf", "/no/such.conf", "IMAGE", "true"), "No such file or directory: /no/such.conf"),
+    (("start", "--rc", "/etc/shadow", "IMAGE", "true"), "Permission denied: /etc/shadow (--rc: mode 0640, owner root)"),
 ])
 def test_bad_input(args: tuple[str, ...], message: str, images: dict[str, Path], workspace: Workspace) -> None:
     argv = [str(images["busybox"]) if a == "IMAGE" else a for a in args]

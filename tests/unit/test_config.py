@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from hydria.config import SPECS, Context, Settings, load_settings, only_root_can_write, parse_conf, resolve
+from hydria.config import (
+    SPECS,
+    Context,
+    Settings,
+    load_settings,
+    only_root_can_write,
+    parse_conf,
+    resolve,
+)
 from hydria.errors import ConfigError
 
 CONTEXT = Context(uid=1001, user="ada", home="/home/ada", hostname="node07", nproc=4,

@@ -26,7 +26,7 @@ from typing import BinaryIO, Protocol
 
 import hydria
 from hydria.config import Settings
-from hydria.errors import HydriaError
+from hydria.errors import HydriaError, MissingTool
 from hydria.paths import output_file, process_tag
 from hydria.runtime.rootfs import check_image
 
@@ -76,7 +76,7 @@ def build(options: BundleOptions, settings: Settings) -> Path:
     codec = image_codec(image)
     for program in (codec.compress[0], "sqfs2tar"):
         if shutil.which(program) is None:
-            raise HydriaError(f"Command not found: {program}",
+            raise MissingTool(program,
                               hint="install squashfs-tools-ng and the image's compressor (pigz, zstd, xz, lz4, lzop)")
     mtime = int(os.environ.get("SOURCE_DATE_EPOCH") or time.time())
     staging = output.with_name(f".{output.name}.bundling.{process_tag()}")

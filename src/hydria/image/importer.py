@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING
 
 from hydria.anonfile import AnonymousFile, anonymous_file, link_or_copy
 from hydria.config import Settings
-from hydria.errors import AlreadyExists, HydriaError, NotFound
+from hydria.errors import AlreadyExists, HydriaError, NotFound, PermissionProblem
 from hydria.image import manifest as mf
 from hydria.image.cache import BlobCache
 from hydria.image.compression import Prefetcher, decompressed
@@ -42,7 +42,7 @@ def output_path(ref: ImageReference, output: str | None, cwd: Path) -> Path:
     """The absolute output path; its directory must exist and the file must not.
 
     Raises:
-        HydriaError: ``File already exists``, ``No such file or directory``, ``Permission denied``.
+        HydriaError: AlreadyExists, NotFound, PermissionProblem.
     """
     target = Path(os.path.abspath(cwd / (output or ref.default_output())))
     target = target.parent.resolve() / target.name
@@ -51,7 +51,7 @@ def output_path(ref: ImageReference, output: str | None, cwd: Path) -> Path:
     if not target.parent.is_dir():
         raise NotFound(target.parent)
     if not os.access(target.parent, os.W_OK | os.X_OK):
-        raise HydriaError(f"Permission denied: {target.parent}", hint="choose an --output in a directory you can write")
+        raise PermissionProblem(target.parent, hint="choose an --output in a directory you can write")
     return target
 
 

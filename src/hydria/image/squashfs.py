@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import IO
 
-from hydria.errors import ConfigError, HydriaError
+from hydria.errors import ConfigError, HydriaError, MissingTool
 from hydria.log import Logger
 
 log = Logger(__name__)
@@ -122,7 +122,7 @@ class Tar2Sqfs:
     def __init__(self, output: Path | str, options: list[str], pass_fds: tuple[int, ...] = ()) -> None:
         binary = shutil.which(TAR2SQFS)
         if binary is None:
-            raise HydriaError(f"Command not found: {TAR2SQFS}",
+            raise MissingTool(TAR2SQFS,
                               hint="install the Debian package squashfs-tools-ng")
         argv = [binary, "--quiet", "--no-skip", "--force", "--defaults", "mode=0755",
                 *options, str(output)]

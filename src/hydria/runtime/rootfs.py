@@ -17,7 +17,7 @@ import errno
 import os
 import time
 
-from hydria.errors import HydriaError, NotFound
+from hydria.errors import HydriaError, MissingTool, NotFound, PermissionProblem
 from hydria.paths import delete_tree, user_name
 from hydria.record import Record
 from hydria.runtime import syscalls as sc
@@ -58,8 +58,8 @@ def check_image(path: str | os.PathLike[str]) -> str:
                           hint="give a squashfs image file (hydria import), or the name of a container") from None
     except PermissionError:
         info = os.stat(path)
-        raise HydriaError(f"Permission denied: {path} (mode {info.st_mode & 0o777:04o}, owner {user_name(info.st_uid)})",
-                          hint="its owner can make it readable (chmod a+r), or copy it for you") from None
+        raise PermissionProblem(path, f"mode {info.st_mode & 0o777:04o}, owner {user_name(info.st_uid)}",
+                                hint="its owner can make it readable (chmod a+r), or copy it for you") from None
     except OSError as e:
         raise HydriaError(f"cannot read {path}: {e.strerror}") from None
     if superblock[:4] != SQUASHFS_MAGIC:
@@ -76,7 +76,7 @@ def mount_squashfs(image: str, target: str, uid: int, gid: int) -> None:
     """Mount ``image`` read-only at ``target`` with a squashfuse daemon. Raises HydriaError."""
     binary = find_program("squashfuse")
     if binary is None:
-        raise HydriaError("Command not found: squashfuse", hint="install the Debian package squashfuse")
+        raise MissingTool("squashfuse", hint="install the Debian package squashfuse")
     try:
         _mount_fuse(str(image), target, "fuse.squashfuse", sc.MS_RDONLY, uid, gid,
                     [binary, "-f", "-o", f"uid={uid},gid={gid}", str(image)])

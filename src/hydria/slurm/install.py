@@ -7,9 +7,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from hydria.errors import NotFound
+from hydria.errors import HydriaError, NotFound
 from hydria.slurm.plugin_config import parse_plugin_config
-from hydria.tools import ToolFailed, run_tool
+from hydria.tools import run_tool
 
 SOURCE = Path(__file__).parent / "plugin" / "spank_hydria.c"
 
@@ -28,7 +28,7 @@ def install_plugin(plugin_dir: Path, plugstack_dir: Path, include_dir: Path, arg
     try:
         run_tool(["gcc", "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", f"-I{include_dir}", "-o", str(staging),
                   str(SOURCE)], f"cannot compile {SOURCE}", hint="install gcc (Debian: build-essential)")
-    except ToolFailed:
+    except HydriaError:  # the compiler failed, or there is none
         staging.unlink(missing_ok=True)
         raise
     staging.rename(plugin)  # atomic: a running slurmd keeps the old file

@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 from hydria.config import Settings
-from hydria.errors import HydriaError
+from hydria.errors import HydriaError, MissingTool
 from hydria.image.imagecache import ImageCache
 from hydria.image.importer import image_digest, import_image
 from hydria.image.reference import RegistryImage, parse
@@ -35,7 +35,7 @@ def stage(uri: str, settings: Settings, arch: str | None = None) -> int:
                           hint="sbatch -N4 --wrap 'hydria stage IMAGE && srun --container-image=IMAGE ...'")
     for program in ("sbcast", "srun"):
         if shutil.which(program) is None:
-            raise HydriaError(f"Command not found: {program}", hint="run it where Slurm's clients are")
+            raise MissingTool(program, hint="run it where Slurm's clients are")
     _kept_images(settings)
     uri = uri if uri.startswith("docker://") else f"docker://{uri}"
     digest = image_digest(uri, settings, arch=arch)

@@ -11,7 +11,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from hydria.config import Settings
-from hydria.errors import HydriaError
+from hydria.errors import MissingTool
 from hydria.image import manifest as mf
 from hydria.image.reference import EngineImage, LocalImage
 from hydria.image.sources.local import open_local
@@ -28,7 +28,7 @@ def save_command(ref: EngineImage, archive: Path) -> list[str]:
 def open_engine(ref: EngineImage, settings: Settings, stack: ExitStack) -> Callable[[mf.Platform], mf.ResolvedImage]:
     """Export the image, then read it as a docker archive. Raises HydriaError."""
     if shutil.which(ref.engine) is None:
-        raise HydriaError(f"Command not found: {ref.engine}",
+        raise MissingTool(ref.engine,
                           hint=f"install {ref.engine}, or export the image and use docker-archive://")
     workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hydria.", dir=settings.temp_path)))
     archive = workdir / "image.tar"
