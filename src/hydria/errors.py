@@ -26,6 +26,20 @@ class PathNotUsable(HydriaError):
     """A directory hydria needs cannot be created, written or trusted."""
 
 
+class InvalidArgument(HydriaError):
+    """A value given on the command line, or to the API, that hydria cannot take."""
+
+    def __init__(self, value: object = "", *, hint: str | None = None) -> None:
+        super().__init__(f"Invalid argument: {value}" if value != "" else "Invalid argument", hint=hint)
+
+
+class InvalidImage(HydriaError):
+    """A file or archive given as an image that is none hydria can use, or a damaged one."""
+
+    def __init__(self, what: object, *, hint: str | None = None) -> None:
+        super().__init__(f"Invalid image format: {what}", hint=hint)
+
+
 class NotFound(HydriaError):
     """A file or directory the user named, or hydria needs, is not there."""
 

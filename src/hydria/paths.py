@@ -12,7 +12,14 @@ import pwd
 import stat
 import sys
 
-from hydria.errors import AlreadyExists, HydriaError, NotFound, PathNotUsable, PermissionProblem
+from hydria.errors import (
+    AlreadyExists,
+    HydriaError,
+    InvalidArgument,
+    NotFound,
+    PathNotUsable,
+    PermissionProblem,
+)
 from hydria.record import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -174,7 +181,7 @@ def output_file(output: str | None, default: str, *, force: bool) -> Path:
     the current directory. Raises HydriaError when it names a directory, its directory is missing,
     or it exists and ``force`` is not given."""
     if output is not None and (not output or output.endswith("/")):
-        raise HydriaError(f"Invalid argument: {output}", hint="--output takes a file name")
+        raise InvalidArgument(output, hint="--output takes a file name")
     from pathlib import Path  # not on the start path (see docs/runtime.md)
 
     target = Path(output or default).absolute()

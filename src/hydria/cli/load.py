@@ -24,14 +24,14 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     from pathlib import Path
 
     from hydria.container.store import Store
-    from hydria.errors import AlreadyExists, HydriaError
+    from hydria.errors import AlreadyExists, InvalidArgument
     from hydria.image.importer import import_image
     from hydria.image.reference import parse
     from hydria.paths import ensure_dir, process_tag
 
     if not options.uri.startswith("docker://"):
-        raise HydriaError(f"Invalid argument: {options.uri}", hint="load takes docker:// images; "
-                          "for other sources run hydria import, then hydria create")
+        raise InvalidArgument(options.uri, hint="load takes docker:// images; "
+                              "for other sources run hydria import, then hydria create")
     name = options.name if options.name is not None else parse(options.uri).default_output().removesuffix(".sqsh")
     store = Store(settings)
     target = store.path(name)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from hydria.errors import HydriaError, NotFound
+from hydria.errors import HydriaError, InvalidArgument, NotFound
 from hydria.runtime.rootfs import Container, check_image
 
 IMAGE = "image.sqsh"  # the container's reference to its image (a hardlink or a copy)
@@ -21,9 +21,9 @@ def validate_name(name: str) -> str:
     encoded = name.encode(errors="surrogateescape")
     if not name or "/" in name or name in (".", "..") or len(encoded) > NAME_MAX or \
             any(ord(c) < 32 or c == "\x7f" or "\udc80" <= c <= "\udcff" for c in name):
-        raise HydriaError(f"Invalid argument: {name if name.isprintable() else ascii(name)}",
-                          hint="a container name is a single path component of UTF-8 text: no '/', not '.' "
-                               f"or '..', no control characters, at most {NAME_MAX} bytes")
+        raise InvalidArgument(name if name.isprintable() else ascii(name),
+                              hint="a container name is a single path component of UTF-8 text: no '/', not '.' "
+                                   f"or '..', no control characters, at most {NAME_MAX} bytes")
     return name
 
 

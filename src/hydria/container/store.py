@@ -19,7 +19,7 @@ from hydria.anonfile import link_or_copy
 from hydria.config import Settings
 from hydria.container.named import IDENTITY, IMAGE, ROOTFS, container_path, find
 from hydria.container.running import RunningProcess, running
-from hydria.errors import AlreadyExists, HydriaError, NotFound
+from hydria.errors import AlreadyExists, HydriaError, InvalidArgument, NotFound
 from hydria.paths import delete_tree, ensure_dir, process_tag
 from hydria.runtime.rootfs import Container, check_image
 
@@ -39,7 +39,7 @@ class Store:
     def create(self, image: Path, name: str | None, *, force: bool, unpack: bool) -> Path:
         """Raises HydriaError for a bad image or name, or an existing container without force."""
         if not str(image):
-            raise HydriaError("Invalid argument")
+            raise InvalidArgument()
         check_image(image)
         name = name if name is not None else image.name.removesuffix(".sqsh")
         target = self.path(name)

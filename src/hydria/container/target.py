@@ -6,7 +6,7 @@ import os
 
 from hydria.config import Settings
 from hydria.container import named
-from hydria.errors import HydriaError
+from hydria.errors import HydriaError, InvalidArgument
 from hydria.runtime import rootfs
 
 IMAGE_SUFFIXES = (".sqsh", ".squashfs", ".sqfs", ".img")
@@ -16,7 +16,7 @@ def resolve_target(target: str, settings: Settings) -> rootfs.Container:
     """An image file, or the name of a container in the data path. Raises HydriaError, saying
     what is wrong with the file where the target names one (a path, a file here, an image suffix)."""
     if not target:
-        raise HydriaError("Invalid argument")
+        raise InvalidArgument()
     if "/" in target or os.path.isfile(target):
         try:
             rootfs.check_image(target)  # one read: squashfs, and not truncated

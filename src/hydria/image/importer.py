@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING
 
 from hydria.anonfile import AnonymousFile, anonymous_file, link_or_copy
 from hydria.config import Settings
-from hydria.errors import AlreadyExists, HydriaError, NotFound, PermissionProblem
+from hydria.errors import AlreadyExists, InvalidArgument, NotFound, PermissionProblem
 from hydria.image import manifest as mf
 from hydria.image.cache import BlobCache
 from hydria.image.compression import Prefetcher, decompressed
@@ -107,7 +107,7 @@ def import_into_store(uri: str, settings: Settings, *, arch: str | None = None) 
     store.check()
     ref = parse(uri)
     if not isinstance(ref, RegistryImage):
-        raise HydriaError(f"Invalid argument: {uri}", hint="the image store keeps registry images (docker://...)")
+        raise InvalidArgument(uri, hint="the image store keeps registry images (docker://...)")
     options = tar2sqfs_options(settings.squash_options, settings.max_processors)
     with ExitStack() as stack:
         source = _registry_source(ref, settings, stack, _watched(stack))
@@ -207,7 +207,7 @@ def image_digest(uri: str, settings: Settings, *, arch: str | None = None) -> st
         HydriaError: not a ``docker://`` reference, or the registry's errors.
     """
     if not uri.startswith("docker://"):
-        raise HydriaError(f"Invalid argument: {uri}", hint="digest takes docker:// images")
+        raise InvalidArgument(uri, hint="digest takes docker:// images")
     ref = parse(uri)
     assert isinstance(ref, RegistryImage)
     with ExitStack() as stack:

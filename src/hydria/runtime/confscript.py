@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from hydria.errors import HydriaError
+from hydria.errors import HydriaError, InvalidArgument
 from hydria.log import Logger
 from hydria.paths import check_input_file
 
@@ -77,7 +77,7 @@ def load(path: str) -> ConfScript:
     if check.returncode != 0:
         for line in check.stderr.splitlines():
             log.warning("%s", line)
-        raise HydriaError(f"Invalid argument: {path}")
+        raise InvalidArgument(path)
     directives = {}
     for line in script.read_text(errors="replace").splitlines():
         match = _DIRECTIVE.fullmatch(line.strip())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from hydria.errors import HydriaError
+from hydria.errors import InvalidArgument
 from hydria.runtime.fstab import substitute
 
 
@@ -40,7 +40,7 @@ def env_option(value: str, host: Mapping[str, str]) -> tuple[str, str]:
     """``--env NAME=VALUE`` verbatim, ``--env NAME`` copies the host's value. Raises HydriaError."""
     name, equals, rest = value.partition("=")
     if not is_name(name):
-        raise HydriaError(f"Invalid argument: {value}")
+        raise InvalidArgument(value)
     return name, rest if equals else host.get(name, "")
 
 

@@ -17,7 +17,7 @@ import errno
 import os
 import time
 
-from hydria.errors import HydriaError, MissingTool, NotFound, PermissionProblem
+from hydria.errors import HydriaError, InvalidImage, MissingTool, NotFound, PermissionProblem
 from hydria.paths import delete_tree, user_name
 from hydria.record import Record
 from hydria.runtime import syscalls as sc
@@ -38,7 +38,7 @@ class Container(Record):
     directory: str | None = None  # an unpacked root filesystem
 
 
-class NotSquashfs(HydriaError):
+class NotSquashfs(InvalidImage):
     """A file that is there and readable, but no squashfs image."""
 
 
@@ -54,8 +54,8 @@ def check_image(path: str | os.PathLike[str]) -> str:
     except FileNotFoundError:
         raise NotFound(os.path.abspath(path)) from None
     except IsADirectoryError:
-        raise HydriaError(f"Invalid image format: {path} is a directory",
-                          hint="give a squashfs image file (hydria import), or the name of a container") from None
+        raise InvalidImage(f"{path} is a directory",
+                           hint="give a squashfs image file (hydria import), or the name of a container") from None
     except PermissionError:
         info = os.stat(path)
         raise PermissionProblem(path, f"mode {info.st_mode & 0o777:04o}, owner {user_name(info.st_uid)}",
@@ -63,12 +63,11 @@ def check_image(path: str | os.PathLike[str]) -> str:
     except OSError as e:
         raise HydriaError(f"cannot read {path}: {e.strerror}") from None
     if superblock[:4] != SQUASHFS_MAGIC:
-        raise NotSquashfs(f"Invalid image format: {path}",
-                          hint="not a squashfs image: make one with hydria import, or give a container name")
+        raise NotSquashfs(path, hint="not a squashfs image: make one with hydria import, or give a container name")
     used = int.from_bytes(superblock[40:48], "little")  # the superblock's bytes_used
     if size < used:
-        raise HydriaError(f"Invalid image format: {path} is truncated ({size} of its {used} bytes)",
-                          hint="a copy or download was cut short: copy or import it again")
+        raise InvalidImage(f"{path} is truncated ({size} of its {used} bytes)",
+                           hint="a copy or download was cut short: copy or import it again")
     return f"{size} {superblock.hex()}"
 
 
@@ -82,8 +81,8 @@ def mount_squashfs(image: str, target: str, uid: int, gid: int) -> None:
                     [binary, "-f", "-o", f"uid={uid},gid={gid}", str(image)])
     except OSError as e:
         if e.errno == errno.ENOTCONN:  # squashfuse could not read it, and said why above
-            raise HydriaError(f"Invalid image format: {image}: squashfuse cannot read it",
-                              hint="the file is damaged or not an image hydria can mount: import it again") from None
+            raise InvalidImage(f"{image}: squashfuse cannot read it",
+                               hint="the file is damaged or not an image hydria can mount: import it again") from None
         raise HydriaError(f"Failed to mount: {image}: {e.strerror}") from None
 
 

@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 from hydria.config import Settings
-from hydria.errors import HydriaError, MissingTool
+from hydria.errors import HydriaError, InvalidArgument, MissingTool
 from hydria.image.imagecache import ImageCache
 from hydria.image.importer import image_digest, import_image
 from hydria.image.reference import RegistryImage, parse
@@ -60,7 +60,7 @@ def adopt(staged: str, uri: str, digest: str, settings: Settings) -> None:
         check_image(path)
         ref = parse(uri)
         if not isinstance(ref, RegistryImage):
-            raise HydriaError(f"Invalid argument: {uri}", hint="hydria stage takes registry images")
+            raise InvalidArgument(uri, hint="hydria stage takes registry images")
         _kept_images(settings).entry(ref.uri, digest, settings.squash_options).keep(path)
     finally:
         path.unlink(missing_ok=True)

@@ -13,7 +13,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from hydria.errors import HydriaError, NotFound
+from hydria.errors import HydriaError, InvalidImage, NotFound
 from hydria.image import manifest as mf
 from hydria.image.cache import VerifyingReader, digest_of, hex_of
 from hydria.image.reference import LocalImage
@@ -28,11 +28,11 @@ def _not_an_archive(path: Path) -> HydriaError:
     with path.open("rb") as handle:
         head = handle.read(4)
     if head == b"hsqs":
-        return HydriaError(f"Invalid image format: {path} is a squashfs image, not an archive",
-                           hint=f"it needs no import: hydria start {path} ..., or hydria create {path}")
+        return InvalidImage(f"{path} is a squashfs image, not an archive",
+                            hint=f"it needs no import: hydria start {path} ..., or hydria create {path}")
     what = "an empty file" if not head else "not a tar archive (plain, gzip, bzip2 or xz)"
-    return HydriaError(f"Invalid image format: {path}: {what}",
-                       hint="docker-archive:// takes 'docker save' output, oci-archive:// an OCI image tar")
+    return InvalidImage(f"{path}: {what}",
+                        hint="docker-archive:// takes 'docker save' output, oci-archive:// an OCI image tar")
 
 
 class _Files:
@@ -61,14 +61,14 @@ class _Files:
             member = self.members.get(name)
             handle = self.tar.extractfile(member) if member else None
             if handle is None:
-                raise HydriaError(f"Invalid image format: {self.where} lacks {name}")
+                raise InvalidImage(f"{self.where} lacks {name}")
             yield handle  # type: ignore[misc]  # typeshed says IO; it is an io.BufferedReader
             return
         try:
             with (self.root / name).open("rb") as handle:
                 yield handle
         except FileNotFoundError:
-            raise HydriaError(f"Invalid image format: {self.where} lacks {name}") from None
+            raise InvalidImage(f"{self.where} lacks {name}") from None
 
     def json(self, name: str, digest: str | None = None) -> Any:
         with self.open(name) as handle:
@@ -103,7 +103,7 @@ def _opener(files: _Files, name_of: Callable[[mf.Descriptor], str]) -> Callable[
 
 def _oci_layout(files: _Files, ref: LocalImage, want: mf.Platform) -> mf.ResolvedImage:
     if not files.has("index.json"):
-        raise HydriaError(f"Invalid image format: {files.where} is not an OCI image layout (no index.json)")
+        raise InvalidImage(f"{files.where} is not an OCI image layout (no index.json)")
     index = files.json("index.json")
     entries = mf.parse_index(index, files.where)
     names = [(m.get("annotations") or {}).get(REF_ANNOTATION) for m in index["manifests"]]
@@ -136,10 +136,10 @@ def _docker_archive(files: _Files, ref: LocalImage) -> mf.ResolvedImage:
     """``docker save`` output: manifest.json names the config and one tar per layer. Layers are
     identified by the digest of their uncompressed tar (the config's diff_ids)."""
     if not files.has("manifest.json"):
-        raise HydriaError(f"Invalid image format: {files.where} is not a docker archive (no manifest.json)")
+        raise InvalidImage(f"{files.where} is not a docker archive (no manifest.json)")
     entries = files.json("manifest.json")
     if not isinstance(entries, list) or not entries:
-        raise HydriaError(f"Invalid image format: {files.where}: manifest.json lists no image")
+        raise InvalidImage(f"{files.where}: manifest.json lists no image")
     if len(entries) > 1:
         raise HydriaError(f"{files.where} holds {len(entries)} images; hydria imports archives of one image",
                           hint="save one image per archive: docker save IMAGE -o FILE")
@@ -147,12 +147,12 @@ def _docker_archive(files: _Files, ref: LocalImage) -> mf.ResolvedImage:
     try:
         config_name, layer_names = str(entry["Config"]), [str(n) for n in entry["Layers"]]
     except (KeyError, TypeError):
-        raise HydriaError(f"Invalid image format: {files.where}: malformed manifest.json") from None
+        raise InvalidImage(f"{files.where}: malformed manifest.json") from None
     config = mf.check_config(files.json(config_name), f"{config_name} in {files.where}")
     rootfs = config.get("rootfs")
     diff_ids = (rootfs.get("diff_ids") if isinstance(rootfs, dict) else None) or []
     if not isinstance(diff_ids, list):
-        raise HydriaError(f"Invalid image format: {files.where}: the config's rootfs.diff_ids is not a list")
+        raise InvalidImage(f"{files.where}: the config's rootfs.diff_ids is not a list")
     if len(diff_ids) != len(layer_names):
         raise HydriaError(f"Could not parse digest information from {files.where}: "
                           f"{len(layer_names)} layers but {len(diff_ids)} diff_ids")
