@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 # A scanner rather than a regular expression: every start expands the settings' defaults, and
-# importing ``re`` would cost it ~8 ms (see docs/runtime.md).
+# importing ``re`` would cost it several milliseconds (docs/runtime.md, start latency).
 _NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _NAME_CHARACTERS = _NAME_START | frozenset("0123456789")
 

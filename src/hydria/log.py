@@ -1,6 +1,6 @@
 """hydria's loggers.
 
-The standard ``logging`` package costs a container start ~10 ms of imports. So the command line
+The standard ``logging`` package's imports would cost every container start (docs/runtime.md). So the command line
 writes hydria's messages itself, enroot's way (``[INFO] ...`` on standard error: :func:`to_stderr`),
 and no command imports ``logging`` for them; a program using :mod:`hydria.api` gets ordinary
 ``logging`` loggers instead (looked up at the first message) and configures them the standard way.

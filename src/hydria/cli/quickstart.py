@@ -1,5 +1,6 @@
 """``hydria start`` without argparse: the container start is the command run most often (every
-job, every Slurm step that starts one), and argparse alone costs it ~15-30 ms of imports.
+job, every Slurm step that starts one), and argparse's imports alone would cost
+it a good part of its budget (docs/runtime.md, start latency).
 
 Only plain command lines are parsed here: known options in their exact forms (``-e VAL``,
 ``--env VAL``, ``--env=VAL``, the flags), then the target and the command. Anything else (help,

@@ -71,7 +71,7 @@ def runtime_files(config: object, uri: str) -> RuntimeFiles:
     run_with_args = shlex.join(entrypoint) + ' "$@"' if entrypoint else '"$@"'
     lines += [
         # enroot's mkdir, but only when needed: the import puts WORKDIR in the image, and a
-        # fork and exec of mkdir through a fresh FUSE mount cost ~20 ms of every start
+        # fork and exec of mkdir through a fresh FUSE mount cost every start (docs/runtime.md)
         f"[ -d {quoted_workdir} ] || mkdir -p {quoted_workdir} 2> /dev/null",
         f"cd {quoted_workdir} && unset OLDPWD || exit 1",
         "",

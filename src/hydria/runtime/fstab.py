@@ -87,7 +87,7 @@ def substitute(text: str, env: Mapping[str, str]) -> str:
     """enroot's substitution: only ``${NAME}``; an unset variable becomes empty.
 
     A scanner, not ``re``: every image with a VOLUME has ``${HYDRIA_ROOTFS}`` in its fstab, and
-    importing ``re`` would cost each of its starts ~8 ms (see docs/runtime.md).
+    importing ``re`` would cost each of its starts (docs/runtime.md, start latency).
     """
     pieces = []
     start = 0

@@ -110,8 +110,8 @@ def _become_daemon(argv: list[str], fuse: int, target: str, capabilities: bool) 
     """In the forked child: a session and a mount namespace of its own, without the FUSE mount,
     standard input and output on /dev/null, no other descriptor than ``fuse`` past standard error
     (as subprocess's close_fds: a caller's pipe must not stay open while the container runs), then
-    the daemon serving ``fuse``. Forked by hand, as the subprocess module would cost every start
-    ~15 ms of imports."""
+    the daemon serving ``fuse``. Forked by hand, as the subprocess module's imports would cost every
+    start (docs/runtime.md)."""
     try:
         os.setsid()
         null = os.open(os.devnull, os.O_RDWR)

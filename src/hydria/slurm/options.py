@@ -36,7 +36,7 @@ TRUE, FALSE = ("1", "true", "yes", "y"), ("0", "false", "no", "n")  # pyxis's bo
 
 class ContainerOptions:
     """A step's ``--container-*`` options, as :func:`parse` fills them in. A plain class: the
-    dataclasses module would cost every step ~25 ms of imports."""
+    dataclasses module's imports would cost every step (docs/runtime.md, start latency)."""
 
     image: str | None = None
     workdir: str | None = None
