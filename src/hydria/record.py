@@ -4,7 +4,8 @@ Importing ``typing`` (and the ``re`` it pulls in) costs a start a good part of i
 (docs/runtime.md, start latency). At run time a ``Record`` subclass is made the way
 ``typing.NamedTuple`` makes one, with ``collections.namedtuple`` (fields from the annotations,
 defaults from the class body, methods copied over); for type checkers it *is*
-``typing.NamedTuple``. Methods must not use ``super()``. Modules off the start path use ``typing`` as usual; ``TYPE_CHECKING`` here serves the ones on it.
+``typing.NamedTuple``. Methods must not use ``super()``. Modules off the start path use
+``typing`` as usual; ``TYPE_CHECKING`` here serves the ones on it.
 """
 
 from __future__ import annotations
