@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import subprocess
 import tempfile
@@ -68,6 +69,35 @@ def test_a_kept_image_on_another_file_system_is_used_where_it_is(srun: Srun, bus
     second = srun.ok(*options, *look, HYDRIA_TESTBED_TEMP=str(local_scratch))
     assert ".sqsh" not in second  # no copy this time
     assert "hydria busybox test image" in second
+
+
+def test_the_container_inherits_no_descriptor_of_slurmstepd(srun: Srun, images: dict[str, Path]) -> None:
+    """The shim runs `hydria slurm start` with standard input, output and error and nothing else
+    of slurmstepd's (nor its protocol descriptor, which hydria closes): the step's container, whose
+    first process holds it for the tasks, has no other descriptor open."""
+    uid = srun.workspace.user.uid
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        step = pool.submit(srun, f"--container-image={images['busybox']}", "sleep", "3")
+        holder = _step_holder(uid)
+        descriptors = sorted(int(fd) for fd in os.listdir(f"/proc/{holder}/fd"))
+        assert step.result().returncode == 0
+    assert descriptors == [0, 1, 2]
+
+
+def _step_holder(uid: int, wait: float = 30) -> int:
+    """The stopped first process of a step's container (slurm/step.py's STOP_COMMAND)."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        for entry in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                status = Path(f"/proc/{entry}/status").read_text()
+                command = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if f"\nUid:\t{uid}\t" in status and "\nState:\tT" in status and b"kill -STOP" in command:
+                return int(entry)
+        time.sleep(0.05)
+    raise AssertionError("the step's container did not start")
 
 
 @pytest.mark.parametrize("remap", [[], ["--container-remap-root"]])

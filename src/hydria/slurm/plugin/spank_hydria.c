@@ -286,6 +286,22 @@ static int become(const struct identity *who)
     return 0;
 }
 
+/* Close every descriptor from 3 up but `keep`: close_range where the kernel has it (5.9), else
+ * one by one up to the descriptor limit (at most 65536). */
+static void close_inherited(int keep)
+{
+#ifdef SYS_close_range
+    if (keep < 3 ? syscall(SYS_close_range, 3U, ~0U, 0) == 0
+                 : (keep == 3 || syscall(SYS_close_range, 3U, (unsigned)keep - 1, 0) == 0) &&
+                       syscall(SYS_close_range, (unsigned)keep + 1, ~0U, 0) == 0)
+        return;
+#endif
+    long last = sysconf(_SC_OPEN_MAX);
+    for (int fd = 3; fd < (last > 0 && last < 65536 ? last : 65536); fd++)
+        if (fd != keep)
+            close(fd);
+}
+
 /* The one way the plugin runs a program (hydria): in a child, standard input /dev/null, standard
  * output and error to `output` (-1: kept), no other inherited descriptor but `pass` (-1: none),
  * as `who` (NULL: as this process), in `cwd` (NULL: here; "/" when it cannot be entered). With
@@ -306,10 +322,7 @@ static pid_t run_hydria(char *const argv[], const struct identity *who, int outp
     if (null < 0 || dup2(null, STDIN_FILENO) < 0 ||
         (output >= 0 && (dup2(output, STDOUT_FILENO) < 0 || dup2(output, STDERR_FILENO) < 0)))
         _exit(122);
-    long last = sysconf(_SC_OPEN_MAX);
-    for (int fd = 3; fd < (last > 0 && last < 65536 ? last : 65536); fd++)
-        if (fd != pass)
-            close(fd);
+    close_inherited(pass);
     if (pass >= 0)
         fcntl(pass, F_SETFD, 0);  /* hydria makes it close-on-exec again at once */
     if (who && become(who) < 0) {
