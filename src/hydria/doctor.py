@@ -9,7 +9,6 @@ outside a temporary directory they remove.
 
 from __future__ import annotations
 
-import dataclasses
 import glob
 import json
 import os
@@ -19,7 +18,6 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from hydria.config import Settings
 from hydria.errors import HydriaError, MissingTool
 from hydria.image import cachelayout
 from hydria.paths import delete_tree, hydria_command, user_name
+from hydria.record import Record
 from hydria.runtime.filesystems import file_system_type
 from hydria.tools import run_tool
 
@@ -45,16 +44,14 @@ TOOLS = (
 OVERLAY_IN_USERNS = (5, 11)
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(Record):
     name: str
     status: str  # ok, warn, fail, skip
     detail: str
     fix: str = ""
 
 
-@dataclass(frozen=True)
-class NodeReport:
+class NodeReport(Record):
     node: str
     checks: list[Check]
 
@@ -63,7 +60,7 @@ class NodeReport:
         return all(c.status != "fail" for c in self.checks)
 
     def to_json(self) -> dict[str, object]:
-        return {"node": self.node, "ok": self.ok, "checks": [dataclasses.asdict(c) for c in self.checks]}
+        return {"node": self.node, "ok": self.ok, "checks": [c._asdict() for c in self.checks]}
 
     def dumps(self) -> str:
         """Indented: ``--cluster`` reads it through srun, which splits long lines."""
@@ -74,8 +71,7 @@ class NodeReport:
         return cls(str(data["node"]), [Check(**c) for c in data["checks"]])
 
 
-@dataclass(frozen=True)
-class ClusterReport:
+class ClusterReport(Record):
     nodes: list[NodeReport]
     step_ok: bool = True
     step_error: str = ""
@@ -417,7 +413,7 @@ def _gpus() -> Check:
     if not any(soname == "libnvidia-ml.so.1" for soname, _ in ldcache.entries(cache)):
         return Check("gpus", "fail", f"{len(gpus)} GPU(s) but no libnvidia-ml.so.1 in the loader cache",
                      "install the NVIDIA driver's user-space libraries, then run ldconfig")
-    return Check("gpus", "ok", ", ".join(f"{g.index}: {g.model}" for g in gpus))
+    return Check("gpus", "ok", ", ".join(f"{g.number}: {g.model}" for g in gpus))
 
 
 def _infiniband() -> Check:

@@ -26,6 +26,8 @@ else:
             if not bases:
                 return super().__new__(cls, name, bases, namespace)
             fields = list(namespace.get("__annotations__", {}))
+            if any(hasattr(tuple, field) for field in fields):
+                raise TypeError(f"{name}: a field may not take the name of a tuple method (index, count)")
             defaults = [namespace[field] for field in fields if field in namespace]
             if any(field not in namespace for field in fields[len(fields) - len(defaults):]):
                 raise TypeError(f"{name}: fields without a default follow fields with one")

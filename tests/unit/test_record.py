@@ -36,3 +36,10 @@ def test_a_field_without_default_after_one_with_is_refused() -> None:
         class Bad(Record):
             a: int = 1
             b: int
+
+
+def test_a_field_may_not_hide_a_tuple_method() -> None:
+    """A field ``index`` would replace tuple.index on the class, and silently so at run time."""
+    with pytest.raises(TypeError, match="index"):
+        class Gpu(Record):
+            index: int

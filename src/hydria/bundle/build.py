@@ -20,7 +20,6 @@ import subprocess
 import tarfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -28,6 +27,7 @@ import hydria
 from hydria.config import Settings
 from hydria.errors import HydriaError, MissingTool
 from hydria.paths import output_file, process_tag
+from hydria.record import Record
 from hydria.runtime.rootfs import check_image
 
 HEADER = Path(__file__).with_name("header.sh")
@@ -36,8 +36,7 @@ UNCOMPRESSED_DATA = 0x0002  # squashfs superblock flag
 CHUNK = 1 << 20
 
 
-@dataclass(frozen=True)
-class Codec:
+class Codec(Record):
     name: str
     compress: tuple[str, ...]  # program and options; the data goes through stdin/stdout
     decompress: str  # the command line the bundle runs
@@ -54,8 +53,7 @@ CODECS = {
 SQUASHFS_COMPRESSORS = {1: "gzip", 2: "xz", 3: "lzo", 4: "xz", 5: "lz4", 6: "zstd"}  # lzma: xz's format
 
 
-@dataclass(frozen=True)
-class BundleOptions:
+class BundleOptions(Record):
     image: Path
     output: str | None = None
     target: str | None = None

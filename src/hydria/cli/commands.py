@@ -11,18 +11,17 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from hydria.cli.logsetup import guarded, setup_logging
 from hydria.errors import UsageError
 from hydria.log import Logger
+from hydria.record import Record
 
 log = Logger("hydria")
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(Record):
     name: str
     summary: str
     module: str

@@ -22,10 +22,10 @@ from __future__ import annotations
 import glob
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from hydria.errors import HydriaError
 from hydria.hooks import ibdriver
+from hydria.record import Record
 from hydria.runtime.fstab import MountEntry
 from hydria.runtime.mounts import mount_entries, resolve_in_root
 
@@ -34,8 +34,7 @@ HIDE = ("nosuid", "noexec", "nodev", "mode=755", "private")
 BIND = ("x-create=file", "bind", "ro", "nosuid", "noexec", "private")
 
 
-@dataclass(frozen=True)
-class Device:
+class Device(Record):
     driver: str  # mlx4, mlx5
     node: str  # /dev/infiniband/uverbs0
     interface: str  # mlx5_0

@@ -32,6 +32,7 @@ from pathlib import Path
 from hydria.errors import HydriaError
 from hydria.hooks import ldcache
 from hydria.log import Logger
+from hydria.record import Record
 from hydria.runtime.fstab import READ_ONLY_FILE_BIND, MountEntry
 from hydria.runtime.mounts import link_in_root, mount_entries, resolve_in_root
 
@@ -65,17 +66,15 @@ class NvidiaError(HydriaError):
     pass
 
 
-@dataclass(frozen=True)
-class Gpu:
-    index: int
+class Gpu(Record):
+    number: int  # as nvidia-smi numbers it (tuple's own index() keeps that name)
     minor: int
     uuid: str
     bus: str
     model: str
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(Record):
     devices: str
     capabilities: tuple[str, ...]
     from_host: bool
@@ -125,15 +124,13 @@ def discover_gpus(driver_root: str) -> list[Gpu]:
     return [Gpu(index, minor, uuid, bus, model) for index, (bus, minor, uuid, model) in enumerate(sorted(found))]
 
 
-@dataclass(frozen=True)
-class MigDevice:
+class MigDevice(Record):
     gpu_uuid: str  # of the GPU it is part of
-    index: int  # on that GPU, as nvidia-smi -L numbers them
+    number: int  # on that GPU, as nvidia-smi -L numbers them
     uuid: str  # MIG-...
 
 
-@dataclass(frozen=True)
-class Selection:
+class Selection(Record):
     gpus: list[Gpu]  # whole GPUs, and the GPUs of the MIG devices named
     mig: list[str]  # UUIDs of the MIG devices named, in the order named
 
@@ -182,9 +179,9 @@ def select(gpus: list[Gpu], devices: str, slurm_gpus: str | None = None,
             if device.uuid not in mig:
                 mig.append(device.uuid)
         else:
-            match = [g for g in gpus if (token.isdigit() and g.index == int(token)) or (token and g.uuid == token)]
+            match = [g for g in gpus if (token.isdigit() and g.number == int(token)) or (token and g.uuid == token)]
         if not match:
-            known = ", ".join(f"{g.index} ({g.uuid})" for g in gpus) or "none"
+            known = ", ".join(f"{g.number} ({g.uuid})" for g in gpus) or "none"
             raise NvidiaError(f"Unknown NVIDIA device: {token}",
                               hint=f"this node's GPUs are: {known}; NVIDIA_VISIBLE_DEVICES takes indexes, "
                                    "GPU- UUIDs, MIG- UUIDs, GPU:MIG indexes, all, none or void")
@@ -194,13 +191,13 @@ def select(gpus: list[Gpu], devices: str, slurm_gpus: str | None = None,
 
 def _find_mig(gpus: list[Gpu], migs: list[MigDevice], token: str) -> MigDevice:
     gpu_index, _, mig_index = token.partition(":")
-    by_index = {g.index: g.uuid for g in gpus}
+    by_index = {g.number: g.uuid for g in gpus}
     for device in migs:
-        if device.uuid == token or (gpu_index.isdigit() and mig_index.isdigit() and device.index == int(mig_index)
+        if device.uuid == token or (gpu_index.isdigit() and mig_index.isdigit() and device.number == int(mig_index)
                                     and by_index.get(int(gpu_index)) == device.gpu_uuid):
             return device
-    index_of = {g.uuid: g.index for g in gpus}
-    known = ", ".join(f"{index_of.get(d.gpu_uuid, '?')}:{d.index} ({d.uuid})" for d in migs) or "none"
+    index_of = {g.uuid: g.number for g in gpus}
+    known = ", ".join(f"{index_of.get(d.gpu_uuid, '?')}:{d.number} ({d.uuid})" for d in migs) or "none"
     raise NvidiaError(f"Unknown NVIDIA device: {token}", hint=f"this node's MIG devices are: {known}")
 
 

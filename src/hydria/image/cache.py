@@ -27,7 +27,6 @@ import os
 import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -38,6 +37,7 @@ from hydria.image.growing import GrowingBlob
 from hydria.image.manifest import Blob
 from hydria.log import Logger
 from hydria.paths import ensure_dir, user_name
+from hydria.record import Record
 
 log = Logger(__name__)
 
@@ -62,8 +62,7 @@ class Writer(Protocol):
     def write(self, data: bytes, /) -> int: ...
 
 
-@dataclass(frozen=True)
-class CachedBlob:
+class CachedBlob(Record):
     path: Path
     trusted: bool  # written by this user or root: no need to verify again
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 import posixpath
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from hydria.errors import HydriaError
+from hydria.record import Record
 
 PROVENANCE = "# hydria-provenance:"
 # Besides what is not printable: what fstab parsing would take for an escape, a substitution or a comment.
@@ -34,8 +34,7 @@ class ImageConfigInvalid(HydriaError):
     """An image config field of the wrong type, or with a value no runtime file can hold."""
 
 
-@dataclass(frozen=True)
-class RuntimeFiles:
+class RuntimeFiles(Record):
     """The generated files, path (relative to the root) to content."""
 
     rc: str

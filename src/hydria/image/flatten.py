@@ -25,6 +25,7 @@ from typing import Protocol
 
 from hydria.errors import HydriaError
 from hydria.image.compression import CHUNK, DECOMPRESSION_ERRORS
+from hydria.record import Record
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
@@ -82,16 +83,14 @@ class LayerContent(Protocol):
     def read1(self, size: int, /) -> bytes: ...
 
 
-@dataclass(frozen=True)
-class LayerStream:
+class LayerStream(Record):
     """One layer: ``digest`` for messages, ``open`` gives its uncompressed tar."""
 
     digest: str
     open: Callable[[], AbstractContextManager[LayerContent]]
 
 
-@dataclass(frozen=True)
-class ExtraFile:
+class ExtraFile(Record):
     """A file or directory that sits above every layer (the runtime files of the image format)."""
 
     path: str

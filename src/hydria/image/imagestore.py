@@ -30,7 +30,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from hydria.anonfile import AnonymousFile, anonymous_file
@@ -40,6 +39,7 @@ from hydria.image.imagecache import IMAGE_FORMAT
 from hydria.image.prune import Item, item, regular_files, remove, victims
 from hydria.log import Logger
 from hydria.paths import process_tag, user_name, writable_by_others
+from hydria.record import Record
 
 log = Logger(__name__)
 
@@ -52,8 +52,7 @@ POLL = 0.5  # seconds between looks of an importer that waits for another
 SUFFIX = ".sqsh"
 
 
-@dataclass(frozen=True)
-class StoredImage:
+class StoredImage(Record):
     key: str
     path: Path
     size: int

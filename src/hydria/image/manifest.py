@@ -6,10 +6,10 @@ import json
 import platform as host_platform
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hydria.errors import HydriaError
+from hydria.record import Record
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -31,8 +31,7 @@ class ManifestError(HydriaError):
     """A manifest or index that cannot be used."""
 
 
-@dataclass(frozen=True)
-class Platform:
+class Platform(Record):
     architecture: str
     os: str = "linux"
     variant: str | None = None
@@ -54,16 +53,14 @@ def parse_platform(text: str | None) -> Platform:
     return Platform(_ARCHITECTURES[name], variant=variant or None)
 
 
-@dataclass(frozen=True)
-class Descriptor:
+class Descriptor(Record):
     digest: str
     size: int
     media_type: str
     platform: Platform | None = None
 
 
-@dataclass(frozen=True)
-class Manifest:
+class Manifest(Record):
     config: Descriptor
     layers: tuple[Descriptor, ...]  # base layer first
 
@@ -157,8 +154,7 @@ class Blob(Protocol):
     def readinto(self, buffer: memoryview, /) -> int: ...
 
 
-@dataclass(frozen=True)
-class ResolvedImage:
+class ResolvedImage(Record):
     """What a source found: the image config, its layers, and how to read each layer's blob.
 
     ``digest``: the registry's manifest digest (None for local sources), which pins the content.

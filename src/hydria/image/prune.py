@@ -13,12 +13,12 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
+from hydria.record import Record
 
-@dataclass(frozen=True)
-class Item:
+
+class Item(Record):
     path: Path
     size: int
     last_used: float

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 
 from hydria.errors import HydriaError
+from hydria.record import Record
 
 DOCKER_HUB = "registry-1.docker.io"
 DOCKER_HUB_ALIASES = frozenset({"docker.io", "index.docker.io", DOCKER_HUB})
@@ -38,8 +38,7 @@ class InvalidReference(HydriaError):
     """A URI that names no image."""
 
 
-@dataclass(frozen=True)
-class RegistryImage:
+class RegistryImage(Record):
     """``docker://``: an image in a registry."""
 
     registry: str
@@ -69,8 +68,7 @@ class RegistryImage:
         return name + ".sqsh"
 
 
-@dataclass(frozen=True)
-class EngineImage:
+class EngineImage(Record):
     """``dockerd://`` or ``podman://``: an image a local container engine has or can pull."""
 
     engine: str  # "docker" or "podman"
@@ -84,8 +82,7 @@ class EngineImage:
         return re.sub(r"[:/]", "+", self.image) + ".sqsh"
 
 
-@dataclass(frozen=True)
-class LocalImage:
+class LocalImage(Record):
     """``oci://``, ``oci-archive://`` or ``docker-archive://``: an image in a file or directory."""
 
     scheme: str

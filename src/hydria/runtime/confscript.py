@@ -21,12 +21,12 @@ import re
 import secrets
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from hydria.errors import HydriaError, InvalidArgument
 from hydria.log import Logger
 from hydria.paths import check_input_file
+from hydria.record import Record
 
 log = Logger(__name__)
 
@@ -43,15 +43,13 @@ if declare -F rc >/dev/null; then declare -f rc; fi
 """
 
 
-@dataclass(frozen=True)
-class ConfOutput:
+class ConfOutput(Record):
     environ: str
     mounts: str
     rc: str | None  # the body of rc(), as a script
 
 
-@dataclass(frozen=True)
-class ConfScript:
+class ConfScript(Record):
     path: Path
     directives: dict[str, str]  # setting name without prefix -> value
 

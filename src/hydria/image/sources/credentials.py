@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import re
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 from hydria.errors import HydriaError
+from hydria.record import Record
 
 _KEYWORD = re.compile(r"(?<!\S)(machine|login|password)\s+(\S+)")
 
@@ -23,8 +23,7 @@ class CredentialsError(HydriaError):
     """The credentials file cannot be used."""
 
 
-@dataclass(frozen=True)
-class Credential:
+class Credential(Record):
     machine: str
     login: str
     password: str | None
