@@ -342,7 +342,8 @@ def _run_command(command: str, variables: Mapping[str, str]) -> str:
 
 def _convert(spec: SettingSpec, assignment: Assignment, variables: Mapping[str, str]) -> object:
     text = _expand(assignment, variables)
-    where = f"{assignment.origin}: {assignment.key}"
+    where = assignment.origin if assignment.origin.endswith(f" {assignment.key}") else \
+        f"{assignment.origin}: {assignment.key}"
     if spec.kind == "bool":
         lowered = text.strip().lower()
         if lowered in _TRUE:
@@ -359,7 +360,8 @@ def _convert(spec: SettingSpec, assignment: Assignment, variables: Mapping[str, 
         return size
     if spec.kind == "int":
         if not text.strip().isdigit():
-            raise ConfigError(f"Invalid configuration: {where}: {text!r} is not a non-negative integer")
+            raise ConfigError(f"Invalid configuration: {where}: {text!r} is not a non-negative integer",
+                              hint="a whole number of 0 or more, e.g. 4")
         return int(text)
     if spec.kind == "path":
         if not text and not spec.default:  # a path that may be unset (STORE_PATH)

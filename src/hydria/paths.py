@@ -185,12 +185,17 @@ def output_file(output: str | None, default: str, *, force: bool) -> Path:
     from pathlib import Path  # not on the start path (see docs/runtime.md)
 
     target = Path(output or default).absolute()
-    if target.is_dir():
-        raise HydriaError(f"Is a directory: {target}")
-    if target.exists() and not force:
-        raise AlreadyExists(target, hint="use --force to overwrite it")
-    if not target.parent.is_dir():
-        raise NotFound(target.parent)
+    try:
+        if target.is_dir():
+            raise HydriaError(f"Is a directory: {target}", hint="--output takes a file name")
+        if target.exists() and not force:
+            raise AlreadyExists(target, hint="use --force to overwrite it")
+        if not target.parent.is_dir():
+            raise NotFound(target.parent, hint="make the folder first, or choose another --output")
+    except PermissionError:  # a folder on the way that this user may not search
+        raise PermissionProblem(target.parent, hint="choose an --output in a directory you can write") from None
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        raise PermissionProblem(target.parent, hint="choose an --output in a directory you can write")
     return target
 
 

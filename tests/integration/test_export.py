@@ -55,6 +55,8 @@ def test_export_refuses_to_overwrite_without_force(images: dict[str, Path], work
     (("-o", "nodir/x.sqsh", "c"), "No such file or directory"),
     (("-o", "some/", "c"), "Invalid argument: some/"),
     (("a/b",), "Invalid argument: a/b"),
+    (("-o", "/root/x.sqsh", "c"), "Permission denied: /root\n[INFO] hint: choose an --output in a directory you can"),
+    (("-o", "/x.sqsh", "c"), "Permission denied: /\n[INFO] hint: choose an --output in a directory you can write"),
 ])
 def test_export_errors_leave_nothing(images: dict[str, Path], workspace: Workspace, args: tuple[str, ...],
                                      message: str) -> None:

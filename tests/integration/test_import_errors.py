@@ -80,6 +80,7 @@ def test_existing_output_is_never_overwritten(busybox: PublishedImage, workspace
 def test_output_directory_must_exist(busybox: PublishedImage, workspace: Workspace) -> None:
     err = fails(workspace, "-o", "no/such/dir/x.sqsh", busybox.docker_uri)
     assert f"No such file or directory: {workspace.out}/no/such/dir" in err
+    assert "hint: make the folder first, or choose another --output" in err
 
 
 def test_output_directory_must_be_writable(busybox: PublishedImage, workspace: Workspace) -> None:
@@ -87,7 +88,14 @@ def test_output_directory_must_be_writable(busybox: PublishedImage, workspace: W
     locked.mkdir(mode=0o555)
     err = fails(workspace, "-o", str(locked / "x.sqsh"), busybox.docker_uri)
     assert f"Permission denied: {locked}" in err and "Errno" not in err
+    assert "hint: choose an --output in a directory you can write" in err
     assert list(locked.iterdir()) == []
+
+
+def test_output_in_a_folder_that_cannot_be_searched(busybox: PublishedImage, workspace: Workspace) -> None:
+    """/root/x.sqsh as a user: the file cannot even be looked up (a bare OSError before)."""
+    err = fails(workspace, "-o", "/root/x.sqsh", busybox.docker_uri)
+    assert "Permission denied: /root\n" in err and "hint: choose an --output in a directory you can write" in err
 
 
 @pytest.mark.parametrize("scheme", ["oci-archive", "docker-archive"])

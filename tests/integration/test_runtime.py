@@ -93,6 +93,7 @@ def test_mounts(images: dict[str, Path], workspace: Workspace) -> None:
 def test_mount_errors_change_nothing(images: dict[str, Path], workspace: Workspace) -> None:
     missing = start(workspace, "-m", "/no/such/dir:/mnt", str(images["busybox"]), "true")
     assert missing.returncode == 1 and "failed to mount: /no/such/dir at /mnt: No such file or directory" in missing.stderr
+    assert "hint: from --mount; the source /no/such/dir does not exist on this host" in missing.stderr
     escape = start(workspace, "-m", f"{workspace.root}:../escape", str(images["busybox"]), "true")
     assert escape.returncode == 1 and "Invalid cross-device link (it leads outside the container's root)" in escape.stderr
 
@@ -265,6 +266,9 @@ def test_remove_asks_and_defaults_to_no(images: dict[str, Path], workspace: Work
     (("start", "missing"), "No such file or directory"),
     (("start", "./missing.sqsh"), "No such file or directory"),
     (("remove", "-f", "missing"), "No such file or directory"),
+    (("remove", "-f", "missing"), "hint: hydria list shows your containers"),
+    (("export", "missing"), "hint: hydria list shows your containers"),
+    (("exec", "999999999", "true"), "Process not found: 999999999\n[INFO] hint: hydria list --fancy shows the PIDs"),
     (("start", "-e", "1BAD=x", "IMAGE", "true"), "Invalid argument: 1BAD=x"),
     (("start",), "a container name or image file is required"),
     (("start", "--conf", "/tmp", "IMAGE", "true"), "--conf /tmp: Is a directory"),
@@ -290,6 +294,21 @@ def test_a_hydria_option_after_the_image_is_named(images: dict[str, Path], works
     assert output(workspace, str(images["busybox"]), "echo", "--rw") == "--rw\n"  # not the first word: fine
     given = start(workspace, str(images["debian"]), "--rw")  # an entrypoint takes it, as with enroot
     assert "after the image is the container's command" not in given.stderr
+
+
+def test_an_option_that_took_the_container_as_its_value_is_named(images: dict[str, Path],
+                                                                  workspace: Workspace) -> None:
+    """``hydria start --env c true``: --env takes ``c``, and ``true`` is read as the container."""
+    assert workspace.run("create", "-n", "c", str(images["busybox"])).returncode == 0
+    result = start(workspace, "--env", "c", "true")
+    assert result.returncode == 1 and "No such file or directory" in result.stderr
+    assert "hint: --env took c as its value, so true was read as the container: give --env its value first" \
+        in result.stderr
+    shutil.copy(images["busybox"], workspace.out / "app.sqsh")
+    result = workspace.run("start", "--rc", "app.sqsh", "echo", "hi", cwd=workspace.out)
+    assert result.returncode == 1 and "hint: --rc took app.sqsh as its value, so echo was read" in result.stderr
+    plain = start(workspace, "--env", "HOME", "nosuch")
+    assert "hint: create it first: hydria create --name nosuch IMAGE" in plain.stderr
 
 
 def test_conf_may_be_dev_null(images: dict[str, Path], workspace: Workspace) -> None:

@@ -37,7 +37,10 @@ def test_help_lists_every_command(word: str, capsys: pytest.CaptureFixture[str])
 
 def test_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["frobnicate"]) == 1
-    assert "Unknown command: frobnicate" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "Unknown command: frobnicate" in err and "did you mean" not in err
+    assert main(["lst"]) == 1
+    assert "Unknown command: lst\n[INFO] hint: did you mean: hydria list?" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [["version"], ["--version"], ["version", "extra", "ignored"]])
@@ -61,7 +64,8 @@ def test_bad_configuration_fails_every_command_that_reads_it(
     monkeypatch.setenv("HYDRIA_MAX_PROCESSORS", "lots")
     assert main(["info"]) == 1
     err = capsys.readouterr().err
-    assert "[ERROR] Invalid configuration: environment variable HYDRIA_MAX_PROCESSORS" in err
+    assert "[ERROR] Invalid configuration: environment variable HYDRIA_MAX_PROCESSORS: 'lots' is not a " \
+           "non-negative integer\n[INFO] hint: a whole number of 0 or more, e.g. 4" in err
 
 
 def test_unknown_option_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -29,5 +29,6 @@ def test_env_option(value: str, expected: tuple[str, str]) -> None:
 
 @pytest.mark.parametrize("value", ["1A=x", "-x", "A-B=1", ""])
 def test_bad_env_option(value: str) -> None:
-    with pytest.raises(HydriaError, match="Invalid argument"):
+    with pytest.raises(HydriaError, match="Invalid argument") as failed:
         env_option(value, {})
+    assert failed.value.hint is not None and failed.value.hint.startswith("--env takes NAME=VALUE")

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from hydria.runtime import syscalls as sc
 from hydria.runtime.fstab import (
+    MOUNT_OPTION_FORM,
     FstabError,
     MountEntry,
     from_mount_option,
@@ -81,10 +82,21 @@ def test_mount_option(value: str, expected: tuple[str, str, str]) -> None:
     assert (entry.source, entry.target, entry.fstype) == expected
 
 
-@pytest.mark.parametrize("value", ["", "a b:/c", "/a:/b c"])
+@pytest.mark.parametrize("value", ["", "a b:/c", "/a:/b c", "/a::/b"])
 def test_bad_mount_option(value: str) -> None:
-    with pytest.raises(FstabError, match="Invalid argument"):
+    with pytest.raises(FstabError, match="Invalid argument") as failed:
         from_mount_option(value)
+    assert failed.value.hint == MOUNT_OPTION_FORM
+
+
+def test_a_mount_option_with_fields_out_of_place_says_the_form() -> None:
+    """/data:/data:bind:ro:x reads ro as the options and x as the dump frequency."""
+    with pytest.raises(FstabError, match='invalid fstab entry: "/tmp /mnt bind ro x" at --mount') as failed:
+        from_mount_option("/tmp:/mnt:bind:ro:x")
+    assert failed.value.hint == MOUNT_OPTION_FORM
+    with pytest.raises(FstabError) as in_a_file:
+        parse("/tmp /mnt none bind x", "mounts.d/a.fstab")
+    assert in_a_file.value.hint is not None and "SOURCE TARGET TYPE OPTIONS" in in_a_file.value.hint
 
 
 def test_resolution_stays_inside_the_root(tmp_path: Path) -> None:

@@ -100,9 +100,19 @@ def run(argv: Sequence[str]) -> int:
             print(general_usage(), file=sys.stderr)
             if args:
                 log.error("Unknown command: %s", args[0])
+                _suggest(args[0])
             return 1
     command = COMMAND_BY_NAME[args[0]]
     return guarded(lambda: _run(command, args[1:]))
+
+
+def _suggest(word: str) -> None:
+    """A hint with the command a typo was probably meant to be (``lst``: ``list``)."""
+    from difflib import get_close_matches
+
+    close = get_close_matches(word, list(COMMAND_BY_NAME), n=1)
+    if close:
+        log.info("hint: did you mean: hydria %s?", close[0])
 
 
 def build_parser(command: Command) -> ArgumentParser:

@@ -42,7 +42,8 @@ def execute(pid: int, command: Sequence[str], extra_env: Mapping[str, str]) -> N
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        raise HydriaError(f"Process not found: {pid}") from None
+        raise HydriaError(f"Process not found: {pid}",
+                          hint="hydria list --fancy shows the PIDs of your running containers") from None
     except PermissionError:
         raise HydriaError(f"Process not found: {pid}", hint="the process belongs to another user") from None
     environment = {**target_environment(pid), **extra_env}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from types import SimpleNamespace
 
+from hydria.errors import HydriaError
 from hydria.record import TYPE_CHECKING, Record
 
 if TYPE_CHECKING:
@@ -104,6 +105,24 @@ def apply_flags(settings: Settings, options: Parsed) -> Settings:
     return settings._replace(**switched)
 
 
+def _target_taken_as_a_value(options: Parsed, settings: Settings) -> str | None:
+    """``hydria start --env bb true``: --env took the container as its value, and ``true`` was
+    read as the target. Says so when a value names a container or an image file."""
+    from hydria.container.target import IMAGE_SUFFIXES
+
+    for option in OPTIONS:
+        values = getattr(options, option.dest) if option.kind == "list" else [getattr(options, option.dest)]
+        for value in values:
+            if not isinstance(value, str) or not value or "=" in value or "/" in value or value in (".", ".."):
+                continue
+            if os.path.isdir(os.path.join(settings.data_path, value)) or \
+                    (value.endswith(IMAGE_SUFFIXES) and os.path.isfile(value)):
+                return (f"{option.names[-1]} took {value} as its value, so {options.target} was read as the "
+                        f"container: give {option.names[-1]} its value first (hydria start {option.names[-1]} "
+                        f"VALUE {value} ...)")
+    return None
+
+
 def load_conf(path: str) -> tuple[ConfScript, Settings]:
     """The configuration script and the settings with its directives applied over the environment."""
     from hydria.config import load_settings
@@ -125,7 +144,11 @@ def start_from(options: Parsed, settings: Settings, conf: ConfScript | None = No
     target, command = options.target, options.command
     remote = None
     if container is None:
-        container = resolve_target(target, settings)
+        try:
+            container = resolve_target(target, settings)
+        except HydriaError as e:
+            e.hint = _target_taken_as_a_value(options, settings) or e.hint
+            raise
         from hydria.hooks.launch import is_launcher, remote_start
 
         if is_launcher(command):  # an MPI launcher: its daemons start the same container elsewhere

@@ -33,8 +33,11 @@ class Store:
         return Path(container_path(self.settings.data_path, name))
 
     def container(self, name: str) -> Container:
-        """Raises HydriaError when there is no such container."""
-        return find(self.settings.data_path, name)
+        """Raises NotFound when there is no such container."""
+        try:
+            return find(self.settings.data_path, name)
+        except NotFound as e:
+            raise NotFound(self.path(name), hint="hydria list shows your containers") from e
 
     def create(self, image: Path, name: str | None, *, force: bool, unpack: bool) -> Path:
         """Raises HydriaError for a bad image or name, or an existing container without force."""

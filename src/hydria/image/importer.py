@@ -45,14 +45,20 @@ def output_path(ref: ImageReference, output: str | None, cwd: Path) -> Path:
         HydriaError: AlreadyExists, NotFound, PermissionProblem.
     """
     target = Path(os.path.abspath(cwd / (output or ref.default_output())))
-    target = target.parent.resolve() / target.name
-    if target.exists() or target.is_symlink():
-        raise OutputExists(target, hint="import never overwrites; remove the file or choose another --output")
-    if not target.parent.is_dir():
-        raise NotFound(target.parent)
+    try:
+        target = target.parent.resolve() / target.name
+        if target.exists() or target.is_symlink():
+            raise OutputExists(target, hint="import never overwrites; remove the file or choose another --output")
+        if not target.parent.is_dir():
+            raise NotFound(target.parent, hint="make the folder first, or choose another --output")
+    except PermissionError:  # a folder on the way that this user may not search
+        raise PermissionProblem(target.parent, hint=_WRITABLE_OUTPUT) from None
     if not os.access(target.parent, os.W_OK | os.X_OK):
-        raise PermissionProblem(target.parent, hint="choose an --output in a directory you can write")
+        raise PermissionProblem(target.parent, hint=_WRITABLE_OUTPUT)
     return target
+
+
+_WRITABLE_OUTPUT = "choose an --output in a directory you can write"
 
 
 def import_image(uri: str, settings: Settings, *, output: str | None = None, arch: str | None = None,

@@ -40,7 +40,8 @@ def env_option(value: str, host: Mapping[str, str]) -> tuple[str, str]:
     """``--env NAME=VALUE`` verbatim, ``--env NAME`` copies the host's value. Raises HydriaError."""
     name, equals, rest = value.partition("=")
     if not is_name(name):
-        raise InvalidArgument(value)
+        raise InvalidArgument(value, hint="--env takes NAME=VALUE, or NAME for the host's value; a NAME is letters, "
+                                          "digits and _, not starting with a digit")
     return name, rest if equals else host.get(name, "")
 
 

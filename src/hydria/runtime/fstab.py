@@ -135,7 +135,7 @@ def parse_line(line: str, origin: str = "") -> MountEntry | None:
                                                                            "x-create=auto", "x-detach", "x-move"}:
         fields = [fields[0], fields[1], "none", fields[2]]
     if len(fields) < 3:
-        raise FstabError(f'invalid fstab entry: "{line.strip()}" at {origin or "command line"}')
+        raise _invalid_entry(line, origin)
     source, target, fstype = (unescape(f) for f in fields[:3])
     options = tuple(o for o in (fields[3] if len(fields) > 3 else "").split(",") if o)
     if fstype == "none" and source != "tmpfs" and not {"bind", "rbind"} & set(options) \
@@ -147,12 +147,22 @@ def parse_line(line: str, origin: str = "") -> MountEntry | None:
         freq = int(fields[4]) if len(fields) > 4 else 0
         passno = int(fields[5]) if len(fields) > 5 else 0
     except ValueError:
-        raise FstabError(f'invalid fstab entry: "{line.strip()}" at {origin or "command line"}') from None
+        raise _invalid_entry(line, origin) from None
     if passno == 0 and freq != 0:
         passno = freq
     if fstype == "none" and source == "tmpfs":
         fstype = "tmpfs"
     return MountEntry(source, target, fstype, options, passno, origin)
+
+
+MOUNT_OPTION_FORM = ("a --mount is fstab's fields separated by ':', SRC:DST[:TYPE[:OPTIONS[:FREQ:PASSNO]]], "
+                     "e.g. /data:/data or /data:/data:none:bind,ro")
+
+
+def _invalid_entry(line: str, origin: str) -> FstabError:
+    form = MOUNT_OPTION_FORM if origin == "--mount" else \
+        "a line is SOURCE TARGET TYPE OPTIONS [FREQ [PASSNO]], the fields of /etc/fstab"
+    return FstabError(f'invalid fstab entry: "{line.strip()}" at {origin or "command line"}', hint=form)
 
 
 def parse(text: str, origin: str, env: Mapping[str, str] | None = None) -> list[MountEntry]:
@@ -167,8 +177,8 @@ def parse(text: str, origin: str, env: Mapping[str, str] | None = None) -> list[
 def from_mount_option(value: str) -> MountEntry:
     """``--mount SRC:DST[:TYPE[:OPTIONS]]``: fstab fields separated by ``:``. Raises FstabError."""
     if not all(value.split(":")) or any(c.isspace() for c in value):  # \S+(:\S+)*
-        raise FstabError(f"Invalid argument: {value}")
+        raise FstabError(f"Invalid argument: {value}", hint=MOUNT_OPTION_FORM)
     entry = parse_line(value.replace(":", " "), "--mount")
     if entry is None:
-        raise FstabError(f"Invalid argument: {value}")
+        raise FstabError(f"Invalid argument: {value}", hint=MOUNT_OPTION_FORM)
     return entry

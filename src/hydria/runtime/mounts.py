@@ -182,7 +182,8 @@ def mount_entry(entry: MountEntry, root: str, cwd: str) -> None:
             return
         source = os.path.normpath(source)
         if not os.path.exists(source):
-            raise MountFailed(f"failed to mount: {entry.source} at {entry.target}: No such file or directory")
+            raise MountFailed(f"failed to mount: {entry.source} at {entry.target}: No such file or directory",
+                              hint=f"the source {source} does not exist on this host")
         _mount_entry(entry, source, target)
     else:
         _mount_entry(entry, entry.source, target)
