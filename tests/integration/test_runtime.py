@@ -269,6 +269,7 @@ def test_remove_asks_and_defaults_to_no(images: dict[str, Path], workspace: Work
     (("remove", "-f", "missing"), "hint: hydria list shows your containers"),
     (("export", "missing"), "hint: hydria list shows your containers"),
     (("exec", "999999999", "true"), "Process not found: 999999999\n[INFO] hint: hydria list --fancy shows the PIDs"),
+    (("exec", "1", "true"), "Process not found: 1\n[INFO] hint: the process belongs to another user"),
     (("start", "-e", "1BAD=x", "IMAGE", "true"), "Invalid argument: 1BAD=x"),
     (("start",), "a container name or image file is required"),
     (("start", "--conf", "/tmp", "IMAGE", "true"), "--conf /tmp: Is a directory"),
@@ -309,6 +310,20 @@ def test_an_option_that_took_the_container_as_its_value_is_named(images: dict[st
     assert result.returncode == 1 and "hint: --rc took app.sqsh as its value, so echo was read" in result.stderr
     plain = start(workspace, "--env", "HOME", "nosuch")
     assert "hint: create it first: hydria create --name nosuch IMAGE" in plain.stderr
+
+
+def test_exec_into_a_process_that_is_no_container_is_refused(workspace: Workspace) -> None:
+    """A PID of the user's own outside any container (a typo, a shell): the command would run on
+    the host, where the user meant the container."""
+    sleeper = subprocess.Popen(["sleep", "30"], user=workspace.user.uid, group=workspace.user.gid, extra_groups=[])
+    try:
+        result = workspace.run("exec", str(sleeper.pid), "touch", str(workspace.out / "ran"))
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert result.returncode == 1
+    assert f"process {sleeper.pid} is not in a container: it shares this process's mount namespace" in result.stderr
+    assert not (workspace.out / "ran").exists()
 
 
 def test_conf_may_be_dev_null(images: dict[str, Path], workspace: Workspace) -> None:

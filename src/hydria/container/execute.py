@@ -56,6 +56,12 @@ def execute(pid: int, command: Sequence[str], extra_env: Mapping[str, str]) -> N
         cwd = os.open(f"/proc/{pid}/cwd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as e:
         raise HydriaError(f"cannot open the namespaces of process {pid}: {e.strerror}") from None
+    if not any(name == "mnt" for name, _, _ in handles):  # every container has a mount namespace of its own
+        for _, _, handle in handles:
+            os.close(handle)
+        os.close(cwd)
+        raise HydriaError(f"process {pid} is not in a container: it shares this process's mount namespace",
+                          hint="hydria list --fancy shows the PIDs of your running containers")
     for name, kind, handle in handles:
         try:
             sc.setns(handle, kind)
