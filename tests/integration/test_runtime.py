@@ -656,6 +656,20 @@ def test_config_files_with_bytes_that_are_not_utf8(images: dict[str, Path], work
     assert "c   a   f 351" in result.stdout and "/caf" in result.stdout
 
 
+def test_a_bind_mount_option_that_means_nothing(images: dict[str, Path], workspace: Workspace) -> None:
+    """The kernel ignores file system options on a bind mount: refused on the command line (a typo
+    of ro would mount read-write), warned about in a configuration file (as enroot mounts it)."""
+    refused = start(workspace, "-m", f"{workspace.out}:/mnt:none:bind,r0", str(images["busybox"]), "true")
+    assert refused.returncode == 1 and "'r0' is no option of a bind mount" in refused.stderr
+    directory = workspace.root / "config" / "mounts.d"
+    directory.mkdir(exist_ok=True)
+    (directory / "site.fstab").write_text(f"{workspace.out} /mnt none x-create=dir,bind,r0\n")
+    warned = start(workspace, str(images["busybox"]), "true")
+    assert warned.returncode == 0
+    assert f"[WARN] {workspace.out} at /mnt: 'r0' is no option of a bind mount (from {directory}/site.fstab:1): " \
+           "ignored" in warned.stderr
+
+
 def test_concurrent_forced_creates_of_one_name(images: dict[str, Path], workspace: Workspace) -> None:
     """Each one succeeds or says the name is taken; the container that is left works."""
     assert workspace.run("create", "-n", "same", str(images["busybox"])).returncode == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -158,6 +159,9 @@ def test_mounts_and_workdir(srun: Srun, images: dict[str, Path]) -> None:
     assert result.returncode != 0 and "--container-mounts: source path does not exist: /nonexistent/dir" in result.stderr
     result = srun(image, "--container-workdir=/nonexistent", "true")
     assert result.returncode != 0 and "couldn't chdir to /nonexistent" in result.stderr
+    result = srun(image, f"--container-mounts={data}:/data:r0", "touch", "/data/x")  # ro mistyped
+    assert result.returncode != 0 and f"failed to mount: {data} at /data: 'r0' is no option of a bind mount" \
+        in result.stderr
 
 
 def test_environment_and_entrypoint(srun: Srun, images: dict[str, Path]) -> None:
@@ -339,6 +343,10 @@ def test_container_save(srun: Srun, images: dict[str, Path]) -> None:
     assert {"result", "task0", "task1"} <= set(srun.ok(f"--container-image={saved}", "ls", "/").split())
     result = srun(f"--container-image={images['busybox']}", "--container-save=/nonexistent/x.sqsh", "true")
     assert "failed to export container pyxis_" in result.stderr and "/nonexistent" in result.stderr
+    # said when the step starts too, not only after the job's work
+    assert "hydria: warning: --container-save=/nonexistent/x.sqsh cannot be written as things are (No such file " \
+           "or directory: /nonexistent)" in result.stderr
+    assert result.stderr.index("warning: --container-save") < result.stderr.index("failed to export")
 
 
 @pytest.mark.parametrize(("option", "message"), [
@@ -355,6 +363,16 @@ def test_invalid_options_fail_on_the_submit_side(srun: Srun, images: dict[str, P
                                                  message: str) -> None:
     result = srun(f"--container-image={images['busybox']}", option, "true")
     assert result.returncode != 0 and f"hydria: {message}" in result.stderr
+
+
+def test_an_image_file_named_without_a_path_is_explained(srun: Srun, images: dict[str, Path]) -> None:
+    """pyxis reads ``app.sqsh`` as a registry image (a path starts with / or .): say so."""
+    shutil.copy(images["busybox"], srun.workspace.out / "app.sqsh")
+    result = srun("--container-image=app.sqsh", "true")  # refused before any registry is asked
+    assert result.returncode != 0
+    assert "hydria: --container-image=app.sqsh names a registry image, and a file of that name is here" in result.stderr
+    assert "hint: for the file, write --container-image=./app.sqsh: an image path starts with / or ." in result.stderr
+    assert srun.ok("--container-image=./app.sqsh", "true") == ""
 
 
 def test_bad_image_fails_the_step(srun: Srun) -> None:

@@ -207,6 +207,8 @@ def _mount_entry(entry: MountEntry, source: str, target: str) -> None:
         return
     flags, propagation, data, recursive = entry.split_options()
     if entry.is_bind:
+        if data:
+            _unknown_bind_options(entry, data)
         sc.mount(source, target, None, sc.MS_BIND | (sc.MS_REC if recursive else 0))
         extra = flags & ~(sc.MS_BIND | sc.MS_REC | sc.MS_REMOUNT | sc.MS_SILENT)
         if extra or "rw" in entry.options:
@@ -218,6 +220,20 @@ def _mount_entry(entry: MountEntry, source: str, target: str) -> None:
         sc.mount(source, target, entry.fstype, flags & ~sc.MS_REC, data or None)
     if propagation:
         sc.mount(None, target, None, propagation)
+
+
+COMMAND_LINE_MOUNTS = ("--mount", "--container-mounts")
+
+
+def _unknown_bind_options(entry: MountEntry, data: str) -> None:
+    """A bind mount takes no file system options: the kernel would ignore them (as enroot leaves it
+    to). A typo on the command line (``r0`` for ``ro``) is refused; a configuration file's is
+    warned about."""
+    message = f"failed to mount: {entry.source} at {entry.target}: {data!r} is no option of a bind mount"
+    if entry.origin in COMMAND_LINE_MOUNTS:
+        raise MountFailed(message, hint="a bind mount takes ro, rw, nosuid, nodev, noexec, the propagation flags "
+                                        "(private, rprivate, shared, slave, unbindable, ...) and x-create=")
+    log.warning("%s (from %s): ignored", message.removeprefix("failed to mount: "), entry.origin or "an fstab")
 
 
 def _create(target: str, kind: str, source: str | None, shown: str) -> None:

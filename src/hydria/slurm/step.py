@@ -74,6 +74,8 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
     for entry in options.mounts:  # as pyxis: checked here, with its message
         if entry.is_bind and entry.source.startswith("/") and not os.path.exists(entry.source):
             raise HydriaError(f"--container-mounts: source path does not exist: {entry.source}")
+    if options.save:
+        _check_save_path(os.path.join(cwd, options.save), marks)
     settings = _step_settings(options, settings)
     if options.name is not None:
         _refuse_shared_across_nodes(name, settings, environment)
@@ -164,6 +166,18 @@ def cleanup(options: ContainerOptions, step: str, settings: Settings, environmen
         shutil.rmtree(step_dir(settings, step), ignore_errors=True)
         _release(options, plugin)
     return None
+
+
+def _check_save_path(path: str, marks: MarkChannel) -> None:
+    """--container-save writes when the step ends: say now, not after the job's hours of work,
+    that the folder is missing or not writable. A warning only: the step itself may make it."""
+    from hydria.paths import output_file
+
+    try:
+        output_file(path, path, force=True)
+    except HydriaError as e:
+        user_log(marks, f"warning: --container-save={path} cannot be written as things are ({e.message}): "
+                        "the container will not be saved unless the step makes that possible")
 
 
 def container_name(options: ContainerOptions, step: str, scope: str) -> str | None:
@@ -310,8 +324,14 @@ def _image_file(image: str, scratch: str, settings: Settings, cwd: str, plugin: 
         if not os.path.isfile(path):
             raise HydriaError(f"--container-image: no such file: {path}")
         return path
+    from hydria.container.target import IMAGE_SUFFIXES
     from hydria.image.importer import import_image
 
+    as_file = f"for the file, write --container-image=./{image}: an image path starts with / or ., as with pyxis"
+    looks_like_a_file = image.endswith(IMAGE_SUFFIXES) and "://" not in image
+    if looks_like_a_file and os.path.isfile(os.path.join(cwd, image)):  # not worth a registry's answer
+        raise HydriaError(f"--container-image={image} names a registry image, and a file of that name is here",
+                          hint=as_file)
     uri = image if image.startswith(("docker://", "dockerd://")) else f"docker://{image}"
     if plugin.importer:
         return importer.get(plugin.importer, uri, plugin.runtime_path)
@@ -330,7 +350,8 @@ def _image_file(image: str, scratch: str, settings: Settings, cwd: str, plugin: 
         raise
     except HydriaError as e:
         log.error("%s", e.message)
-        raise HydriaError(f"failed to import docker image: {image}", hint=e.hint) from None
+        raise HydriaError(f"failed to import docker image: {image}", hint=as_file if looks_like_a_file else e.hint) \
+            from None
     user_log(marks, f"imported docker image: {image}")
     return imported
 
