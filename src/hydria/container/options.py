@@ -19,11 +19,11 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any, Union
 
-    Parsed = Union[argparse.Namespace, SimpleNamespace]  # what argparse or defaults() gives
-
     from hydria.config import Settings
     from hydria.runtime.confscript import ConfScript
     from hydria.runtime.rootfs import Container
+
+    Parsed = Union[argparse.Namespace, SimpleNamespace]  # what argparse or defaults() gives
 
 
 class StartOption(Record):
