@@ -93,9 +93,14 @@ def test_bundle_info_usage_and_checksum(bundle: Path, images: dict[str, Path], w
     assert lines["Description"] == "a test bundle" and lines["Compression"] == "zstd"
     assert lines["Target directory"] == "bb" and lines["Uncompressed size"].endswith(" KB")
     assert len(lines["Checksum"].split()) == 2
-    usage = run_bundle(workspace, bundle, "--no-such-option")
+    usage = run_bundle(workspace, bundle, "--help")
     assert usage.returncode == 0 and usage.stdout.startswith("Usage: bb.run") and "a test bundle" in usage.stdout
-    assert run_bundle(workspace, bundle, "-e").returncode == 0  # a missing value is a usage error too
+    wrong = run_bundle(workspace, bundle, "--no-such-option", "true")  # enroot's bundles exit 0 here
+    assert wrong.returncode == 1 and wrong.stdout == ""
+    assert wrong.stderr.startswith("[ERROR] Unknown option: --no-such-option (the bundle's options come before")
+    assert "Usage: bb.run" in wrong.stderr
+    missing = run_bundle(workspace, bundle, "-e")
+    assert missing.returncode == 1 and missing.stderr.startswith("[ERROR] -e needs a value")
     plain = workspace.out / "plain.run"
     ok(workspace, "bundle", "-o", str(plain), str(images["busybox"]))
     assert "Checksum" not in run_bundle(workspace, plain, "-i").stdout

@@ -39,7 +39,7 @@ bundle::usage() {
    -r, --root           Ask to be remapped to root inside the container
    -w, --rw             Make the container root filesystem writable
 EOF
-    exit 0
+    exit "${1:-0}"
 }
 
 bundle::info() {
@@ -150,11 +150,17 @@ while [ $# -gt 0 ]; do
     -q|--quiet) shift ;;
     -r|--root|-w|--rw) args+=("$1"); shift ;;
     -c|--conf|-e|--env|-m|--mount|--rc)
-        [ -z "${2-}" ] && bundle::usage
+        if [ -z "${2-}" ]; then
+            echo "[ERROR] $1 needs a value" >&2
+            bundle::usage 1 >&2
+        fi
         args+=("$1" "$2"); shift 2 ;;
     --conf=?*|--env=?*|--mount=?*|--rc=?*) args+=("$1"); shift ;;
+    -h|--help) bundle::usage ;;
     --) shift; break ;;
-    -?*) bundle::usage ;;
+    -?*)
+        echo "[ERROR] Unknown option: $1 (the bundle's options come before the command, the command's after --)" >&2
+        bundle::usage 1 >&2 ;;
     *) break ;;
     esac
 done
