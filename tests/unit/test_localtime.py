@@ -1,4 +1,4 @@
-"""The built-in localtime hook (runtime/hooks.py copy_localtime), on plain directories."""
+"""The built-in localtime hook (hooks/localtime.py), on plain directories."""
 
 from __future__ import annotations
 

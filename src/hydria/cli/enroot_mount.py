@@ -2,7 +2,7 @@
 
 Hook scripts (enroot's own device, nvidia and mellanox hooks, and the site hooks copied from them)
 mount with ``enroot-mount --root "$ENROOT_ROOTFS" -`` and fstab lines on stdin. hydria puts a
-program of that name first on its hooks' ``PATH`` (runtime/hooks.py); it performs the entries of
+program of that name first on its hooks' ``PATH`` (hooks/scripts.py); it performs the entries of
 pass ``N`` (default 0) with hydria's own mount code, so targets stay inside ``DIR`` (default
 ``/``), in the container's mount namespace, with the capabilities hooks run with.
 """
