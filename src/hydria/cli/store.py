@@ -31,6 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     importing = actions.add_parser("import", help="import a registry image into the store (as its owner)")
     importing.add_argument("-a", "--arch", help="architecture of the image (default: this machine's)")
     importing.add_argument("uri", help="docker://[USER@][REGISTRY#]IMAGE[:TAG|@DIGEST]")
+    importing.add_argument("--marks-fd", type=int, help=argparse.SUPPRESS)  # the Slurm plugin's (slurm/shim.py)
     listing = actions.add_parser("list", help="the images in the store")
     listing.add_argument("--json", action="store_true", help="one JSON object per image, in an array")
     pruning = actions.add_parser("prune", help="remove the least recently used images (as its owner)")
@@ -49,7 +50,12 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     if options.action == "import":
         from hydria.image.importer import import_into_store
 
-        print(import_into_store(options.uri, settings, arch=options.arch))
+        tell = None
+        if options.marks_fd is not None:
+            from hydria.slurm.shim import MarkChannel
+
+            tell = MarkChannel(options.marks_fd).log
+        print(import_into_store(options.uri, settings, arch=options.arch, tell=tell))
         return 0
     store = ImageStore(settings.store_path, settings.store_owner)
     if options.action == "init":

@@ -64,13 +64,21 @@ class StoredImage(Record):
 class ImageStore:
     """The store at ``root``, written by ``owner`` (a user name; empty: the directory's owner)."""
 
-    def __init__(self, root: str | Path, owner: str = "") -> None:
+    def __init__(self, root: str | Path, owner: str = "", tell: Callable[[str], None] | None = None) -> None:
+        """``tell`` also gets what an import says of other nodes' imports (waiting, taking over):
+        the Slurm plugin shows it in the step's log."""
         self.root = Path(root)
+        self.tell = tell
         self.images = self.root / "images"
         self.meta = self.root / "meta"
         self.locks = self.root / "locks"
         self.owner_uid = _owner_uid(self.root, owner)
         self.trusted = frozenset({0, self.owner_uid})
+
+    def _say(self, write: Callable[[str], None], message: str) -> None:
+        write(message)
+        if self.tell is not None:
+            self.tell(message)
 
     @classmethod
     def configured(cls, settings: Settings) -> ImageStore | None:
@@ -129,7 +137,7 @@ class ImageStore:
                         return found
                     return self._write(key, uri, digest, write)
             if not announced:
-                log.info("Waiting for %s, which imports %s into the image store", holder, uri)
+                self._say(log.info, f"Waiting for {holder}, which imports {uri} into the image store")
                 announced = True
             time.sleep(POLL)
 
@@ -180,7 +188,7 @@ class ImageStore:
             os.rename(lock, lock.with_name(f"{lock.name}.stale.{process_tag()}"))  # one waiter wins
         except FileNotFoundError:
             return
-        log.warning("Taking over the import of %s: %s has not touched its lock for %.0f s", key[:12], holder, age)
+        self._say(log.warning, f"Taking over the import of {key[:12]}: {holder} has not touched its lock for {age:.0f} s")
         for leftover in self.locks.glob(f"{lock.name}.stale.*"):
             leftover.unlink(missing_ok=True)
         for partial in self.images.glob(f".{key}{SUFFIX}.*.partial"):

@@ -105,10 +105,12 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
         return write_image(resolved, target, options, kept, progress=progress)
 
 
-def import_into_store(uri: str, settings: Settings, *, arch: str | None = None) -> Path:
+def import_into_store(uri: str, settings: Settings, *, arch: str | None = None,
+                      tell: Callable[[str], None] | None = None) -> Path:
     """``hydria store import``: the store's entry of registry image ``uri``, imported unless it
-    is there. Raises HydriaError, also when this user does not write the store."""
-    store = ImageStore(settings.store_path, settings.store_owner)
+    is there (``tell``: see ImageStore). Raises HydriaError, also when this user does not write
+    the store."""
+    store = ImageStore(settings.store_path, settings.store_owner, tell)
     store.require_writer()
     store.check()
     ref = parse(uri)

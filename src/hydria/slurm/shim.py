@@ -6,7 +6,8 @@ every ``--container-*`` occurrence.
 Errors print as ``hydria: MESSAGE`` (the user sees them in srun's terminal) and exit 1.
 
 ``start`` tells the shim what it resolved with marked lines (``@log``, ``@workdir``, ``@cleanup``,
-...) on a descriptor of their own, ``--marks-fd``: never on stdout or stderr, which the image's
+...) on a descriptor of their own, ``--marks-fd`` (``hydria store import`` takes one too, for its
+``@log`` lines, when the shim runs it for a step): never on stdout or stderr, which the image's
 entrypoint writes to as well (an image that printed ``@workdir /x`` moved every task). The
 descriptor is not inherited by anything ``start`` runs, the container least of all.
 """
@@ -65,8 +66,12 @@ def split(args: Sequence[str]) -> ShimArguments:
     return parsed
 
 
+LOG_MARK = "@log "  # a line for the user's terminal: the shim passes it to slurm_spank_log
+
+
 class MarkChannel:
-    """Where ``start`` sends its marks: the shim's descriptor, closed to every program it runs."""
+    """Where ``start`` (and the store's import) sends marks: the shim's descriptor, closed to
+    every program it runs."""
 
     def __init__(self, fd: int | None) -> None:
         """Raises HydriaError without a usable descriptor (``start`` is run by the shim only)."""
@@ -81,6 +86,10 @@ class MarkChannel:
     def send(self, mark: str) -> None:
         """One mark (one line: a line break in it would start another mark)."""
         os.write(self._fd, (" ".join(mark.splitlines()) + "\n").encode(errors="surrogateescape"))
+
+    def log(self, message: str) -> None:
+        """A line for the user's terminal, as pyxis's log lines (``hydria: MESSAGE``)."""
+        self.send(f"{LOG_MARK}hydria: {message}")
 
 
 def report(error: HydriaError) -> int:

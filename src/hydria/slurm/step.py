@@ -32,7 +32,6 @@ DISABLED_STATUS = 64  # no container for this step (the shim's DISABLED_STATUS)
 # Marks (on the shim's own descriptor: hydria.slurm.shim) tell the shim what it needs (its
 # read_marks): a line for the user's terminal, that the step leaves something to clean up, and the
 # options as resolved here.
-LOG_MARK = "@log "
 CLEANUP_MARK = "@cleanup"
 RC_LOCAL = 'exec "$@"\n'  # replaces the image's rc.local, so that its entrypoint does not run
 ATTACH_STATUS = 65  # join the running container the "@attach PID" line names (the shim's ATTACH_STATUS)
@@ -176,7 +175,7 @@ def _check_save_path(path: str, marks: MarkChannel) -> None:
     try:
         output_file(path, path, force=True)
     except HydriaError as e:
-        user_log(marks, f"warning: --container-save={path} cannot be written as things are ({e.message}): "
+        marks.log(f"warning: --container-save={path} cannot be written as things are ({e.message}): "
                         "the container will not be saved unless the step makes that possible")
 
 
@@ -282,7 +281,7 @@ def _container(options: ContainerOptions, prefix: str, step: str, settings: Sett
     if options.image is None:
         raise HydriaError(f'a container with name "{name}" does not exist, and --container-image is not set')
     image = _image_file(options.image, scratch, settings, cwd, plugin, marks)
-    user_log(marks, f"creating container filesystem: {name}")
+    marks.log(f"creating container filesystem: {name}")
     try:
         _create(image, name, settings, force=False, unpack=settings.unpack)
     except HydriaError as e:
@@ -340,7 +339,7 @@ def _image_file(image: str, scratch: str, settings: Settings, cwd: str, plugin: 
     if os.path.lexists(target):
         os.unlink(target)
     if int(os.environ.get("SLURM_STEP_NUM_TASKS") or os.environ.get("SLURM_NTASKS") or 1) <= 1:
-        user_log(marks, f"importing docker image: {image}")  # as pyxis: not once per task of a large step
+        marks.log(f"importing docker image: {image}")  # as pyxis: not once per task of a large step
     try:
         # A kept image on another file system (the cache in $HOME, scratch in local /tmp) is used
         # where it is, rather than copied into scratch by every step.
@@ -352,7 +351,7 @@ def _image_file(image: str, scratch: str, settings: Settings, cwd: str, plugin: 
         log.error("%s", e.message)
         raise HydriaError(f"failed to import docker image: {image}", hint=as_file if looks_like_a_file else e.hint) \
             from None
-    user_log(marks, f"imported docker image: {image}")
+    marks.log(f"imported docker image: {image}")
     return imported
 
 
@@ -365,8 +364,3 @@ def _ask_for_store_import(uri: str, marks: MarkChannel) -> None:
     store's owner's import (plugstack ``store_owner``) and this start again."""
     marks.send(STORE_MARK + uri)
     raise StoreImportRequested(f"the image store lacks {uri}")
-
-
-def user_log(marks: MarkChannel, message: str) -> None:
-    """A line for the user's terminal (the shim passes it to slurm_spank_log), as pyxis's log lines."""
-    marks.send(f"{LOG_MARK}hydria: {message}")

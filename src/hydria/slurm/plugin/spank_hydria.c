@@ -462,6 +462,15 @@ static int snapshot(pid_t pid)
     return holder_environ && kill(pid, 0) == 0 ? 0 : -1;
 }
 
+/* "@log MESSAGE", a line for the user: passed to slurm_spank_log. Returns whether `line` was one. */
+static int log_mark(const char *line, int length)
+{
+    if (length < 5 || strncmp(line, "@log ", 5) != 0)
+        return 0;
+    slurm_spank_log("%.*s", length - 5, line + 5);
+    return 1;
+}
+
 /* The marks `hydria slurm start` wrote to its own descriptor (never its output, which the image's
  * entrypoint shares): "@log MESSAGE" goes to the user (importing an image, ...); the others say
  * what it resolved. Returns the PID of "@attach PID", if any. */
@@ -472,8 +481,8 @@ static const char *read_marks(const char *marks)
     for (const char *line = marks; line && *line;) {
         const char *end = strchrnul(line, '\n');
         int length = (int)(end - line);
-        if (strncmp(line, "@log ", 5) == 0)
-            slurm_spank_log("%.*s", length - 5, line + 5);
+        if (log_mark(line, length))
+            ;
         else if (strncmp(line, "@attach ", 8) == 0)
             attach = line + 8;
         else if (strncmp(line, "@workdir ", 9) == 0)
@@ -561,9 +570,10 @@ static void start_container(spank_t sp, const char *ids, const char *script, con
 static void fill_store(const char *uri)
 {
     struct passwd *owner = getpwnam(store_owner);
-    char *argv[] = {hydria_path, "store", "import", "--", (char *)uri, NULL};
+    char marks_arg[32];
+    char *argv[] = {hydria_path, "store", "import", marks_arg, "--", (char *)uri, NULL};
     struct identity account = {0};
-    int status, log;
+    int status = -1, log, marks;
     pid_t child = -1;
 
     if (!owner) {
@@ -571,22 +581,26 @@ static void fill_store(const char *uri)
         return;
     }
     slurm_spank_log("hydria: importing into the image store: %s", uri);
-    if ((log = memfd_create("hydria-store", MFD_CLOEXEC)) >= 0 && account_identity(owner, owner->pw_gid, &account) == 0)
-        child = run_hydria(argv, &account, log, -1, owner->pw_dir, 0);
+    log = memfd_create("hydria-store", MFD_CLOEXEC);
+    marks = memfd_create("hydria-store-marks", MFD_CLOEXEC);
+    snprintf(marks_arg, sizeof marks_arg, "--marks-fd=%d", marks);
+    if (log >= 0 && marks >= 0 && account_identity(owner, owner->pw_gid, &account) == 0)
+        child = run_hydria(argv, &account, log, marks, owner->pw_dir, 0);
     free(account.groups);
-    if (child < 0) {
-        if (log >= 0)
-            close(log);
-        slurm_spank_log("hydria: the image store could not import %s; importing it for this job", uri);
-        return;
+    if (child > 0) {
+        status = wait_for(child, 0);
+        char *said = read_all(marks);  /* "@log" lines: this node waits for another's import, or took it over */
+        for (const char *line = said; line && *line;) {
+            const char *end = strchrnul(line, '\n');
+            log_mark(line, (int)(end - line));
+            line = *end ? end + 1 : end;
+        }
+        free(said);
     }
-    status = wait_for(child, 0);
-    char *output = read_all(log);
-    for (char *line = output ? strtok(output, "\n") : NULL; line; line = strtok(NULL, "\n"))
-        if (!strncmp(line, "[INFO] Waiting for ", 19) || !strncmp(line, "[WARN] Taking over ", 19))
-            slurm_spank_log("hydria: %s", line + 7);  /* this node waits for another, or took over */
-    free(output);
-    close(log);
+    if (log >= 0)
+        close(log);
+    if (marks >= 0)
+        close(marks);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         slurm_spank_log("hydria: the image store could not import %s; importing it for this job", uri);
 }
