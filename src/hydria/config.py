@@ -178,6 +178,10 @@ def parse_conf(text: str, source: str, *, commands: bool = False) -> list[Assign
         if not line or line.startswith("#"):
             continue
         origin = f"{source}:{number}"
+        if line.startswith("export "):
+            raise ConfigError(f"Invalid configuration file: {origin}: {line!r} is a shell command",
+                              hint=f"write {line.removeprefix('export ').strip()} without 'export': the file holds "
+                                   "settings, it is not run as a shell script")
         match = re.match(_LINE, line)
         if not match:
             raise ConfigError(

@@ -107,6 +107,14 @@ def test_host_name_and_uid_are_the_processes_not_the_environments() -> None:
     assert s.data_path == "/local/node07/1001"
 
 
+def test_a_shell_export_line_says_how_to_write_it() -> None:
+    with pytest.raises(ConfigError) as failed:
+        parse_conf("export HYDRIA_DATA_PATH=/scratch/$USER\n", "hydria.conf")
+    assert failed.value.message == "Invalid configuration file: hydria.conf:1: " \
+        "'export HYDRIA_DATA_PATH=/scratch/$USER' is a shell command"
+    assert failed.value.hint is not None and failed.value.hint.startswith("write HYDRIA_DATA_PATH=/scratch/$USER without")
+
+
 def test_comments_and_blank_lines_are_skipped() -> None:
     s = settings_from("# a comment\n\n#HYDRIA_MAX_CONNECTIONS 3\nHYDRIA_MAX_CONNECTIONS 4\n")
     assert s.max_connections == 4
