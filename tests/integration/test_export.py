@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
+from testbed.users import live_processes
 from testbed.workspace import Workspace
 
 pytestmark = pytest.mark.integration
@@ -71,3 +73,23 @@ def test_export_reports_a_failing_squash(images: dict[str, Path], workspace: Wor
     result = workspace.run("export", "c", HYDRIA_SQUASH_OPTIONS="-comp nosuch")
     assert result.returncode != 0 and "cannot write c.sqsh" in result.stderr
     assert sorted(p.name for p in workspace.out.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["export", "bundle"])
+def test_sigterm_while_writing_leaves_nothing(command: str, images: dict[str, Path], workspace: Workspace) -> None:
+    """scancel or kill in the middle of an export or a bundle: the command ends as on Ctrl-C, with
+    its half-written file and the tools writing it (mksquashfs, sqfs2tar, the compressor) gone."""
+    ok(workspace, "create", "-n", "c", str(images["debian"]))
+    args = ["export", "-o", "out.sqsh", "c"] if command == "export" else ["bundle", "-o", "out.run",
+                                                                          str(images["debian"])]
+    process = workspace.popen(*args)
+    deadline = time.monotonic() + 30
+    while not list(workspace.out.glob(".out.*")) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert process.poll() is None, "it ended before it was writing: nothing was tested"
+    process.terminate()
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err
+    assert list(workspace.out.iterdir()) == []
+    assert live_processes(workspace.user, wait=5) == []

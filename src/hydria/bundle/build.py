@@ -174,6 +174,9 @@ def _compress_rootfs(codec: Codec, image: Path, output: BinaryIO, settings: Sett
     counted = _Counting(reader.stdout)
     try:
         size = _compress(codec, [counted], output, settings)
+    except BaseException:  # interrupted, or the compressor failed: sqfs2tar has nothing more to do
+        reader.kill()
+        raise
     finally:
         reader.stdout.close()
         errors = reader.stderr.read().decode(errors="replace").strip()
@@ -219,6 +222,10 @@ def _compress(codec: Codec, sources: list[_Readable], output: BinaryIO,
         writer.stdin.close()
     except BrokenPipeError:
         pass
+    except BaseException:  # interrupted: the compressor's output is not wanted
+        writer.kill()
+        writer.wait()
+        raise
     errors = writer.stderr.read().decode(errors="replace").strip()
     if writer.wait() != 0:
         raise HydriaError(f"{command[0]} failed: {errors or f'exit status {writer.returncode}'}")

@@ -128,5 +128,7 @@ def _run(command: Command, args: list[str]) -> int:
     if not command.needs_settings:
         return int(module.run(options))
     from hydria.config import load_settings
+    from hydria.interrupt import terminate_as_interrupt
 
-    return int(module.run(options, load_settings()))
+    with terminate_as_interrupt():  # what a command half-wrote goes, as on Ctrl-C
+        return int(module.run(options, load_settings()))

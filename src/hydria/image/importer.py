@@ -26,6 +26,7 @@ from hydria.image.imagestore import ImageStore
 from hydria.image.progress import Progress
 from hydria.image.reference import EngineImage, ImageReference, LocalImage, RegistryImage, parse
 from hydria.image.squashfs import SquashfsFailed, Tar2Sqfs, tar2sqfs_options
+from hydria.interrupt import terminate_as_interrupt
 from hydria.log import Logger
 
 if TYPE_CHECKING:
@@ -131,7 +132,7 @@ def import_into_store(uri: str, settings: Settings, *, arch: str | None = None,
 
 def _watched(stack: ExitStack) -> Progress:
     """An import's progress display, with SIGTERM ending the import as Ctrl-C does."""
-    stack.enter_context(_terminate_as_interrupt())
+    stack.enter_context(terminate_as_interrupt())
     progress = Progress()
     stack.callback(progress.close)
     return progress
@@ -184,28 +185,6 @@ def _deliver(stored: Path, target: Path, in_place: bool) -> Path:
     except FileExistsError:
         raise OutputExists(target) from None
     return target
-
-
-@contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM (scancel of a Slurm step that imports, kill) ends the import as Ctrl-C does, at once
-    and leaving nothing behind, instead of killing Python mid-write. Only in the main thread,
-    where Python runs signal handlers."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def image_digest(uri: str, settings: Settings, *, arch: str | None = None) -> str:

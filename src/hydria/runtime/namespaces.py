@@ -101,6 +101,7 @@ def in_child(work: Callable[[], None]) -> None:
     reader, writer = os.pipe()
     pid = os.fork()
     if pid == 0:
+        os.setpgid(0, 0)  # a group of its own, with the tools it runs: ended together (below)
         os.close(reader)
         status = 1
         try:
@@ -115,8 +116,18 @@ def in_child(work: Callable[[], None]) -> None:
         finally:
             os._exit(status)
     os.close(writer)
-    with os.fdopen(reader, "rb") as pipe:
-        message = pipe.read().decode(errors="replace").strip()
-    _, status = os.waitpid(pid, 0)
+    try:
+        with os.fdopen(reader, "rb") as pipe:
+            message = pipe.read().decode(errors="replace").strip()
+        _, status = os.waitpid(pid, 0)
+    except BaseException:  # Ctrl-C, or SIGTERM as one (hydria/interrupt.py): the child's work ends too
+        import signal
+
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
+        raise
     if status != 0:
         raise HydriaError(message or "the child process failed")
