@@ -417,14 +417,20 @@ def current_context(env: Mapping[str, str]) -> Context:
 def _runtime_default(uid: int, env: Mapping[str, str]) -> str:
     """``$XDG_RUNTIME_DIR/hydria``; without it, ``/run/user/UID/hydria`` when that exists,
     ``/run/hydria`` for root, else a per-user directory under ``$TMPDIR`` (compute nodes often
-    have no login session, and an ordinary user cannot create ``/run/hydria``)."""
+    have no login session, and an ordinary user cannot create ``/run/hydria``). Another user can
+    make that name first in a shared ``/tmp``, which would stop every start: then one in the
+    user's cache folder (a start only mounts its private tmpfs there, whatever file system it is)."""
     if env.get("XDG_RUNTIME_DIR"):
         return "${XDG_RUNTIME_DIR}/hydria"
     if os.path.isdir(f"/run/user/{uid}"):
         return f"/run/user/{uid}/hydria"
     if uid == 0:
         return "/run/hydria"
-    return "${TMPDIR:-/tmp}/hydria-runtime-${UID}"
+    try:
+        squatted = os.lstat(f"{env.get('TMPDIR') or '/tmp'}/hydria-runtime-{uid}").st_uid != uid
+    except OSError:
+        squatted = False
+    return "${XDG_CACHE_HOME}/hydria/runtime" if squatted else "${TMPDIR:-/tmp}/hydria-runtime-${UID}"
 
 
 # Settings that protect the site: for a Slurm step only the administrator's files set them, not

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from testbed.users import User, run_as
+from testbed.workspace import Workspace
 
 pytestmark = pytest.mark.integration
 
@@ -79,3 +80,19 @@ def test_a_file_in_the_way_is_reported(test_user: User, shared_dir: Path) -> Non
     result = ensure_as(test_user, blocker)
     assert result.returncode == 1
     assert "exists but is not a directory" in result.stderr
+
+
+def test_a_default_runtime_folder_another_user_made_first_is_passed_by(images: dict[str, Path],
+                                                                      workspace: Workspace,
+                                                                      other_workspace: Workspace,
+                                                                      shared_dir: Path) -> None:
+    """Without a login session the runtime folder's default is TMPDIR/hydria-runtime-UID, which
+    anyone can make first in a shared /tmp: the start takes one in the user's cache folder then,
+    instead of failing every start (a set HYDRIA_RUNTIME_PATH is still refused, as above)."""
+    squatted = shared_dir / f"hydria-runtime-{workspace.user.uid}"
+    assert run_as(other_workspace.user, ["mkdir", "-m", "777", str(squatted)]).returncode == 0
+    result = workspace.run("start", str(images["busybox"]), "echo", "started", TMPDIR=str(shared_dir))
+    assert result.returncode == 0 and result.stdout == "started\n", result.stderr
+    info = workspace.run("info", TMPDIR=str(shared_dir)).stdout
+    assert f"HYDRIA_RUNTIME_PATH={workspace.root}/xdg-cache/hydria/runtime" in info
+    assert list(squatted.iterdir()) == []
