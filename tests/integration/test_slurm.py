@@ -16,7 +16,7 @@ import pytest
 
 from testbed import slurm
 from testbed.publish import PublishedImage
-from testbed.users import User, live_processes
+from testbed.users import User, live_processes, run_as
 from testbed.workspace import Workspace
 
 pytestmark = pytest.mark.integration
@@ -70,6 +70,21 @@ def test_a_kept_image_on_another_file_system_is_used_where_it_is(srun: Srun, bus
     second = srun.ok(*options, *look, HYDRIA_TESTBED_TEMP=str(local_scratch))
     assert ".sqsh" not in second  # no copy this time
     assert "hydria busybox test image" in second
+
+
+def test_a_scratch_folder_another_user_made_first_is_passed_by(srun: Srun, busybox: PublishedImage,
+                                                                other_workspace: Workspace) -> None:
+    """In a shared /tmp anyone can make hydria-slurm-UID before the user: the steps use a folder
+    in the user's cache then, rather than fail."""
+    shared = srun.workspace.root / "shared-tmp"
+    shared.mkdir(mode=0o1777)
+    shared.chmod(0o1777)
+    squatted = shared / f"hydria-slurm-{srun.workspace.user.uid}"
+    assert run_as(other_workspace.user, ["mkdir", "-m", "777", str(squatted)]).returncode == 0
+    out = srun.ok(f"--container-image={busybox.docker_uri}", "cat", "/etc/os-release", HYDRIA_TESTBED_TEMP=str(shared))
+    assert "hydria busybox test image" in out
+    assert list(squatted.iterdir()) == []
+    assert list((srun.workspace.cache).glob("slurm-*")) != []
 
 
 def test_the_container_inherits_no_descriptor_of_slurmstepd(srun: Srun, images: dict[str, Path]) -> None:

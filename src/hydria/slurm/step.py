@@ -43,8 +43,17 @@ PREFIX = "pyxis_"
 
 
 def user_dir(settings: Settings) -> str:
-    """The user's scratch space on this node: the rc.local override, the steps' folders."""
-    return ensure_dir(os.path.join(settings.temp_path, f"hydria-slurm-{os.getuid()}"), setting="HYDRIA_TEMP_PATH")
+    """The user's scratch space on this node: the rc.local override, the steps' folders. In a
+    shared temporary folder another user may have made its name first, which would stop every
+    step: then a folder in the user's cache, named after the node."""
+    path = os.path.join(settings.temp_path, f"hydria-slurm-{os.getuid()}")
+    try:
+        squatted = os.lstat(path).st_uid != os.getuid()
+    except OSError:
+        squatted = False
+    if squatted:
+        return ensure_dir(os.path.join(settings.cache_path, f"slurm-{os.uname().nodename}"), setting="HYDRIA_CACHE_PATH")
+    return ensure_dir(path, setting="HYDRIA_TEMP_PATH")
 
 
 def step_dir(settings: Settings, step: str) -> str:
