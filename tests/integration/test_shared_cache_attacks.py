@@ -138,3 +138,20 @@ def test_a_kept_image_planted_under_the_victims_key_is_not_used(uri: str, debian
     result = victim_imports(workspace, uri, shared_cache)
     assert "Found the image in cache" not in result.stderr
     assert f"Not using the kept images in {folder}: it belongs to {other_workspace.user.name}" in result.stderr
+
+
+@pytest.mark.parametrize("planted_by", ["attacker", "victim, writable by all"])
+def test_a_planted_stage_broadcast_is_not_kept(planted_by: str, images: dict[str, Path], workspace: Workspace,
+                                               other_workspace: Workspace, shared_cache: Path) -> None:
+    """hydria stage's broadcast file has a name others can guess, in a node's /tmp: a file another
+    user made there first (or one others can write) would become the victim's kept image of that
+    digest, and its owner could rewrite it later. It is refused, and left as it is."""
+    planted = shared_cache / f".hydria-stage-{workspace.user.uid}-7-0123456789abcdef.sqsh"
+    owner = other_workspace.user if planted_by == "attacker" else workspace.user
+    copy = run_as(owner, ["sh", "-c", f"cp {images['busybox']} {planted} && chmod 666 {planted}"])
+    assert copy.returncode == 0, copy.stderr
+    result = workspace.run("stage", "--adopt", str(planted), "--digest", f"sha256:{'ab' * 32}",
+                           "docker://registry.example#team/app:1")
+    assert result.returncode == 1
+    assert f"{planted} is not a file of yours alone (owner {owner.name}, mode 0666, 1 links): not kept" in result.stderr
+    assert planted.exists() and not list(workspace.cache.rglob("*.sqsh"))

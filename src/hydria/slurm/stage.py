@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 from pathlib import Path
 
 from hydria.config import Settings
@@ -20,7 +21,7 @@ from hydria.image.imagecache import ImageCache
 from hydria.image.importer import image_digest, import_image
 from hydria.image.reference import RegistryImage, parse
 from hydria.log import Logger
-from hydria.paths import hydria_command
+from hydria.paths import hydria_command, user_name
 from hydria.runtime.rootfs import check_image
 from hydria.tools import run_tool
 
@@ -56,6 +57,7 @@ def stage(uri: str, settings: Settings, arch: str | None = None) -> int:
 def adopt(staged: str, uri: str, digest: str, settings: Settings) -> None:
     """On one node: the broadcast file becomes a kept image of this node's cache."""
     path = Path(staged)
+    _check_own(path)  # before the try: another user's file stays theirs
     try:
         check_image(path)
         ref = parse(uri)
@@ -64,6 +66,17 @@ def adopt(staged: str, uri: str, digest: str, settings: Settings) -> None:
         _kept_images(settings).entry(ref.uri, digest, settings.squash_options).keep(path)
     finally:
         path.unlink(missing_ok=True)
+
+
+def _check_own(path: Path) -> None:
+    """The broadcast file is in a folder other users may write (a node's /tmp): one that another
+    user made first, or can still write, could be rewritten after it became a kept image."""
+    info = path.lstat()
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_nlink != 1 or info.st_mode & 0o022:
+        raise HydriaError(f"{path} is not a file of yours alone (owner {user_name(info.st_uid)}, mode "
+                          f"{stat.S_IMODE(info.st_mode):04o}, {info.st_nlink} links): not kept",
+                          hint="another user may have made it first in a shared temporary folder: remove it, "
+                               "or set HYDRIA_TEMP_PATH to a folder of your own")
 
 
 def _kept_images(settings: Settings) -> ImageCache:
