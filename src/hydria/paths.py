@@ -73,6 +73,27 @@ def process_tag() -> str:
     return f"{os.uname().nodename}.{os.getpid()}"
 
 
+def staging_file(target: Path, what: str) -> Path:
+    """A new, empty file (mode 0600) beside ``target`` to write it under another name first:
+    made exclusively, so that nothing another user made there first (a symlink, a file they can
+    rewrite later) is written through, in an output folder others may write. The caller removes
+    it, or renames it over ``target`` when complete."""
+    while True:
+        path = target.with_name(f".{target.name}.{what}.{process_tag()}.{os.urandom(4).hex()}")
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+            return path
+        except FileExistsError:
+            continue
+
+
+def umask() -> int:
+    """This process's file mode creation mask (reading it means setting it: set back at once)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def writable_by_others(path: str, trusted: frozenset[int]) -> str | None:
     """The first of ``path`` (links resolved) and the folders above it that someone outside the
     ``trusted`` uids could change: one they own, or may write. A folder that is sticky and belongs

@@ -26,7 +26,7 @@ from typing import BinaryIO, Protocol
 import hydria
 from hydria.config import Settings
 from hydria.errors import HydriaError, MissingTool
-from hydria.paths import output_file, process_tag
+from hydria.paths import output_file, staging_file, umask
 from hydria.record import Record
 from hydria.runtime.rootfs import check_image
 
@@ -77,9 +77,9 @@ def build(options: BundleOptions, settings: Settings) -> Path:
             raise MissingTool(program,
                               hint="install squashfs-tools-ng and the image's compressor (pigz, zstd, xz, lz4, lzop)")
     mtime = int(os.environ.get("SOURCE_DATE_EPOCH") or time.time())
-    staging = output.with_name(f".{output.name}.bundling.{process_tag()}")
+    staging = staging_file(output, "bundling")
     try:
-        with staging.open("w+b") as handle:
+        with staging.open("r+b") as handle:
             reserved = len(_header(codec, target, options.description, sizes=(10**19,) * 2,
                                    sums=("f" * 64,) * 2, total_kb=10**19, offset=10**9))
             handle.seek(reserved)
@@ -92,7 +92,7 @@ def build(options: BundleOptions, settings: Settings) -> Path:
             header = _header(codec, target, options.description, sizes, sums, total_kb, reserved)
             handle.seek(0)
             handle.write(header.ljust(reserved, b"\n"))
-        os.chmod(staging, 0o777 & ~_umask())
+        os.chmod(staging, 0o777 & ~umask())
         os.utime(staging, (mtime, mtime))
         os.replace(staging, output)
     finally:
@@ -246,9 +246,3 @@ def _part_sums(handle: BinaryIO, offset: int, sizes: tuple[int, ...]) -> tuple[s
             left -= len(chunk)
         sums.append(digest.hexdigest())
     return tuple(sums)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from hydria.config import Settings
 from hydria.container.named import check_unchanged
-from hydria.paths import ensure_dir, output_file, process_tag
+from hydria.paths import ensure_dir, output_file, process_tag, staging_file, umask
 from hydria.runtime import namespaces, rootfs
 from hydria.runtime import syscalls as sc
 from hydria.tools import run_tool
@@ -31,9 +31,10 @@ def export(name: str, output: str | None, force: bool, settings: Settings) -> Pa
     container = Store(settings).container(name)
     check_unchanged(container)
     target = output_file(output, f"{name}.sqsh", force=force or settings.force_override)
-    staging = target.with_name(f".{target.name}.exporting.{process_tag()}")
+    staging = staging_file(target, "exporting")
     try:
         namespaces.in_child(lambda: _squash(container, staging, target.name, settings))
+        os.chmod(staging, 0o666 & ~umask())
         os.replace(staging, target)
     finally:
         staging.unlink(missing_ok=True)
