@@ -112,7 +112,8 @@ def test_a_shell_export_line_says_how_to_write_it() -> None:
         parse_conf("export HYDRIA_DATA_PATH=/scratch/$USER\n", "hydria.conf")
     assert failed.value.message == "Invalid configuration file: hydria.conf:1: " \
         "'export HYDRIA_DATA_PATH=/scratch/$USER' is a shell command"
-    assert failed.value.hint is not None and failed.value.hint.startswith("write HYDRIA_DATA_PATH=/scratch/$USER without")
+    assert failed.value.hint is not None
+    assert failed.value.hint.startswith("write HYDRIA_DATA_PATH=/scratch/$USER without")
 
 
 def test_comments_and_blank_lines_are_skipped() -> None:

@@ -103,8 +103,8 @@ def _dispatch(action: str, args: list[str], settings: Settings, ignored: Sequenc
         saved = step_lifecycle.cleanup(parsed, step, settings, os.environ, config.container_scope, arguments.export,
                                        plugin=config)
         if saved is not None:
-            print(f"hydria: exported container {step_lifecycle.container_name(parsed, step, config.container_scope)} to {saved}",
-                  file=sys.stderr)
+            name = step_lifecycle.container_name(parsed, step, config.container_scope)
+            print(f"hydria: exported container {name} to {saved}", file=sys.stderr)
         return 0
     marks = shim.MarkChannel(arguments.marks_fd)  # before anything runs that could inherit it
     for name in ignored:  # shown with the step's errors only: the job's output stays the program's, as with pyxis

@@ -188,7 +188,8 @@ class ImageStore:
             os.rename(lock, lock.with_name(f"{lock.name}.stale.{process_tag()}"))  # one waiter wins
         except FileNotFoundError:
             return
-        self._say(log.warning, f"Taking over the import of {key[:12]}: {holder} has not touched its lock for {age:.0f} s")
+        self._say(log.warning,
+                  f"Taking over the import of {key[:12]}: {holder} has not touched its lock for {age:.0f} s")
         for leftover in self.locks.glob(f"{lock.name}.stale.*"):
             leftover.unlink(missing_ok=True)
         for partial in self.images.glob(f".{key}{SUFFIX}.*.partial"):

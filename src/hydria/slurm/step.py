@@ -52,7 +52,8 @@ def user_dir(settings: Settings) -> str:
     except OSError:
         squatted = False
     if squatted:
-        return ensure_dir(os.path.join(settings.cache_path, f"slurm-{os.uname().nodename}"), setting="HYDRIA_CACHE_PATH")
+        path = os.path.join(settings.cache_path, f"slurm-{os.uname().nodename}")
+        return ensure_dir(path, setting="HYDRIA_CACHE_PATH")
     return ensure_dir(path, setting="HYDRIA_TEMP_PATH")
 
 
@@ -185,7 +186,7 @@ def _check_save_path(path: str, marks: MarkChannel) -> None:
         output_file(path, path, force=True)
     except HydriaError as e:
         marks.log(f"warning: --container-save={path} cannot be written as things are ({e.message}): "
-                        "the container will not be saved unless the step makes that possible")
+                  "the container will not be saved unless the step makes that possible")
 
 
 def container_name(options: ContainerOptions, step: str, scope: str) -> str | None:

@@ -3,11 +3,11 @@
 Downloading every layer at once (up to ``HYDRIA_MAX_CONNECTIONS``) gets the bytes fastest when
 the network is the bottleneck. When it is not (a registry nearby, a node with few cores), the
 downloads of the lower layers take CPU from the merge and squash of the top one, and their data is
-read back long after it was written (docs/import.md has the figures). So downloads start one at a time, top layer first, and the
-number that run at once grows by one each time the merge has waited for downloaded data for
-:data:`STARVED` seconds in all while the node's CPUs were idle for at least :data:`IDLE_ENOUGH` of
-the time, or has waited :data:`LONG_WAIT` at once (a registry's latency: a CPU-bound merge waits
-milliseconds at a time), up to the limit. Either way it is the network that holds the merge back.
+read back long after it was written (docs/import.md has the figures). So downloads start one at a
+time, top layer first, and the number that run at once grows by one each time the merge has waited
+for downloaded data for :data:`STARVED` seconds in all while the node's CPUs were idle for at least
+:data:`IDLE_ENOUGH` of the time, or has waited :data:`LONG_WAIT` at once (a registry's latency: a
+CPU-bound merge waits milliseconds at a time), up to the limit. Either way it is the network that holds the merge back.
 """
 
 from __future__ import annotations
