@@ -97,8 +97,9 @@ def test_engines_and_local_paths() -> None:
     ("oci://", "Invalid image reference"),
 ])
 def test_invalid(uri: str, message: str) -> None:
-    with pytest.raises(InvalidReference, match=message):
+    with pytest.raises(InvalidReference, match=message) as caught:
         parse(uri)
+    assert caught.value.hint, "every refused reference says how to write one"
 
 
 def test_upper_case_gets_a_hint() -> None:

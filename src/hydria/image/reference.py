@@ -121,7 +121,9 @@ def parse(uri: str, *, path_exists: bool | None = None) -> ImageReference:
         return parse_docker(rest, uri)
     if scheme in ("dockerd", "podman"):
         if not _ENGINE_IMAGE.fullmatch(rest):
-            raise InvalidReference(f"Invalid image reference: {uri}")
+            raise InvalidReference(f"Invalid image reference: {uri}", hint=f"write {scheme}://IMAGE[:TAG], as "
+                                                                          f"{'docker' if scheme == 'dockerd' else scheme} "
+                                                                          "images names it")
         return EngineImage("docker" if scheme == "dockerd" else "podman", rest)
     if not rest:
         raise InvalidReference(f"Invalid image reference: {uri}", hint=f"write {scheme}://PATH")
@@ -169,5 +171,9 @@ def parse_docker(text: str, uri: str) -> RegistryImage:
             if "/" not in image:
                 image = f"library/{image}"
         return RegistryImage(registry, image, groups["tag"], groups.get("digest"), groups["user"])
-    hint = "repository names are lower case" if re.search(r"[A-Z]", text.partition("#")[2] or text) else None
+    if re.search(r"[A-Z]", (text.partition("#")[2] or text).partition(":")[0]):
+        hint = "repository names are lower case"
+    else:
+        hint = ("write docker://[USER@][REGISTRY#]IMAGE[:TAG|@DIGEST], e.g. docker://nvcr.io#nvidia/pytorch:24.01-py3; "
+                "a tag is up to 128 letters, digits, '_', '.' and '-', not starting with '.' or '-'")
     raise InvalidReference(f"Invalid image reference: {uri}", hint=hint)
