@@ -97,11 +97,19 @@ def _loopback_up() -> None:
 
 
 def in_child(work: Callable[[], None]) -> None:
-    """Run ``work`` in a forked child, whose namespaces vanish with it; its HydriaError is raised here."""
+    """Run ``work`` in a forked child, whose namespaces vanish with it; its HydriaError is raised here.
+    The child and the tools it runs are a process group of their own, which an interrupt of this
+    process (Ctrl-C, or SIGTERM as one: hydria/interrupt.py) kills too."""
+    import signal  # here: a start never forks this way
+
     reader, writer = os.pipe()
+    # Interrupts wait until the child is in its group and this process can end it (an interrupt
+    # right after the fork left the child writing on).
+    unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     pid = os.fork()
     if pid == 0:
-        os.setpgid(0, 0)  # a group of its own, with the tools it runs: ended together (below)
+        os.setpgid(0, 0)
+        signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
         os.close(reader)
         status = 1
         try:
@@ -115,14 +123,17 @@ def in_child(work: Callable[[], None]) -> None:
             os.write(writer, traceback.format_exc().encode())
         finally:
             os._exit(status)
-    os.close(writer)
     try:
+        os.setpgid(pid, pid)  # as the child does: whichever runs first
+    except OSError:
+        pass  # it has ended already
+    try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
+        os.close(writer)
         with os.fdopen(reader, "rb") as pipe:
             message = pipe.read().decode(errors="replace").strip()
         _, status = os.waitpid(pid, 0)
-    except BaseException:  # Ctrl-C, or SIGTERM as one (hydria/interrupt.py): the child's work ends too
-        import signal
-
+    except BaseException:
         try:
             os.killpg(pid, signal.SIGKILL)
         except ProcessLookupError:
