@@ -211,13 +211,24 @@ def output_file(output: str | None, default: str, *, force: bool) -> Path:
             raise HydriaError(f"Is a directory: {target}", hint="--output takes a file name")
         if target.exists() and not force:
             raise AlreadyExists(target, hint="use --force to overwrite it")
-        if not target.parent.is_dir():
-            raise NotFound(target.parent, hint="make the folder first, or choose another --output")
-    except PermissionError:  # a folder on the way that this user may not search
-        raise PermissionProblem(target.parent, hint="choose an --output in a directory you can write") from None
-    if not os.access(target.parent, os.W_OK | os.X_OK):
-        raise PermissionProblem(target.parent, hint="choose an --output in a directory you can write")
+    except PermissionError:
+        pass  # a folder on the way that this user may not search: the folder's check says so
+    check_output_folder(target)
     return target
+
+
+def check_output_folder(target: Path) -> None:
+    """The folder of an output file: there, and this user may search and write it. Raises
+    NotFound or PermissionProblem, with the fix."""
+    hint = "choose an --output in a directory you can write"
+    try:
+        there = target.parent.is_dir()
+    except PermissionError:  # a folder above it that this user may not search
+        raise PermissionProblem(target.parent, hint=hint) from None
+    if not there:
+        raise NotFound(target.parent, hint="make the folder first, or choose another --output")
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        raise PermissionProblem(target.parent, hint=hint)
 
 
 def hydria_command() -> list[str]:

@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING
 
 from hydria.anonfile import AnonymousFile, anonymous_file, link_or_copy
 from hydria.config import Settings
-from hydria.errors import AlreadyExists, InvalidArgument, NotFound, PermissionProblem
+from hydria.errors import AlreadyExists, InvalidArgument
 from hydria.image import manifest as mf
 from hydria.image.cache import BlobCache
 from hydria.image.compression import Prefetcher, decompressed
@@ -28,6 +28,7 @@ from hydria.image.reference import EngineImage, ImageReference, LocalImage, Regi
 from hydria.image.squashfs import SquashfsFailed, Tar2Sqfs, tar2sqfs_options
 from hydria.interrupt import terminate_as_interrupt
 from hydria.log import Logger
+from hydria.paths import check_output_folder
 
 if TYPE_CHECKING:
     from hydria.image.sources.registry import RegistrySource
@@ -46,20 +47,14 @@ def output_path(ref: ImageReference, output: str | None, cwd: Path) -> Path:
         HydriaError: AlreadyExists, NotFound, PermissionProblem.
     """
     target = Path(os.path.abspath(cwd / (output or ref.default_output())))
+    target = target.parent.resolve() / target.name
     try:
-        target = target.parent.resolve() / target.name
         if target.exists() or target.is_symlink():
             raise OutputExists(target, hint="import never overwrites; remove the file or choose another --output")
-        if not target.parent.is_dir():
-            raise NotFound(target.parent, hint="make the folder first, or choose another --output")
-    except PermissionError:  # a folder on the way that this user may not search
-        raise PermissionProblem(target.parent, hint=_WRITABLE_OUTPUT) from None
-    if not os.access(target.parent, os.W_OK | os.X_OK):
-        raise PermissionProblem(target.parent, hint=_WRITABLE_OUTPUT)
+    except PermissionError:
+        pass  # a folder on the way that this user may not search: the folder's check says so
+    check_output_folder(target)
     return target
-
-
-_WRITABLE_OUTPUT = "choose an --output in a directory you can write"
 
 
 def import_image(uri: str, settings: Settings, *, output: str | None = None, arch: str | None = None,
