@@ -16,6 +16,7 @@ from pathlib import Path
 
 from hydria.cli.store import size_argument
 from hydria.config import Settings
+from hydria.image.imagecache import SUFFIX, ImageCache
 from hydria.image.prune import Item, item, regular_files, remove, victims
 
 GRACE = 600.0  # seconds
@@ -33,8 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
     root = Path(settings.cache_path)
-    # the blobs, and the kept images (hydria/image/imagecache.py)
-    blobs, images = _own_files(root / "blobs" / "sha256", "*"), _own_files(root / f"images.{os.geteuid()}", "*.sqsh")
+    kept = ImageCache(root, settings.cache_images).directory
+    blobs, images = _own_files(root / "blobs" / "sha256", "*"), _own_files(kept, f"*{SUFFIX}")
     if options.action == "list":
         blob_bytes, image_bytes = sum(i.size for i in blobs), sum(i.size for i in images)
         if options.json:
