@@ -11,11 +11,13 @@ fi
 
 PACKAGES=(
     squashfs-tools squashfs-tools-ng squashfuse fuse-overlayfs fuse3   # build, mount, unpack images
+    libsquashfuse-dev libfuse3-dev pkg-config                          # hydria's squashfs reader (install-reader)
     bindfs                                                             # a FUSE data path (stands in for NFS)
     tmux                                                               # a real terminal for the progress display
     docker-registry                                                    # the local test registry
     busybox-static mmdebstrap                                          # test images from Debian packages
     skopeo umoci podman                                                # the peer pipeline; podman:// tests
+    charliecloud-runtime                                               # ch-run: the read benchmark's peer
     zstd pigz uidmap acl python3-venv
     gcc libc6-dev                                                      # the SPANK shim, fake GPU driver libraries
     slurm-wlm munge libslurm-dev iproute2 openssh-server               # test clusters (nodes: netns; sshd per node)
@@ -47,6 +49,10 @@ stamp=.venv/.hydria-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
     .venv/bin/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,dev]'
     touch "$stamp"
+fi
+# hydria's squashfs reader, beside the venv's hydria (runtime/reader.py), rebuilt when its source changes.
+if [ ! -x .venv/libexec/hydria/hydria-squashfuse ] || [ src/hydria/runtime/squashfs_reader.c -nt .venv/libexec/hydria/hydria-squashfuse ]; then
+    .venv/bin/hydria install-reader >/dev/null
 fi
 # Byte-compile as root: the test users cannot write __pycache__ here, and compiling on every
 # start would cost them tens of milliseconds.

@@ -75,6 +75,7 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("ALLOW_HTTP", "bool", "false", "Allow plain-HTTP registries (insecure)"),
     SettingSpec("ROOTFS_WRITABLE", "bool", "false", "Make the container root filesystem writable (--rw)"),
     SettingSpec("NATIVE_OVERLAYFS", "bool", "true", "Use the kernel overlayfs instead of fuse-overlayfs where possible"),
+    SettingSpec("FAST_READER", "bool", "true", "Serve images with hydria's squashfs reader where installed (hydria install-reader), else squashfuse"),
     SettingSpec("REMAP_ROOT", "bool", "false", "Map the caller to uid/gid 0 inside the container (--root)"),
     SettingSpec("UNSHARE_NET", "bool", "false", "New network namespace with loopback only (--net)"),
     SettingSpec("UNSHARE_PID", "bool", "false", "New PID namespace (--pid)"),
@@ -121,6 +122,7 @@ class Settings(Record):
     allow_http: bool
     rootfs_writable: bool
     native_overlayfs: bool
+    fast_reader: bool
     remap_root: bool
     unshare_net: bool
     unshare_pid: bool

@@ -330,7 +330,7 @@ def _probe_overlay(settings: Settings, work: Path, writes: Path) -> str:
         namespaces.enter(plain, uid, gid)
         for folder in (work / "lower", writes / "upper", writes / "work", work / "root"):
             folder.mkdir()
-        rootfs.mount_squashfs(str(work / "probe.sqsh"), str(work / "lower"), uid, gid)
+        rootfs.mount_squashfs(str(work / "probe.sqsh"), str(work / "lower"), uid, gid, settings.fast_reader)
         kind = rootfs.mount_overlay(str(work / "lower"), str(writes / "upper"), str(writes / "work"),
                                     str(work / "root"), uid, gid, settings.native_overlayfs)
         if (work / "root" / "probe").read_text() != "hydria\n":

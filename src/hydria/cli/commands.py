@@ -46,6 +46,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("doctor", "Check that this node (or a cluster) can run hydria containers", "hydria.cli.doctor"),
     Command("slurm", "The Slurm plugin's steps and its installation", "hydria.cli.slurm"),
     Command("info", "Show the version and the settings in effect", "hydria.cli.info"),
+    Command("install-reader", "Build hydria's fast squashfs reader for this installation",
+            "hydria.cli.install_reader", needs_settings=False),
     Command("reference", "Print bash completion or man pages, made from the command line's parsers",
             "hydria.cli.reference", needs_settings=False),
     Command("version", "Show the version", "hydria.cli.version", needs_settings=False),

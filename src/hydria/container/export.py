@@ -48,7 +48,7 @@ def _squash(container: rootfs.Container, output: Path, label: str, settings: Set
                      uid, gid)
     sc.mount("tmpfs", str(runtime), "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=700")
     area = f"{runtime}/{process_tag()}"
-    root = rootfs.mount_container(container, area, 0, 0, settings.native_overlayfs)
+    root = rootfs.mount_container(container, area, 0, 0, settings.native_overlayfs, settings.fast_reader)
     excludes = Path(area, "excludes")
     written = container.directory or (f"{container.home}/upper" if container.home else None)
     excludes.write_text("".join(f"{p}\n" for p in ["dev/*", *_placeholders(Path(written or root))]))

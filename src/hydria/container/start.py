@@ -102,7 +102,8 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     sc.mount("tmpfs", str(runtime), "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=700")
     if container.home is not None:
         lock.hold(os.path.join(container.home, LOCK_FILE))
-    root = rootfs.mount_container(container, area, inner_uid, inner_gid, settings.native_overlayfs)
+    root = rootfs.mount_container(container, area, inner_uid, inner_gid, settings.native_overlayfs,
+                                  settings.fast_reader)
     if options.misplaced_option and rc_text is None and _runs_the_command_alone(_read(root, "etc/rc")):
         raise HydriaError(f"{options.misplaced_option} after the image is the container's command, and the image "
                           "has no entrypoint to take it", hint="hydria's options go before the image: hydria start "

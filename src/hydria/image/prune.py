@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from hydria.record import Record
+from hydria.runtime.reader import FALLBACK, READER
 
 
 class Item(Record):
@@ -42,8 +43,12 @@ def regular_files(paths: Iterable[Path], owner: int | None = None) -> list[tuple
     return found
 
 
+SERVERS = frozenset({os.fsencode(FALLBACK), os.fsencode(READER)})
+
+
 def mounted_images() -> set[str]:
-    """The files that squashfuse daemons of this node serve (their command lines name them),
+    """The files that the image daemons of this node serve (squashfuse, hydria's reader: their
+    command lines name them),
     links resolved. Command lines are readable by every user, unless /proc is mounted hidepid."""
     found: set[str] = set()
     for entry in os.listdir("/proc"):
@@ -54,7 +59,7 @@ def mounted_images() -> set[str]:
                 argv = handle.read().split(b"\0")
         except OSError:
             continue
-        if argv and os.path.basename(argv[0]) == b"squashfuse":
+        if argv and os.path.basename(argv[0]) in SERVERS:
             found.update(os.path.realpath(os.fsdecode(arg)) for arg in argv[1:] if arg.startswith(b"/"))
     return found
 

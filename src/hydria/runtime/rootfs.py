@@ -1,8 +1,9 @@
 """Mounting a container's root filesystem inside its user and mount namespaces.
 
-An image file is mounted with squashfuse: hydria opens ``/dev/fuse`` and mounts it itself (it
-holds CAP_SYS_ADMIN in its user namespace, which squashfuse would lose on exec), then hands the
-descriptor to ``squashfuse -f ... /dev/fd/N``. The daemon lives exactly as long as the container's
+An image file is mounted with hydria's squashfs reader, or squashfuse where the reader is not
+installed (runtime/reader.py): hydria opens ``/dev/fuse`` and mounts it itself (it holds
+CAP_SYS_ADMIN in its user namespace, which the daemon would lose on exec), then hands the
+descriptor to ``DAEMON -f ... /dev/fd/N``. The daemon lives exactly as long as the container's
 mount namespace: it moves to a mount namespace of its own and drops the mount there, so the only
 reference to the file system is the container's; when the last process of the container (its
 program, or Slurm tasks that joined it) has gone, the kernel aborts the FUSE connection and the
@@ -17,11 +18,12 @@ import errno
 import os
 import time
 
-from hydria.errors import HydriaError, InvalidImage, MissingTool, NotFound, PermissionProblem
+from hydria.errors import HydriaError, InvalidImage, NotFound, PermissionProblem
 from hydria.paths import delete_tree, user_name
 from hydria.record import Record
 from hydria.runtime import syscalls as sc
 from hydria.runtime.mountinfo import FUSE_OVERLAY, workdirs_in_use
+from hydria.runtime.reader import find_program, squashfs_server
 
 SQUASHFS_MAGIC = b"hsqs"
 SUPERBLOCK_SIZE = 96
@@ -71,17 +73,16 @@ def check_image(path: str | os.PathLike[str]) -> str:
     return f"{size} {superblock.hex()}"
 
 
-def mount_squashfs(image: str, target: str, uid: int, gid: int) -> None:
-    """Mount ``image`` read-only at ``target`` with a squashfuse daemon. Raises HydriaError."""
-    binary = find_program("squashfuse")
-    if binary is None:
-        raise MissingTool("squashfuse", hint="install the Debian package squashfuse")
+def mount_squashfs(image: str, target: str, uid: int, gid: int, fast_reader: bool = True) -> None:
+    """Mount ``image`` read-only at ``target`` with hydria's reader or squashfuse
+    (runtime/reader.py), every file owned by ``uid``:``gid``. Raises HydriaError."""
+    binary = squashfs_server(fast_reader)
     try:
         _mount_fuse(str(image), target, "fuse.squashfuse", sc.MS_RDONLY, uid, gid,
                     [binary, "-f", "-o", f"uid={uid},gid={gid}", str(image)])
     except OSError as e:
-        if e.errno == errno.ENOTCONN:  # squashfuse could not read it, and said why above
-            raise InvalidImage(f"{image}: squashfuse cannot read it",
+        if e.errno == errno.ENOTCONN:  # the daemon could not read it, and said why above
+            raise InvalidImage(f"{image}: {os.path.basename(binary)} cannot read it",
                                hint="the file is damaged or not an image hydria can mount: import it again") from None
         raise HydriaError(f"Failed to mount: {image}: {e.strerror}") from None
 
@@ -129,16 +130,6 @@ def _become_daemon(argv: list[str], fuse: int, target: str, capabilities: bool) 
         os._exit(127)
 
 
-def find_program(name: str) -> str | None:
-    """``name``'s path on PATH, as ``shutil.which`` (whose import a start would pay for)."""
-    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
-        candidate = os.path.join(folder or ".", name)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
-
 def mount_overlay(lower: str, upper: str, work: str, target: str, uid: int, gid: int, native: bool = True) -> str:
     """The container's overlay: the kernel's (user namespaces allow it since Linux 5.11) unless
     ``native`` is off (``HYDRIA_NATIVE_OVERLAYFS``) or the kernel refuses it (an older kernel, an
@@ -177,7 +168,8 @@ def mount_overlay(lower: str, upper: str, work: str, target: str, uid: int, gid:
     return "fuse-overlayfs"
 
 
-def mount_container(container: Container, area: str, uid: int, gid: int, native_overlay: bool = True) -> str:
+def mount_container(container: Container, area: str, uid: int, gid: int, native_overlay: bool = True,
+                    fast_reader: bool = True) -> str:
     """Mount the container's root filesystem under ``area`` (a fresh directory); returns its path."""
     root = f"{area}/root"
     for name in ("lower", "upper", "work", "root"):
@@ -186,7 +178,7 @@ def mount_container(container: Container, area: str, uid: int, gid: int, native_
         sc.mount(str(container.directory), root, None, sc.MS_BIND | sc.MS_REC)
         return root
     assert container.image is not None
-    mount_squashfs(container.image, f"{area}/lower", uid, gid)
+    mount_squashfs(container.image, f"{area}/lower", uid, gid, fast_reader)
     upper, work = f"{area}/upper", f"{area}/work"
     if container.home is not None:
         upper, work = f"{container.home}/upper", _instance_workdir(f"{container.home}/work")

@@ -1,0 +1,35 @@
+"""``hydria install-reader``: compile hydria's squashfs reader (squashfs_reader.c) against this
+node's libsquashfuse and libfuse 3, and put it where starts look for it (runtime/reader.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hydria.errors import HydriaError
+from hydria.runtime.reader import reader_path
+from hydria.tools import run_tool
+
+SOURCE = Path(__file__).parent / "squashfs_reader.c"
+LIBRARIES = ("squashfuse_ll", "fuse3")
+DEVELOPMENT_PACKAGES = ("install libsquashfuse's and libfuse 3's development files: Debian, Ubuntu: "
+                        "libsquashfuse-dev libfuse3-dev pkg-config gcc; RHEL (EPEL): squashfuse-devel "
+                        "fuse3-devel pkgconf gcc")
+
+
+def install_reader() -> Path:
+    """Build the reader into ``reader_path()``, replacing an older one atomically (running
+    containers keep theirs). Raises MissingTool, ToolFailed."""
+    flags = run_tool(["pkg-config", "--cflags", "--libs", *LIBRARIES],
+                     "cannot find the libraries the reader is built with", hint=DEVELOPMENT_PACKAGES)
+    target = Path(reader_path())
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(f".{target.name}.new")
+    try:
+        run_tool(["gcc", "-O2", "-Wall", "-o", str(staging), str(SOURCE), *flags.split()],
+                 f"cannot compile {SOURCE}", hint=DEVELOPMENT_PACKAGES)
+        staging.chmod(0o755)
+        staging.rename(target)
+    except (HydriaError, OSError):
+        staging.unlink(missing_ok=True)
+        raise
+    return target

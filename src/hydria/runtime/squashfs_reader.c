@@ -1,0 +1,321 @@
+/*
+ * hydria-squashfuse: serves one squashfs image read-only over FUSE, for hydria's containers.
+ *
+ * Built by `hydria install-reader` against the node's libsquashfuse (its low-level library, as
+ * Charliecloud's ch-run links it) and libfuse 3. What it adds to the library's own operations,
+ * and why (docs/performance.md has the measurements):
+ *
+ *   - every file is owned by the uid and gid given (-o uid=N,gid=N, as squashfuse's), so that the
+ *     one id a user namespace maps owns the image and the overlay above can copy files up;
+ *   - READDIRPLUS: a directory listing carries each entry's attributes, so the lookups that follow
+ *     a listing (tar, Python's import system, find) cost no request each;
+ *   - no OPEN, FLUSH or RELEASE requests where the kernel can do without them (FUSE_NO_OPEN), and
+ *     no xattr requests for an image that holds no extended attributes;
+ *   - entries and attributes cached for good, symlinks in the page cache: the image never changes.
+ *
+ * A read that fails (a truncated or damaged image) answers EIO to the program and says once on
+ * standard error which image it was; the daemon never stops serving the rest of the image.
+ *
+ * Usage (as hydria runs it): hydria-squashfuse -f -o uid=N,gid=N IMAGE /dev/fd/N
+ */
+#define FUSE_USE_VERSION 32
+
+#include <squashfuse/ll.h>
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* In the library, but its header (stat.h) is not installed. */
+sqfs_err sqfs_stat(sqfs *fs, sqfs_inode *inode, struct stat *st);
+
+/* Seconds the kernel may keep entries and attributes: the image never changes. */
+static const double FOREVER = 1e9;
+
+struct options {
+	unsigned int uid;
+	unsigned int gid;
+	const char *image;
+	const char *mountpoint;
+};
+
+static struct options opts;
+static int kernel_opens;          /* 0 once the kernel handles opens itself (FUSE_NO_OPEN) */
+static int image_has_xattrs;
+static int read_error_reported;
+
+static void report_read_error(const char *what)
+{
+	if (read_error_reported)
+		return;
+	read_error_reported = 1;
+	fprintf(stderr, "hydria-squashfuse: %s: cannot read %s: the image is damaged or cut short "
+		"(programs get an I/O error); import it again\n", opts.image, what);
+}
+
+static void own(struct stat *st)
+{
+	st->st_uid = opts.uid;
+	st->st_gid = opts.gid;
+}
+
+/* The entry for `entry` (found in a directory) with its attributes; 0, or an errno. */
+static int fill_entry(sqfs_ll *ll, sqfs_dir_entry *entry, struct fuse_entry_param *param)
+{
+	sqfs_inode inode;
+
+	memset(param, 0, sizeof(*param));
+	if (sqfs_inode_get(&ll->fs, &inode, sqfs_dentry_inode(entry)) != SQFS_OK
+	    || sqfs_stat(&ll->fs, &inode, &param->attr) != SQFS_OK) {
+		report_read_error("an inode");
+		return EIO;
+	}
+	param->attr_timeout = param->entry_timeout = FOREVER;
+	param->ino = ll->ino_register(ll, entry);
+	param->attr.st_ino = param->ino;
+	own(&param->attr);
+	return 0;
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	kernel_opens = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) == 0;
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	sqfs_ll_i lli;
+	struct stat st;
+
+	(void)fi;
+	if (sqfs_ll_iget(req, &lli, ino) != SQFS_OK)
+		return; /* it answered */
+	if (sqfs_stat(&lli.ll->fs, &lli.inode, &st) != SQFS_OK) {
+		report_read_error("an inode");
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	st.st_ino = ino;
+	own(&st);
+	fuse_reply_attr(req, &st, FOREVER);
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	sqfs_ll_i lli;
+	sqfs_name namebuf;
+	sqfs_dir_entry entry;
+	struct fuse_entry_param param;
+	bool found;
+	int err;
+
+	if (sqfs_ll_iget(req, &lli, parent) != SQFS_OK)
+		return;
+	if (!S_ISDIR(lli.inode.base.mode)) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	sqfs_dentry_init(&entry, namebuf);
+	if (sqfs_dir_lookup(&lli.ll->fs, &lli.inode, name, strlen(name), &entry, &found) != SQFS_OK) {
+		report_read_error("a directory");
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	if (!found) { /* a negative entry, cached as long as the others */
+		memset(&param, 0, sizeof(param));
+		param.entry_timeout = FOREVER;
+		fuse_reply_entry(req, &param);
+		return;
+	}
+	err = fill_entry(lli.ll, &entry, &param);
+	if (err)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_entry(req, &param);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
+			   struct fuse_file_info *fi)
+{
+	sqfs_ll_i *lli = (sqfs_ll_i *)(intptr_t)fi->fh; /* made by the library's opendir */
+	sqfs_dir dir;
+	sqfs_name namebuf;
+	sqfs_dir_entry entry;
+	sqfs_err err = SQFS_OK;
+	struct fuse_entry_param param;
+	char *buf, *pos;
+	int failed = 0;
+
+	(void)ino;
+	if (sqfs_dir_open(&lli->ll->fs, &lli->inode, &dir, offset) != SQFS_OK) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	buf = pos = malloc(size);
+	if (buf == NULL) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	sqfs_dentry_init(&entry, namebuf);
+	while (sqfs_dir_next(&lli->ll->fs, &dir, &entry, &err)) {
+		const char *name = sqfs_dentry_name(&entry);
+		size_t used;
+
+		/* Measure first: an entry handed to the kernel counts as looked up. */
+		if (fuse_add_direntry_plus(req, NULL, 0, name, NULL, 0) > size)
+			break;
+		if (fill_entry(lli->ll, &entry, &param) != 0) {
+			failed = 1;
+			break;
+		}
+		used = fuse_add_direntry_plus(req, pos, size, name, &param, sqfs_dentry_next_offset(&entry));
+		pos += used;
+		size -= used;
+	}
+	if (err != SQFS_OK)
+		report_read_error("a directory");
+	if ((failed || err != SQFS_OK) && pos == buf)
+		fuse_reply_err(req, EIO);
+	else /* what was read; the next call starts after it and meets the error again */
+		fuse_reply_buf(req, buf, pos - buf);
+	free(buf);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	if (!kernel_opens) {
+		fuse_reply_err(req, ENOSYS); /* the kernel opens files itself from now on */
+		return;
+	}
+	sqfs_ll_op_open(req, ino, fi);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, struct fuse_file_info *fi)
+{
+	sqfs_ll *ll = fuse_req_userdata(req);
+	sqfs_inode inode, *file = (sqfs_inode *)(intptr_t)fi->fh; /* NULL without opens */
+	off_t length = (off_t)size;
+	char *buf;
+
+	if (file == NULL) {
+		if (sqfs_ll_inode(ll, &inode, ino) != SQFS_OK) {
+			report_read_error("an inode");
+			fuse_reply_err(req, EIO);
+			return;
+		}
+		file = &inode;
+	}
+	buf = malloc(size ? size : 1);
+	if (buf == NULL) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (sqfs_read_range(&ll->fs, file, offset, &length, buf) != SQFS_OK) {
+		report_read_error("a file's data");
+		fuse_reply_err(req, EIO);
+	} else {
+		fuse_reply_buf(req, buf, (size_t)length);
+	}
+	free(buf);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	if (!image_has_xattrs) {
+		fuse_reply_err(req, ENOSYS); /* the kernel stops asking */
+		return;
+	}
+	sqfs_ll_op_getxattr(req, ino, name, size);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	if (!image_has_xattrs) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	sqfs_ll_op_listxattr(req, ino, size);
+}
+
+static int take_argument(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	struct options *o = data;
+
+	(void)outargs;
+	if (key != FUSE_OPT_KEY_NONOPT)
+		return 1; /* libfuse's own option: keep it */
+	if (o->image == NULL)
+		o->image = arg;
+	else if (o->mountpoint == NULL)
+		o->mountpoint = arg;
+	else
+		return -1;
+	return 0;
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct fuse_opt spec[] = {
+		{"uid=%u", offsetof(struct options, uid), 0},
+		{"gid=%u", offsetof(struct options, gid), 0},
+		FUSE_OPT_KEY("-f", FUSE_OPT_KEY_DISCARD), /* it always stays in the foreground */
+		FUSE_OPT_END,
+	};
+	struct fuse_lowlevel_ops ops;
+	struct fuse_session *session;
+	sqfs_ll *ll;
+	int status;
+
+	opts.uid = getuid();
+	opts.gid = getgid();
+	if (fuse_opt_parse(&args, &opts, spec, take_argument) == -1 || opts.image == NULL
+	    || opts.mountpoint == NULL) {
+		fprintf(stderr, "usage: %s [-f] [-o uid=N,gid=N] IMAGE MOUNTPOINT\n", argv[0]);
+		return 2;
+	}
+	ll = sqfs_ll_open(opts.image, 0); /* says why on standard error when it cannot */
+	if (ll == NULL)
+		return 1;
+	image_has_xattrs = ll->fs.sb.xattr_id_table_start != (uint64_t)SQUASHFS_INVALID_BLK;
+
+	memset(&ops, 0, sizeof(ops));
+	ops.init = op_init;
+	ops.lookup = op_lookup;
+	ops.getattr = op_getattr;
+	ops.forget = sqfs_ll_op_forget;
+	ops.opendir = sqfs_ll_op_opendir;
+	ops.readdir = sqfs_ll_op_readdir;
+	ops.readdirplus = op_readdirplus;
+	ops.releasedir = sqfs_ll_op_releasedir;
+	ops.open = op_open;
+	ops.read = op_read;
+	ops.release = sqfs_ll_op_release;
+	ops.readlink = sqfs_ll_op_readlink;
+	ops.getxattr = op_getxattr;
+	ops.listxattr = op_listxattr;
+	ops.statfs = stfs_ll_op_statfs;
+
+	session = fuse_session_new(&args, &ops, sizeof(ops), ll);
+	if (session == NULL)
+		return 1;
+	if (fuse_session_mount(session, opts.mountpoint) != 0) {
+		fuse_session_destroy(session);
+		return 1;
+	}
+	/* Until the kernel ends the connection: the last process of the container has gone. */
+	status = fuse_session_loop(session);
+	fuse_session_unmount(session);
+	fuse_session_destroy(session);
+	sqfs_ll_destroy(ll);
+	free(ll);
+	fuse_opt_free_args(&args);
+	return status < 0 ? 1 : 0;
+}
