@@ -28,11 +28,12 @@ from hydria.image import cachelayout
 from hydria.paths import delete_tree, hydria_command, user_name
 from hydria.record import Record
 from hydria.runtime.filesystems import file_system_type
+from hydria.runtime.reader import FALLBACK, installed_reader, reader_path, squashfs_server
 from hydria.tools import run_tool
 
 # program, Debian package, needed for what (None: optional)
 TOOLS = (
-    ("squashfuse", "squashfuse", "starting containers from image files"),
+    ("squashfuse", "squashfuse", None),  # needed where hydria's reader is not: the "image reader" check
     ("tar2sqfs", "squashfs-tools-ng", "import"),
     ("mksquashfs", "squashfs-tools", "export and --container-save"),
     ("unsquashfs", "squashfs-tools", "create --unpack"),
@@ -94,6 +95,7 @@ def node_report(settings: Settings, image: str | None = None) -> NodeReport:
     """Every node check, in order; a check that crashes is reported as failed, not raised."""
     checks: list[Callable[[], Check]] = [
         _user_namespaces, _kernel, _fuse_device, *(partial(_tool, *tool) for tool in TOOLS),
+        partial(_image_reader, settings),
         *(partial(_path, settings, setting) for setting in ("data_path", "runtime_path", "temp_path")),
         partial(_cache, settings), partial(_store, settings),
         partial(_mounts, settings), partial(_named_containers, settings), partial(_start, image),
@@ -208,6 +210,35 @@ def _tool(program: str, package: str, needed_for: str | None) -> Check:
     return Check(program, "fail", f"not installed: needed for {needed_for}", f"install the Debian package {package}")
 
 
+def _image_reader(settings: Settings) -> Check:
+    """Which program serves image files on this node, and how to get the fast one."""
+    name = "image reader"
+    reader, fallback = installed_reader(), shutil.which(FALLBACK)
+    install = (f"as the owner of hydria's installation: hydria install-reader (it puts {reader_path()}; "
+               "needs gcc, pkg-config, libsquashfuse-dev and libfuse3-dev, or EPEL's squashfuse-devel and fuse3-devel)")
+    if reader is not None and settings.fast_reader:
+        return Check(name, "ok", f"hydria's reader ({reader}): images read near the disk's speed")
+    if fallback is None and reader is not None:
+        return Check(name, "fail", "HYDRIA_FAST_READER is off and squashfuse is not installed: no container can "
+                                   "start from an image", "unset HYDRIA_FAST_READER, or install the package squashfuse")
+    if fallback is None:
+        return Check(name, "fail", "neither hydria's reader nor squashfuse is installed: no container can start "
+                                   "from an image", f"{install}; or install the package squashfuse")
+    if not settings.fast_reader:
+        return Check(name, "warn", f"squashfuse ({fallback}): HYDRIA_FAST_READER is off; programs read images "
+                                   "several times slower", "unset HYDRIA_FAST_READER" if reader else install)
+    return Check(name, "warn", f"squashfuse ({fallback}): hydria's reader is not installed; programs read "
+                               "images several times slower (small files ~6x)", install)
+
+
+def _can_serve_images(settings: Settings) -> bool:
+    try:
+        squashfs_server(settings.fast_reader)
+    except MissingTool:
+        return False
+    return True
+
+
 def _path(settings: Settings, setting: str) -> Check:
     path = Path(getattr(settings, setting))
     name = f"HYDRIA_{setting.upper()}"
@@ -266,17 +297,18 @@ def _store(settings: Settings) -> Check:
 
 
 def _mounts(settings: Settings) -> Check:
-    """A squashfs mounted with squashfuse and an overlay on it, in a user namespace, as a start of
+    """A squashfs mounted with the image reader and an overlay on it, in a user namespace, as a start of
     an image file does (its writes on the runtime tmpfs; here in the temporary path)."""
     name = "namespaces and mounts"
-    if shutil.which("mksquashfs") is None or shutil.which("squashfuse") is None:
-        return Check(name, "skip", "needs mksquashfs and squashfuse (see above)")
+    if shutil.which("mksquashfs") is None or not _can_serve_images(settings):
+        return Check(name, "skip", "needs mksquashfs and an image reader (see above)")
     work = Path(tempfile.mkdtemp(prefix="hydria-doctor.", dir=settings.temp_path))
     try:
         started = time.monotonic()
         kind = _probe_overlay(settings, work, work)
         elapsed = 1000 * (time.monotonic() - started)
-        return Check(name, "ok", f"user + mount namespace, squashfuse, {kind}: {elapsed:.0f} ms")
+        server = os.path.basename(squashfs_server(settings.fast_reader))
+        return Check(name, "ok", f"user + mount namespace, {server}, {kind}: {elapsed:.0f} ms")
     except HydriaError as e:
         return Check(name, "fail", e.message, e.hint or "")
     finally:
@@ -289,8 +321,8 @@ def _named_containers(settings: Settings) -> Check:
     name = "named containers"
     data = Path(settings.data_path)
     existing = next(p for p in (data, *data.parents) if os.path.exists(p))
-    if shutil.which("mksquashfs") is None or shutil.which("squashfuse") is None:
-        return Check(name, "skip", "needs mksquashfs and squashfuse (see above)")
+    if shutil.which("mksquashfs") is None or not _can_serve_images(settings):
+        return Check(name, "skip", "needs mksquashfs and an image reader (see above)")
     if not os.access(existing, os.W_OK | os.X_OK):
         return Check(name, "skip", "the data path is not writable (see HYDRIA_DATA_PATH above)")
     work = Path(tempfile.mkdtemp(prefix="hydria-doctor.", dir=settings.temp_path))
@@ -334,7 +366,7 @@ def _probe_overlay(settings: Settings, work: Path, writes: Path) -> str:
         kind = rootfs.mount_overlay(str(work / "lower"), str(writes / "upper"), str(writes / "work"),
                                     str(work / "root"), uid, gid, settings.native_overlayfs)
         if (work / "root" / "probe").read_text() != "hydria\n":
-            raise HydriaError("the image's file reads back wrong through squashfuse and the overlay")
+            raise HydriaError("the image's file reads back wrong through the image reader and the overlay")
         (work / "root" / "written").write_text("ok\n")
         (work / "kind").write_text(kind)
 

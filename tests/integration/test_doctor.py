@@ -14,7 +14,7 @@ from testbed.workspace import Workspace
 
 pytestmark = pytest.mark.integration
 
-REQUIRED = ["user namespaces", "kernel", "/dev/fuse", "squashfuse", "tar2sqfs", "mksquashfs", "unsquashfs",
+REQUIRED = ["user namespaces", "kernel", "/dev/fuse", "squashfuse", "image reader", "tar2sqfs", "mksquashfs", "unsquashfs",
             "sqfs2tar", "HYDRIA_DATA_PATH", "HYDRIA_CACHE_PATH", "HYDRIA_RUNTIME_PATH", "HYDRIA_TEMP_PATH",
             "namespaces and mounts", "named containers", "container start"]
 
@@ -42,17 +42,29 @@ def test_doctor_reports_failures_with_their_fix(workspace: Workspace, images: di
         os.symlink(shutil.which(program) or program, tools / program)  # no squashfuse
     broken = workspace.out / "broken.sqsh"
     broken.write_bytes(b"hsqs" + bytes(100))
-    result = workspace.run("doctor", "--image", str(broken), PATH=str(tools), HYDRIA_DATA_PATH="/root/nowhere")
+    result = workspace.run("doctor", "--image", str(broken), PATH=str(tools), HYDRIA_DATA_PATH="/root/nowhere",
+                           HYDRIA_FAST_READER="n")
     assert result.returncode == 1
-    assert "squashfuse             FAIL  not installed: needed for starting containers from image files" in result.stdout
-    assert "fix: install the Debian package squashfuse" in result.stdout
+    assert "squashfuse             skip  not installed (optional)" in result.stdout
+    assert ("image reader           FAIL  HYDRIA_FAST_READER is off and squashfuse is not installed: no container "
+            "can start from an image") in result.stdout
+    assert "fix: unset HYDRIA_FAST_READER, or install the package squashfuse" in result.stdout
     assert "HYDRIA_DATA_PATH       FAIL  /root/nowhere is not writable" in result.stdout
     assert "fix: set HYDRIA_DATA_PATH to a directory this user can write" in result.stdout
     assert "container start        FAIL" in result.stdout
     assert "namespaces and mounts  skip" in result.stdout
     assert result.stdout.rstrip().endswith("check(s) failed")
     as_json = statuses(workspace.run("doctor", "--json", PATH=str(tools)).stdout)
-    assert as_json["squashfuse"] == "fail" and as_json["HYDRIA_DATA_PATH"] == "ok"
+    # hydria's reader serves without squashfuse
+    assert as_json["image reader"] == "ok" and as_json["namespaces and mounts"] == "ok"
+    assert as_json["squashfuse"] == "skip" and as_json["HYDRIA_DATA_PATH"] == "ok"
+
+
+def test_doctor_says_how_to_get_the_fast_reader(workspace: Workspace) -> None:
+    result = workspace.run("doctor", "--json", HYDRIA_FAST_READER="n")
+    check = next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "image reader")
+    assert check["status"] == "warn" and "HYDRIA_FAST_READER is off" in check["detail"]
+    assert check["fix"] == "unset HYDRIA_FAST_READER"
 
 
 def test_doctor_usage_errors(workspace: Workspace) -> None:

@@ -1,0 +1,186 @@
+"""Read benchmark: how fast programs in a container read its image, against the same files in a
+plain host directory (the physical limit) and the peers, with the page cache dropped before each run.
+
+Workloads (as the test user): Python imports (numpy, scipy.linalg, pandas), tar of 40,000 small
+files, 640 MiB of large files, and 8 processes importing at once (8 ranks of a job). Readers:
+
+* host directory: the tree itself (``unshare -r chroot``), the limit;
+* hydria start IMAGE.sqsh and hydria start NAME (created, not unpacked), with hydria's reader;
+* the same image served by the high-level ``squashfuse`` (``HYDRIA_FAST_READER=n``), as before;
+* Charliecloud's ``ch-run`` on the same squashfs (it links squashfuse's library), when installed;
+* enroot's extracted container, when a real enroot is installed.
+
+An image store entry is an image file mounted in place: its reads are those of IMAGE.sqsh.
+Wall time and CPU time, the FUSE daemons' included (this process is their subreaper and reaps
+them); the median of interleaved rounds; ratios to the host directory.
+
+Run as root: python benchmarks/read_bench.py [--rounds 3] [--workdir /var/tmp/hydria-read-bench]
+The tree (Debian bookworm with python3-numpy, -scipy, -pandas from Debian's packages, plus the
+generated files) and its image are built once into the work directory (about 2 GB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.compiled import compile_hydria
+from hydria.config import load_settings
+from hydria.image.squashfs import Tar2Sqfs, tar2sqfs_options
+from testbed.users import TEST_USERS, User
+
+HYDRIA = str(Path(sys.executable).parent / "hydria")
+PACKAGES = "python3,python3-numpy,python3-scipy,python3-pandas"
+IMPORTS = "import numpy, scipy.linalg, pandas"
+WORKLOADS = {
+    "Python imports": f"python3 -c '{IMPORTS}'",
+    "tar of 40,000 small files": "tar -cf - /bench/small | wc -c",
+    "640 MiB of large files": "cat /bench/large/* | wc -c",
+    "8 processes importing": " ".join(f"python3 -c '{IMPORTS}' &" for _ in range(8)) + " wait",
+}
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def build_tree(tree: Path) -> None:
+    """Debian with the scientific Python stack, 40,000 small text files in 400 folders, ten
+    64 MiB files of random bytes."""
+    subprocess.run(["mmdebstrap", "--quiet", "--variant=minbase", f"--include={PACKAGES}", "bookworm", str(tree)],
+                   check=True)
+    shutil.rmtree(tree / "dev")  # device nodes: the readers give /dev; made again below for chroot
+    (tree / "dev").mkdir()
+    words = [os.urandom(4).hex() for _ in range(5000)]
+    chooser = random.Random(1)
+    for number in range(400):
+        folder = tree / "bench" / "small" / f"d{number:03d}"
+        folder.mkdir(parents=True)
+        for item in range(100):
+            count = chooser.randint(10, 220)
+            (folder / f"f{item:03d}.txt").write_text(" ".join(chooser.choice(words) for _ in range(count)))
+    (tree / "bench" / "large").mkdir()
+    for number in range(10):
+        with open(tree / "bench" / "large" / f"blob{number}", "wb") as handle:
+            handle.writelines(os.urandom(1 << 20) for _ in range(64))
+
+
+def squash(tree: Path, image: Path) -> None:
+    """The tree as hydria's import writes an image: tar2sqfs with the default squash options."""
+    settings = load_settings()
+    writer = Tar2Sqfs(image, tar2sqfs_options(settings.squash_options, os.cpu_count() or 1))
+    tar = subprocess.Popen(["tar", "-C", str(tree), "--exclude=./dev/*", "-cf", "-", "."], stdout=writer.stdin)
+    writer.stdin.close()  # tar holds the pipe now
+    if tar.wait() != 0:
+        writer.abort()
+        raise SystemExit("tar of the tree failed")
+    writer.finish()
+    image.chmod(0o644)
+
+
+def prepare(workdir: Path) -> tuple[Path, Path]:
+    tree, image = workdir / "tree", workdir / "image.sqsh"
+    if not (tree / "bench" / "large" / "blob9").exists():
+        shutil.rmtree(tree, ignore_errors=True)
+        build_tree(tree)
+    if not image.exists():
+        squash(tree, image)
+    if not (tree / "dev" / "null").exists():
+        subprocess.run(["mknod", "-m", "666", str(tree / "dev" / "null"), "c", "1", "3"], check=True)
+    workdir.chmod(0o755)
+    return tree, image
+
+
+def drop_caches() -> None:
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+def reap() -> None:
+    """Wait for the daemons that outlived their container's program (they are ours to reap)."""
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+def measure(user: User, argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system of everything it started) of one cold run."""
+    drop_caches()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    result = subprocess.run(argv, user=user.uid, group=user.gid, extra_groups=[], env=user.environment(env),
+                            cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
+    reap()
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if result.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed: {result.stderr.strip()}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def readers(tree: Path, image: Path, env: dict[str, str]) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """Each reader: the command that runs ``sh -c WORKLOAD`` inside it, and its environment."""
+    found = {"host directory (limit)": (["unshare", "-r", "chroot", str(tree)], env),
+             "hydria start IMAGE.sqsh": ([HYDRIA, "start", str(image)], env),
+             "hydria start NAME": ([HYDRIA, "start", "readbench"], env),
+             "squashfuse (before)": ([HYDRIA, "start", str(image)], {**env, "HYDRIA_FAST_READER": "n"})}
+    if shutil.which("ch-run"):
+        found["ch-run IMAGE.sqsh"] = (["ch-run", str(image), "--"], env)
+    enroot = shutil.which("enroot")
+    if enroot and "hydria" not in os.path.realpath(enroot):
+        found["enroot start NAME (extracted)"] = ([enroot, "start", "readbench"], env)
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workdir", type=Path, default=Path("/var/tmp/hydria-read-bench"))
+    options = parser.parse_args()
+    options.workdir.mkdir(parents=True, exist_ok=True)
+    compile_hydria()
+    tree, image = prepare(options.workdir)
+    user = User.lookup(TEST_USERS[0])
+    state = options.workdir / f"state-{user.name}"
+    shutil.rmtree(state, ignore_errors=True)
+    state.mkdir()
+    shutil.chown(state, user.uid, user.gid)
+    env = {"HYDRIA_DATA_PATH": str(state / "data"), "HYDRIA_CACHE_PATH": str(state / "cache"),
+           "ENROOT_DATA_PATH": str(state / "enroot")}
+    subprocess.run([HYDRIA, "create", "-n", "readbench", str(image)], user=user.uid, group=user.gid,
+                   extra_groups=[], env=user.environment(env), check=True, cwd="/")
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise SystemExit("cannot become the daemons' subreaper")
+    table = readers(tree, image, env)
+    samples: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for _ in range(options.rounds):  # interleaved: a slow moment of the machine hits every reader alike
+        for workload, script in WORKLOADS.items():
+            for name, (prefix, reader_env) in table.items():
+                samples.setdefault((workload, name), []).append(
+                    measure(user, [*prefix, "/bin/sh", "-c", script], reader_env))
+    print(f"cold page cache; median of {options.rounds}; wall s (ratio to the host directory), CPU s with daemons")
+    print(f"image: {image} ({image.stat().st_size / 2**20:.0f} MiB, {load_settings().squash_options})")
+    for workload in WORKLOADS:
+        print(f"\n{workload}")
+        limit = statistics.median(w for w, _ in samples[(workload, "host directory (limit)")])
+        for name in table:
+            runs = samples[(workload, name)]
+            wall, cpu = statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
+            print(f"  {name:<32}{wall:>8.2f} ({wall / limit:4.2f}x){cpu:>9.2f}")
+    shutil.rmtree(state, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
