@@ -15,6 +15,7 @@ Wall time and CPU time, the FUSE daemons' included (this process is their subrea
 them); the median of interleaved rounds; ratios to the host directory.
 
 Run as root: python benchmarks/read_bench.py [--rounds 3] [--workdir /var/tmp/hydria-read-bench]
+[--squash-options "-comp lz4"] (the image's compression; default: hydria's setting in effect)
 The tree (Debian bookworm with python3-numpy, -scipy, -pandas from Debian's packages, plus the
 generated files) and its image are built once into the work directory (about 2 GB).
 """
@@ -73,10 +74,9 @@ def build_tree(tree: Path) -> None:
             handle.writelines(os.urandom(1 << 20) for _ in range(64))
 
 
-def squash(tree: Path, image: Path) -> None:
-    """The tree as hydria's import writes an image: tar2sqfs with the default squash options."""
-    settings = load_settings()
-    writer = Tar2Sqfs(image, tar2sqfs_options(settings.squash_options, os.cpu_count() or 1))
+def squash(tree: Path, image: Path, squash_options: str) -> None:
+    """The tree as hydria's import writes an image: tar2sqfs with these squash options."""
+    writer = Tar2Sqfs(image, tar2sqfs_options(squash_options, os.cpu_count() or 1))
     tar = subprocess.Popen(["tar", "-C", str(tree), "--exclude=./dev/*", "-cf", "-", "."], stdout=writer.stdin)
     writer.stdin.close()  # tar holds the pipe now
     if tar.wait() != 0:
@@ -86,13 +86,14 @@ def squash(tree: Path, image: Path) -> None:
     image.chmod(0o644)
 
 
-def prepare(workdir: Path) -> tuple[Path, Path]:
-    tree, image = workdir / "tree", workdir / "image.sqsh"
+def prepare(workdir: Path, squash_options: str) -> tuple[Path, Path]:
+    tree = workdir / "tree"
+    image = workdir / f"image{'-'.join(squash_options.split()).replace('--', '-')}.sqsh"
     if not (tree / "bench" / "large" / "blob9").exists():
         shutil.rmtree(tree, ignore_errors=True)
         build_tree(tree)
     if not image.exists():
-        squash(tree, image)
+        squash(tree, image, squash_options)
     if not (tree / "dev" / "null").exists():
         subprocess.run(["mknod", "-m", "666", str(tree / "dev" / "null"), "c", "1", "3"], check=True)
     workdir.chmod(0o755)
@@ -147,10 +148,12 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workdir", type=Path, default=Path("/var/tmp/hydria-read-bench"))
+    parser.add_argument("--squash-options", help="mksquashfs options of the image (default: HYDRIA_SQUASH_OPTIONS)")
     options = parser.parse_args()
+    squash_options = options.squash_options or load_settings().squash_options
     options.workdir.mkdir(parents=True, exist_ok=True)
     compile_hydria()
-    tree, image = prepare(options.workdir)
+    tree, image = prepare(options.workdir, squash_options)
     user = User.lookup(TEST_USERS[0])
     state = options.workdir / f"state-{user.name}"
     shutil.rmtree(state, ignore_errors=True)
@@ -170,7 +173,7 @@ def main() -> int:
                 samples.setdefault((workload, name), []).append(
                     measure(user, [*prefix, "/bin/sh", "-c", script], reader_env))
     print(f"cold page cache; median of {options.rounds}; wall s (ratio to the host directory), CPU s with daemons")
-    print(f"image: {image} ({image.stat().st_size / 2**20:.0f} MiB, {load_settings().squash_options})")
+    print(f"image: {image} ({image.stat().st_size / 2**20:.0f} MiB, {squash_options})")
     for workload in WORKLOADS:
         print(f"\n{workload}")
         limit = statistics.median(w for w, _ in samples[(workload, "host directory (limit)")])

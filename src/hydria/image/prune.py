@@ -43,13 +43,13 @@ def regular_files(paths: Iterable[Path], owner: int | None = None) -> list[tuple
     return found
 
 
-SERVERS = frozenset({os.fsencode(FALLBACK), os.fsencode(READER)})
+SERVERS = frozenset({os.fsencode(FALLBACK), os.fsencode(READER)})  # the programs that serve images
 
 
 def mounted_images() -> set[str]:
-    """The files that the image daemons of this node serve (squashfuse, hydria's reader: their
-    command lines name them),
-    links resolved. Command lines are readable by every user, unless /proc is mounted hidepid."""
+    """The files that the image daemons of this node serve (hydria's reader, squashfuse: their
+    command lines name them), links resolved. Command lines are readable by every user, unless
+    /proc is mounted hidepid."""
     found: set[str] = set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
