@@ -7,6 +7,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+TERMINATED_STATUS = 143  # 128 + SIGTERM: what shells and schedulers read as "terminated"
+INTERRUPTED_STATUS = 130  # 128 + SIGINT: Ctrl-C
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Python raises KeyboardInterrupt for Ctrl-C, so that the same cleanup
+    runs, and told apart by its exit status."""
+
 
 @contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
@@ -19,7 +27,7 @@ def terminate_as_interrupt() -> Iterator[None]:
         return
 
     def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
+        raise Terminated
 
     previous = signal.signal(signal.SIGTERM, interrupt)
     try:

@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -447,10 +448,26 @@ def test_remove_refuses_a_running_container(images: dict[str, Path], workspace: 
         assert result.returncode == 1
         assert f"Device or resource busy: container busy is running (PID {busy.pid})" in result.stderr
         assert workspace.run("list").stdout.split() == ["busy", "idle"]  # nothing removed, idle neither
+        # The Python API passes the same check (the store's), not only the command line.
+        script = "import hydria, sys\nfrom hydria.errors import HydriaError\ntry:\n    hydria.remove('busy')\nexcept HydriaError as e:\n    print(e.message)"
+        refused = run_as(workspace.user, [sys.executable, "-c", script], env=workspace.env(), cwd=workspace.out)
+        assert refused.stdout.startswith("Device or resource busy: container busy is running"), refused.stderr
+        assert workspace.run("list").stdout.split() == ["busy", "idle"]
     finally:
         busy.kill()
         busy.wait()
     assert workspace.run("remove", "-f", "idle", "busy").returncode == 0
+
+
+def test_remove_of_several_names_removes_those_that_exist(images: dict[str, Path], workspace: Workspace) -> None:
+    for name in ("first", "last"):
+        assert workspace.run("create", "-n", name, str(images["busybox"])).returncode == 0
+    result = workspace.run("remove", "-f", "missing", "first", "other", "last", "first")
+    assert result.returncode == 1
+    assert workspace.run("list").stdout.split() == []  # both removed, past the missing names
+    for name in ("missing", "other"):  # each missing one reported, with the way on
+        assert f"No such file or directory: {workspace.root / 'data' / name}" in result.stderr
+    assert result.stderr.count("hint: hydria list shows your containers") == 2
 
 
 def test_list_fancy_shows_containers_of_image_files_as_unknown(images: dict[str, Path], workspace: Workspace) -> None:

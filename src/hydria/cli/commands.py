@@ -98,11 +98,13 @@ def run(argv: Sequence[str]) -> int:
             return 0
         if args and args[0] == "--version":
             args[0] = "version"
-        else:
+        elif not args:
             print(general_usage(), file=sys.stderr)
-            if args:
-                log.error("Unknown command: %s", args[0])
-                _suggest(args[0])
+            return 1
+        else:  # a mistyped command: the usage line and a suggestion, not the whole list
+            print(f"Usage: {program_name()} COMMAND [ARG...]", file=sys.stderr)
+            log.error("Unknown command: %s", args[0])
+            _suggest(args[0])
             return 1
     command = COMMAND_BY_NAME[args[0]]
     return guarded(lambda: _run(command, args[1:]))
@@ -114,7 +116,9 @@ def _suggest(word: str) -> None:
 
     close = get_close_matches(word, list(COMMAND_BY_NAME), n=1)
     if close:
-        log.info("hint: did you mean: hydria %s?", close[0])
+        log.info("hint: did you mean: %s %s?", program_name(), close[0])
+    else:
+        log.info("hint: run '%s help' for the list of commands", program_name())
 
 
 def build_parser(command: Command) -> ArgumentParser:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from hydria.errors import HydriaError
+from hydria.interrupt import INTERRUPTED_STATUS, TERMINATED_STATUS, Terminated
 from hydria.log import Logger, to_stderr
 
 log = Logger("hydria")
@@ -30,8 +31,10 @@ def guarded(action: Callable[[], int]) -> int:
         return action()
     except HydriaError as e:
         return report(e)
+    except Terminated:
+        return TERMINATED_STATUS
     except KeyboardInterrupt:
-        return 130
+        return INTERRUPTED_STATUS
     except OSError as e:  # a file system error no module anticipated: one line, not a traceback
         log.error("%s", f"{e.strerror}: {e.filename}" if e.strerror and e.filename else e)
         return 1

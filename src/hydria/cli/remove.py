@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from hydria.cli.logsetup import report
 from hydria.config import Settings
 from hydria.errors import HydriaError
 
@@ -16,23 +17,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
+    """The names that exist are removed even where others do not (each of those is reported and
+    the exit status is 1); a running container among them stops all (none is removed)."""
     from hydria.container.store import Store
 
     store = Store(settings)
-    for name in options.names:
-        store.container(name)  # raises when it does not exist
-    running = store.running()
-    for name in options.names:  # all checked before any is removed
-        if name in running:
-            pids = ", ".join(str(process.pid) for process in running[name])
-            raise HydriaError(f"Device or resource busy: container {name} is running (PID {pids})",
-                              hint="removing it would leave the running instance without its files: end it "
-                                   f"first (kill {pids}) and remove it then; hydria list --fancy shows it")
-    for name in options.names:
+    present, missing = [], []
+    for name in dict.fromkeys(options.names):  # each name once, in the order given
+        try:
+            store.container(name)
+            present.append(name)
+        except HydriaError as e:
+            missing.append(e)
+    store.refuse_running(present)  # all checked before any is removed
+    for name in present:
         path = store.path(name)
         if not (options.force or settings.force_override):
             print(f"Do you really want to delete {path}? [y/N] ", end="", file=sys.stderr, flush=True)
             if sys.stdin.readline().strip() not in ("y", "Y"):
                 continue
         store.remove(name)
-    return 0
+    for error in missing:
+        report(error)
+    return 1 if missing else 0

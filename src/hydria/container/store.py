@@ -83,10 +83,24 @@ class Store:
         """The running processes of each container that has any (see container/running.py)."""
         return running({name: self.path(name) for name in self.names()}, self.settings.runtime_path)
 
+    def refuse_running(self, names: list[str]) -> None:
+        """Raise HydriaError (busy) when any of ``names`` runs: removing it would leave the running
+        instance without its files (enroot deletes them from under it)."""
+        running = self.running()
+        for name in names:
+            if name in running:
+                pids = ", ".join(str(process.pid) for process in running[name])
+                raise HydriaError(f"Device or resource busy: container {name} is running (PID {pids})",
+                                  hint="removing it would leave the running instance without its files: end it "
+                                       f"first (kill {pids}) and remove it then; hydria list --fancy shows it")
+
     def remove(self, name: str) -> None:
+        """Delete a container that is not running; every door (command line, API) comes here.
+        Raises NotFound, HydriaError (busy)."""
         path = self.path(name)
         if not path.is_dir():
-            raise NotFound(path)
+            raise NotFound(path, hint="hydria list shows your containers")
+        self.refuse_running([name])
         self._discard(path)
 
     def _discard(self, path: Path) -> None:
