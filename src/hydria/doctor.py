@@ -25,11 +25,12 @@ from typing import Any
 from hydria.config import Settings
 from hydria.errors import HydriaError, MissingTool
 from hydria.image import cachelayout
-from hydria.paths import delete_tree, hydria_command, user_name
+from hydria.paths import hydria_command, user_name
 from hydria.record import Record
 from hydria.runtime.filesystems import file_system_type
 from hydria.runtime.reader import FALLBACK, installed_reader, reader_path, squashfs_server
 from hydria.tools import run_tool
+from hydria.trees import delete_tree
 
 # program, Debian package, needed for what (None: optional)
 TOOLS = (

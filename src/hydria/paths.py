@@ -183,20 +183,6 @@ def user_name(uid: int) -> str:
         return str(uid)
 
 
-def delete_tree(path: str | Path) -> None:
-    """Delete a tree, first making its directories accessible: overlay work directories and
-    images can hold directories without owner permissions."""
-    os.chmod(path, 0o700)
-    for directory, subdirectories, _ in os.walk(path):
-        for name in subdirectories:
-            child = os.path.join(directory, name)
-            if not os.path.islink(child):
-                os.chmod(child, 0o700)
-    import shutil
-
-    shutil.rmtree(path)
-
-
 def output_file(output: str | None, default: str, *, force: bool) -> Path:
     """The absolute path of a file a command writes (export, bundle): ``output`` or ``default`` in
     the current directory. Raises HydriaError when it names a directory, its directory is missing,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import tempfile
 import threading
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from hydria.trees import delete_tree
 from testbed import slurm
 from testbed.publish import PublishedImage
 from testbed.users import User, run_as
@@ -26,7 +26,7 @@ def make_workspace(user: User, hydria: str) -> Iterator[Workspace]:
     for path in (root, root / "out", root / "config"):
         os.chown(path, user.uid, user.gid)
     yield Workspace(user, root, hydria)
-    shutil.rmtree(root, ignore_errors=True)
+    delete_tree(root)  # containers' writes may be deeper than shutil.rmtree's recursion reaches
 
 
 @pytest.fixture

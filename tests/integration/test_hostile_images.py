@@ -145,3 +145,43 @@ def test_malformed_configs_are_refused(name: str, message: str, hostile: dict[st
     assert result.returncode == 1 and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
     assert not list(workspace.out.iterdir())
+
+
+@pytest.fixture(scope="module")
+def deep_tree(busybox: PublishedImage, registry: Registry, image_workdir: Path) -> str:
+    """busybox with a layer of 10,000 nested directories (a few hundred kilobytes): its paths are
+    far longer than PATH_MAX and deeper than Python's recursion limit."""
+    work = image_workdir / "deep"
+    work.mkdir(exist_ok=True)
+    tar = work / "deep.tar"
+    with LayerTar(tar) as layer:
+        name = "d"
+        for _ in range(10_000):
+            layer.directory(name)
+            name += "/d"
+        layer.file(name.rsplit("/", 1)[0] + "/leaf", "bottom\n")
+    push([Image([busybox.image.layers[0], make_layer(tar, work)], busybox.image.config)], registry.address,
+         "hostile/deep", "latest", work)
+    return f"docker://{registry.address}#hostile/deep:latest"
+
+
+def test_a_tree_deeper_than_path_max_imports_starts_and_is_refused_by_unpack(deep_tree: str,
+                                                                             workspace: Workspace) -> None:
+    image = str(imported(workspace, deep_tree))
+    started = workspace.run("start", image, "ls", "/d")
+    assert started.returncode == 0 and started.stdout == "d\n", started.stderr
+    unpacked = workspace.run("create", "--unpack", "-n", "flat", image)
+    assert unpacked.returncode == 1 and "Traceback" not in unpacked.stderr
+    assert "cannot unpack" in unpacked.stderr and "paths longer than this system allows" in unpacked.stderr
+    assert "hint: create it without --unpack" in unpacked.stderr
+    data = workspace.root / "data"
+    assert list(data.iterdir()) == []  # the partial tree unsquashfs left is gone
+    assert workspace.run("create", "-n", "mounted", image).returncode == 0
+    # The container's own writes: deeper than Python's recursion limit (a shell's cd stops at PATH_MAX).
+    written = workspace.run("start", "--rw", "mounted", "sh", "-c",
+                            "cd / && for i in $(seq 1500); do mkdir e && cd e || exit 1; done")
+    assert written.returncode == 0, written.stderr
+    assert workspace.run("export", "-o", str(workspace.out / "deep.sqsh"), "mounted").returncode == 0
+    removed = workspace.run("remove", "-f", "mounted")
+    assert removed.returncode == 0 and "Traceback" not in removed.stderr, removed.stderr
+    assert list(data.iterdir()) == []

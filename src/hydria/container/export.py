@@ -21,6 +21,7 @@ from hydria.paths import ensure_dir, output_file, process_tag, staging_file, uma
 from hydria.runtime import namespaces, rootfs
 from hydria.runtime import syscalls as sc
 from hydria.tools import run_tool
+from hydria.trees import walk
 
 
 def export(name: str, output: str | None, force: bool, settings: Settings) -> Path:
@@ -62,7 +63,7 @@ def _placeholders(tree: Path) -> list[str]:
     """Empty mode-0000 files and directories under ``tree`` (mount points that mounts created),
     relative to it, with mksquashfs's wildcard characters escaped."""
     found = []
-    for directory, names, files in os.walk(tree):
+    for directory, names, files in walk(tree):
         for entry in (*names, *files):
             path = os.path.join(directory, entry)
             info = os.lstat(path)

@@ -20,8 +20,9 @@ from hydria.config import Settings
 from hydria.container.named import IDENTITY, IMAGE, ROOTFS, container_path, find
 from hydria.container.running import RunningProcess, running
 from hydria.errors import AlreadyExists, HydriaError, InvalidArgument, NotFound
-from hydria.paths import delete_tree, ensure_dir, process_tag
+from hydria.paths import ensure_dir, process_tag
 from hydria.runtime.rootfs import Container, check_image
+from hydria.trees import delete_tree
 
 
 class Store:
@@ -117,7 +118,14 @@ class Store:
 
 
 def _unsquash(image: Path, target: Path) -> None:
-    from hydria.tools import run_tool
+    from hydria.tools import ToolFailed, run_tool
 
-    run_tool(["unsquashfs", "-no-progress", "-quiet", "-user-xattrs", "-d", str(target), str(image)],
-             f"unsquashfs {image} failed", hint="install the Debian package squashfs-tools")
+    try:
+        run_tool(["unsquashfs", "-no-progress", "-quiet", "-user-xattrs", "-d", str(target), str(image)],
+                 f"unsquashfs {image} failed", hint="install the Debian package squashfs-tools")
+    except ToolFailed as e:
+        if "File name too long" not in e.message:
+            raise
+        raise HydriaError(f"cannot unpack {image}: it holds paths longer than this system allows "
+                          f"({os.pathconf('/', 'PC_PATH_MAX')} bytes)",
+                          hint="create it without --unpack: the image is then mounted as it is") from None

@@ -19,11 +19,12 @@ import os
 import time
 
 from hydria.errors import HydriaError, InvalidImage, NotFound, PermissionProblem
-from hydria.paths import delete_tree, user_name
+from hydria.paths import user_name
 from hydria.record import Record
 from hydria.runtime import syscalls as sc
 from hydria.runtime.mountinfo import FUSE_OVERLAY, workdirs_in_use
 from hydria.runtime.reader import find_program, squashfs_server
+from hydria.trees import delete_tree
 
 SQUASHFS_MAGIC = b"hsqs"
 SUPERBLOCK_SIZE = 96

@@ -170,9 +170,12 @@ def cleanup(options: ContainerOptions, step: str, settings: Settings, environmen
             from hydria.container.store import Store
 
             Store(settings).remove(name)
-        import shutil
+        from hydria.trees import delete_tree
 
-        shutil.rmtree(step_dir(settings, step), ignore_errors=True)
+        try:
+            delete_tree(step_dir(settings, step))
+        except OSError:
+            pass  # none made (a step without scratch), or what cannot go stays for the job's end
         _release(options, plugin)
     return None
 
