@@ -61,7 +61,10 @@ def delete_tree(path: str | Path) -> None:
         while True:
             child = _first_subdirectory_after_emptying(current)
             if child is not None:
-                os.chmod(child, stat.S_IRWXU, dir_fd=current)  # a directory: opened below without links
+                try:  # a directory: opened below without following links
+                    os.chmod(child, stat.S_IRWXU, dir_fd=current)
+                except PermissionError:
+                    pass  # not ours to change: open it as it is
                 descended = os.open(child, _DIRECTORY, dir_fd=current)
                 os.close(current)
                 current = descended

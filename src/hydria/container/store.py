@@ -24,6 +24,8 @@ from hydria.paths import ensure_dir, process_tag
 from hydria.runtime.rootfs import Container, check_image
 from hydria.trees import delete_tree
 
+RENAME_ATTEMPTS = 5  # forced creates racing for one name: each try removes the one that won
+
 
 class Store:
     def __init__(self, settings: Settings) -> None:
@@ -47,9 +49,11 @@ class Store:
         check_image(image)
         name = name if name is not None else image.name.removesuffix(".sqsh")
         target = self.path(name)
+        replace = force or self.settings.force_override
         ensure_dir(self.settings.data_path, setting="HYDRIA_DATA_PATH")
+        self._sweep_leftovers()
         if target.exists() or target.is_symlink():
-            if not (force or self.settings.force_override):
+            if not replace:
                 raise AlreadyExists(target, hint="use --force to replace it")
             self._discard(target)
         staging = self.root / f".{name}.creating.{process_tag()}"
@@ -62,14 +66,41 @@ class Store:
                 (staging / IDENTITY).write_text(check_image(staging / IMAGE) + "\n")
                 (staging / "upper").mkdir()
                 (staging / "work").mkdir()
-            try:
-                os.rename(staging, target)  # atomic; fails if another create won the name
-            except OSError:
-                raise AlreadyExists(target) from None
+            self._put(staging, target, replace)
         finally:
             if staging.exists():
                 delete_tree(staging)
         return target
+
+    def _put(self, staging: Path, target: Path, replace: bool) -> None:
+        """Rename ``staging`` to ``target`` (atomic). A create that made the name meanwhile wins
+        unless ``replace``: then the last of concurrent forced creates is the one that stays."""
+        for _ in range(RENAME_ATTEMPTS):
+            try:
+                os.rename(staging, target)
+                return
+            except OSError:
+                if not replace:
+                    break
+                self._discard(target)
+        raise AlreadyExists(target)
+
+    def _sweep_leftovers(self) -> None:
+        """Remove what creates and removals of this node left when they were killed (SIGKILL, a
+        second signal during their cleanup): their staging and trash folders, named after the
+        node and a process that is gone."""
+        node = os.uname().nodename
+        try:
+            entries = [entry for entry in os.scandir(self.root) if entry.name.startswith(".")]
+        except OSError:
+            return
+        for entry in entries:
+            pid = _pid_of_leftover(entry.name, node)
+            if pid is not None and not _alive(pid):
+                try:
+                    delete_tree(entry.path)
+                except OSError:
+                    continue  # another sweep took it first
 
     def names(self) -> list[str]:
         """Raises HydriaError when the data path cannot be read."""
@@ -115,6 +146,27 @@ class Store:
         except OSError as e:
             raise HydriaError(f"cannot remove {path}: {e.strerror}") from None
         delete_tree(trash)
+
+
+def _pid_of_leftover(name: str, node: str) -> int | None:
+    """The process that made a staging (``.NAME.creating.NODE.PID``) or trash folder
+    (``.NAME.removing.NODE.PID.NS``) of this node, else None."""
+    for marker, tail in ((".creating.", 1), (".removing.", 2)):
+        if marker + node + "." in name:
+            fields = name.rsplit(".", tail)
+            if len(fields) == tail + 1 and fields[1].isdigit():
+                return int(fields[1])
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's: not a leftover of ours
+    return True
 
 
 def _unsquash(image: Path, target: Path) -> None:
