@@ -541,6 +541,9 @@ def test_conf_script_and_batch(images: dict[str, Path], workspace: Workspace) ->
     ("environ() {\n echo x\n", "start", "Invalid argument: "),  # bash -n fails
     ("true\n", "batch", "Missing directive ENROOT_ROOTFS in "),
     ("hooks() {\n exit 3\n}\n", "start", "exited with return code 3"),
+    # a directive's bad value is the script's, not an environment variable's
+    ("#ENROOT_REMAP_ROOT=maybe\n", "start", "bad.conf: directive #HYDRIA_REMAP_ROOT=maybe: 'maybe' is not a boolean"),
+    ("#HYDRIA_MAX_CONNECTIONS=many\n", "start", "directive #HYDRIA_MAX_CONNECTIONS=many: 'many' is not a"),
 ])
 def test_conf_script_errors(images: dict[str, Path], workspace: Workspace, text: str, command: str,
                             message: str) -> None:

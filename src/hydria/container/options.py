@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from types import SimpleNamespace
 
-from hydria.errors import HydriaError
+from hydria.errors import ConfigError, HydriaError
 from hydria.record import TYPE_CHECKING, Record
 
 if TYPE_CHECKING:
@@ -130,7 +130,15 @@ def load_conf(path: str) -> tuple[ConfScript, Settings]:
 
     conf = load(path)
     directives = {f"HYDRIA_{name}": value for name, value in conf.directives.items() if name != "ROOTFS"}
-    return conf, load_settings({**os.environ, **directives})
+    try:
+        return conf, load_settings({**os.environ, **directives})
+    except ConfigError as e:  # name the script's directive, not the environment variable it became
+        for variable, value in directives.items():
+            origin = f"environment variable {variable}:"
+            if origin in e.message:
+                raise ConfigError(e.message.replace(origin, f"{conf.path}: directive #{variable}={value}:"),
+                                  hint=e.hint) from None
+        raise
 
 
 def start_from(options: Parsed, settings: Settings, conf: ConfScript | None = None,
