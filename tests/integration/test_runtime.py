@@ -286,6 +286,17 @@ def test_bad_input(args: tuple[str, ...], message: str, images: dict[str, Path],
     assert not data.exists() or list(data.iterdir()) == []
 
 
+def test_a_mount_source_behind_a_folder_the_user_may_not_pass(images: dict[str, Path],
+                                                               workspace: Workspace) -> None:
+    private = workspace.root / "private"
+    (private / "sub").mkdir(parents=True)
+    private.chmod(0o700)  # root's: the test user may not pass
+    result = start(workspace, "-m", f"{private}/sub:/mnt", str(images["busybox"]), "true")
+    assert result.returncode == 1
+    assert (f"failed to mount: {private}/sub at /mnt: Permission denied\n[INFO] hint: from --mount; {private} "
+            f"(mode 0700) does not let you through to {private}/sub") in result.stderr
+
+
 def test_a_hydria_option_after_the_image_is_named(images: dict[str, Path], workspace: Workspace) -> None:
     """Options after the image are the container's (as enroot): where the image has no entrypoint
     to take one of hydria's, the start says so instead of failing with 'not found'."""

@@ -181,12 +181,32 @@ def mount_entry(entry: MountEntry, root: str, cwd: str) -> None:
                 os.close(fd)
             return
         source = os.path.normpath(source)
-        if not os.path.exists(source):
+        try:
+            os.stat(source)
+        except FileNotFoundError:
             raise MountFailed(f"failed to mount: {entry.source} at {entry.target}: No such file or directory",
-                              hint=f"the source {source} does not exist on this host")
+                              hint=f"the source {source} does not exist on this host") from None
+        except PermissionError:
+            raise MountFailed(f"failed to mount: {entry.source} at {entry.target}: Permission denied",
+                              hint=_unreachable_because(source)) from None
         _mount_entry(entry, source, target)
     else:
         _mount_entry(entry, entry.source, target)
+
+
+def _unreachable_because(path: str) -> str:
+    """Which folder above ``path`` this user may not pass through, and the way on."""
+    folder = os.path.dirname(path)
+    blocking = None
+    while folder != "/":
+        if os.path.isdir(folder) and not os.access(folder, os.X_OK):
+            blocking = folder  # keep going up: the highest one is the one to ask about
+        folder = os.path.dirname(folder)
+    if blocking is None:
+        return f"you may not reach {path}: mount a path you can read, or ask its owner for access"
+    mode = os.stat(blocking).st_mode & 0o7777  # its owner: not known here, in the user namespace
+    return (f"{blocking} (mode {mode:04o}) does not let you through to {path}: mount a path you can read, "
+            "or ask its owner for access")
 
 
 def _inside(root: str, path: str) -> str | None:
