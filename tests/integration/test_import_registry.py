@@ -116,10 +116,12 @@ def test_docker_schema2_lists_and_mixed_compression(name: str, variants: dict[st
         assert "squashfs-root/opt/zstd.txt" in listing and "squashfs-root/opt/plain.txt" in listing
 
 
-def test_single_arch_mismatch_warns(variants: dict[str, str], workspace: Workspace) -> None:
+def test_single_arch_mismatch_is_refused_when_asked_for(variants: dict[str, str], workspace: Workspace) -> None:
     result = workspace.run("import", "-a", "arm64", "-o", "x.sqsh", variants["dockerv2"])
-    assert result.returncode == 0
-    assert "Image architecture doesn't match the requested one: amd64 != arm64" in result.stderr
+    assert result.returncode == 1 and not (workspace.out / "x.sqsh").exists()
+    assert "the image is for amd64 only, not arm64" in result.stderr
+    assert "hint: it has no arm64 variant: import it without --arch (or --arch amd64)" in result.stderr
+    assert workspace.run("import", "-a", "amd64", "-o", "x.sqsh", variants["dockerv2"]).returncode == 0
 
 
 @pytest.mark.parametrize(("name", "reason"), [("notatar", "invalid header"),

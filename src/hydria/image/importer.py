@@ -134,9 +134,21 @@ def _watched(stack: ExitStack) -> Progress:
 
 
 def _resolve(resolve: Callable[[mf.Platform], mf.ResolvedImage], want: mf.Platform) -> mf.ResolvedImage:
+    """The image for ``want``. An image of one architecture (no index to choose from) that is not
+    the one asked for with --arch is refused before any layer is downloaded (enroot imports it
+    with a warning: a job would then fail with 'Exec format error'); where the architecture is
+    this machine's default, the warning stays, as enroot's.
+
+    Raises:
+        ManifestError: the image is for another architecture than --arch named.
+    """
     resolved = resolve(want)
     found = resolved.config.get("architecture")
     if found and found != want.architecture:
+        if want.asked:
+            raise mf.ManifestError(f"the image is for {found} only, not {want.architecture}",
+                                   hint=f"it has no {want.architecture} variant: import it without --arch "
+                                        f"(or --arch {found}), or choose an image built for {want.architecture}")
         log.warning("Image architecture doesn't match the requested one: %s != %s", found, want.architecture)
     return resolved
 

@@ -35,6 +35,7 @@ class Platform(Record):
     architecture: str
     os: str = "linux"
     variant: str | None = None
+    asked: bool = False  # named with --arch, not this machine's by default
 
     def __str__(self) -> str:
         return "/".join(p for p in (self.os, self.architecture, self.variant) if p)
@@ -50,7 +51,7 @@ def parse_platform(text: str | None) -> Platform:
     if name not in _ARCHITECTURES:
         raise ManifestError(f"Unsupported architecture: {text or name}",
                             hint="use one of " + ", ".join(sorted(set(_ARCHITECTURES.values()))))
-    return Platform(_ARCHITECTURES[name], variant=variant or None)
+    return Platform(_ARCHITECTURES[name], variant=variant or None, asked=text is not None)
 
 
 class Descriptor(Record):
