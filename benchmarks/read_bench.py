@@ -16,6 +16,7 @@ them); the median of interleaved rounds; ratios to the host directory.
 
 Run as root: python benchmarks/read_bench.py [--rounds 3] [--workdir /var/tmp/hydria-read-bench]
 [--squash-options "-comp lz4"] (the image's compression; default: hydria's setting in effect)
+[--torch] (adds PyTorch's CPU wheel to the tree, with pip, and 8 processes importing torch at once)
 The tree (Debian bookworm with python3-numpy, -scipy, -pandas from Debian's packages, plus the
 generated files) and its image are built once into the work directory (about 2 GB).
 """
@@ -50,6 +51,9 @@ WORKLOADS = {
     "640 MiB of large files": "cat /bench/large/* | wc -c",
     "8 processes importing": " ".join(f"python3 -c '{IMPORTS}' &" for _ in range(8)) + " wait",
 }
+TORCH_WORKLOAD = ("8 processes importing torch", " ".join("python3 -c 'import torch' &" for _ in range(8)) + " wait")
+TORCH = "torch==2.13.0"  # the CPU wheel this machine has on disk
+SITE_PACKAGES = "usr/local/lib/python3.11/dist-packages"  # on Debian bookworm's python3's path
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -86,12 +90,24 @@ def squash(tree: Path, image: Path, squash_options: str) -> None:
     image.chmod(0o644)
 
 
-def prepare(workdir: Path, squash_options: str) -> tuple[Path, Path]:
-    tree = workdir / "tree"
-    image = workdir / f"image{'-'.join(squash_options.split()).replace('--', '-')}.sqsh"
+def add_torch(tree: Path) -> None:
+    """PyTorch and what it needs, installed by this Python's pip (the same 3.11 as the tree's)."""
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target", str(tree / SITE_PACKAGES), TORCH],
+                   check=True)
+
+
+def prepare(workdir: Path, squash_options: str, torch: bool) -> tuple[Path, Path]:
+    tree = workdir / ("tree-torch" if torch else "tree")
+    image = workdir / f"image{'-torch' if torch else ''}{'-'.join(squash_options.split()).replace('--', '-')}.sqsh"
+    plain = workdir / "tree"
     if not (tree / "bench" / "large" / "blob9").exists():
         shutil.rmtree(tree, ignore_errors=True)
-        build_tree(tree)
+        if torch and (plain / "bench" / "large" / "blob9").exists():
+            subprocess.run(["cp", "-a", str(plain), str(tree)], check=True)
+        else:
+            build_tree(tree)
+    if torch and not (tree / SITE_PACKAGES / "torch").is_dir():
+        add_torch(tree)
     if not image.exists():
         squash(tree, image, squash_options)
     if not (tree / "dev" / "null").exists():
@@ -149,11 +165,13 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workdir", type=Path, default=Path("/var/tmp/hydria-read-bench"))
     parser.add_argument("--squash-options", help="mksquashfs options of the image (default: HYDRIA_SQUASH_OPTIONS)")
+    parser.add_argument("--torch", action="store_true", help="add PyTorch and 8 processes importing it")
     options = parser.parse_args()
     squash_options = options.squash_options or load_settings().squash_options
     options.workdir.mkdir(parents=True, exist_ok=True)
     compile_hydria()
-    tree, image = prepare(options.workdir, squash_options)
+    tree, image = prepare(options.workdir, squash_options, options.torch)
+    workloads = dict([*WORKLOADS.items(), *([TORCH_WORKLOAD] if options.torch else [])])
     user = User.lookup(TEST_USERS[0])
     state = options.workdir / f"state-{user.name}"
     shutil.rmtree(state, ignore_errors=True)
@@ -168,13 +186,13 @@ def main() -> int:
     table = readers(tree, image, env)
     samples: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for _ in range(options.rounds):  # interleaved: a slow moment of the machine hits every reader alike
-        for workload, script in WORKLOADS.items():
+        for workload, script in workloads.items():
             for name, (prefix, reader_env) in table.items():
                 samples.setdefault((workload, name), []).append(
                     measure(user, [*prefix, "/bin/sh", "-c", script], reader_env))
     print(f"cold page cache; median of {options.rounds}; wall s (ratio to the host directory), CPU s with daemons")
     print(f"image: {image} ({image.stat().st_size / 2**20:.0f} MiB, {squash_options})")
-    for workload in WORKLOADS:
+    for workload in workloads:
         print(f"\n{workload}")
         limit = statistics.median(w for w, _ in samples[(workload, "host directory (limit)")])
         for name in table:

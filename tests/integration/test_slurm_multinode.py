@@ -272,3 +272,28 @@ def test_doctor_checks_every_node(nodes: slurm.Submitter, images: dict[str, Path
     broken = nodes.run(hydria_bin, "doctor", "--cluster", "--", "-N2", HYDRIA_DATA_PATH="/root/nowhere")
     assert broken.returncode == 1
     assert f"{NODES[1]}: FAIL: HYDRIA_DATA_PATH: /root/nowhere is not writable" in broken.stdout
+
+
+def test_a_store_import_that_fails_says_why_in_the_step_and_slurmds_log(
+        cluster: None, busybox: PublishedImage, registry: Registry, site_store: Path, store_workspace: Workspace,
+        workspace: Workspace) -> None:
+    """The store's owner cannot import (here: its cache folder is not its own to create): the step
+    still runs from the user's own import, and both the step's log and slurmd's say why."""
+    push([busybox.image], registry.address, "hydria/unstored", "latest", store_workspace.root)
+    assert store_workspace.run("store", "init", HYDRIA_STORE_PATH=str(site_store)).returncode == 0
+    cache = store_workspace.user.home / ".cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    cache.mkdir(mode=0o755)  # root's: the owner's default cache path cannot be made in it
+    try:
+        with Forwarder(registry.address, host=HEAD_ADDRESS) as front:
+            image = f"{front.address}#hydria/unstored:latest"
+            result = slurm.Submitter(workspace).run("srun", "-N1", f"--container-image={image}", "true",
+                                                    HYDRIA_DATA_PATH="")
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    assert result.returncode == 0, result.stderr
+    said = f"hydria: the image store could not import docker://{image}: "
+    assert said in result.stderr and "HYDRIA_CACHE_PATH" in result.stderr, result.stderr
+    assert "; importing it for this job" in result.stderr
+    logs = "".join(path.read_text(errors="replace") for path in slurm.ROOT.glob("slurmd-*.log"))
+    assert f"the image store (written as {STORE_USER}) could not import docker://{image}: " in logs

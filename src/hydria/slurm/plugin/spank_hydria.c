@@ -563,6 +563,34 @@ static void start_container(spank_t sp, const char *ids, const char *script, con
                                       : "hydria: the container exited before its tasks could join it");
 }
 
+/* Why a hydria command failed, from what it wrote: its last "[ERROR] " line, with the "[INFO] hint: "
+ * line after it; else its exit status. */
+static void failure_summary(const char *said, int status, char *out, size_t size)
+{
+    const char *error = NULL, *hint = NULL;
+    for (const char *line = said; line && *line;) {
+        const char *end = strchrnul(line, '\n');
+        if (strncmp(line, "[ERROR] ", 8) == 0) {
+            error = line;
+            hint = NULL;
+        } else if (error && !hint && strncmp(line, "[INFO] hint: ", 13) == 0) {
+            hint = line;
+        }
+        line = *end ? end + 1 : end;
+    }
+    if (!error) {
+        snprintf(out, size, WIFEXITED(status) ? "exit status %d" : "killed by signal %d",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+        return;
+    }
+    int error_length = (int)(strchrnul(error, '\n') - error) - 8;
+    if (hint)
+        snprintf(out, size, "%.*s (%.*s)", error_length, error + 8,
+                 (int)(strchrnul(hint, '\n') - hint) - 7, hint + 7);
+    else
+        snprintf(out, size, "%.*s", error_length, error + 8);
+}
+
 /* `hydria store import -- URI` as the image store's owner (plugstack store_owner), in a clean
  * environment and with no descriptor of slurmstepd's: nothing of the job reaches the account
  * that writes what every user reads, but the reference, which the user's own registry request
@@ -597,12 +625,20 @@ static void fill_store(const char *uri)
         }
         free(said);
     }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        char *said = log >= 0 ? read_all(log) : NULL;
+        char why[1024];
+        failure_summary(said, status, why, sizeof why);
+        /* The step's log (the user sees why the job imports the image itself) and slurmd's (the
+         * administrator sees what to fix in the store). */
+        slurm_spank_log("hydria: the image store could not import %s: %s; importing it for this job", uri, why);
+        slurm_error("hydria: the image store (written as %s) could not import %s: %s", store_owner, uri, why);
+        free(said);
+    }
     if (log >= 0)
         close(log);
     if (marks >= 0)
         close(marks);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        slurm_spank_log("hydria: the image store could not import %s; importing it for this job", uri);
 }
 
 /* Forget a running container that ended before the step could take hold of it. */
