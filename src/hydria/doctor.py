@@ -218,7 +218,7 @@ def _image_reader(settings: Settings) -> Check:
     install = (f"as the owner of hydria's installation: hydria install-reader (it puts {reader_path()}; "
                "needs gcc, pkg-config, libsquashfuse-dev and libfuse3-dev, or EPEL's squashfuse-devel and fuse3-devel)")
     if reader is not None and settings.fast_reader:
-        return Check(name, "ok", f"hydria's reader ({reader}): images read near the disk's speed")
+        return Check(name, "ok", f"hydria's reader ({reader}), the fast one (docs/performance.md)")
     if fallback is None and reader is not None:
         return Check(name, "fail", "HYDRIA_FAST_READER is off and squashfuse is not installed: no container can "
                                    "start from an image", "unset HYDRIA_FAST_READER, or install the package squashfuse")
