@@ -23,8 +23,8 @@ _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 def walk(top: str | Path) -> Iterator[tuple[str, list[str], list[str]]]:
     """``os.walk(top)`` (top-down; links to folders listed among the folders but not entered;
-    the caller may prune the folder names it is given), without recursion. Folders that cannot be read (permissions, a path past PATH_MAX)
-    are skipped, as ``os.walk`` skips them."""
+    the caller may prune the folder names it is given), without recursion. Folders that cannot
+    be read (permissions, a path past PATH_MAX) are skipped, as ``os.walk`` skips them."""
     pending = [os.fspath(top)]
     while pending:
         directory = pending.pop()
