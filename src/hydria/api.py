@@ -68,7 +68,7 @@ def remove(name: str, settings: Settings | None = None) -> None:
 
     store = Store(settings or load_settings())
     store.container(name)  # raises when there is no such container
-    store.remove(name)
+    store.remove([name])
 
 
 def export(name: str, output: str | Path | None = None, *, force: bool = False,

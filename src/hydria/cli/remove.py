@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from hydria.cli.logsetup import report
 from hydria.config import Settings
@@ -14,6 +15,11 @@ from hydria.errors import HydriaError
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-f", "--force", action="store_true", help="do not ask for confirmation")
     parser.add_argument("names", nargs="+", metavar="NAME")
+
+
+def _ask(path: Path) -> bool:
+    print(f"Do you really want to delete {path}? [y/N] ", end="", file=sys.stderr, flush=True)
+    return sys.stdin.readline().strip() in ("y", "Y")
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
@@ -29,14 +35,7 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
             present.append(name)
         except HydriaError as e:
             missing.append(e)
-    store.refuse_running(present)  # all checked before any is removed
-    for name in present:
-        path = store.path(name)
-        if not (options.force or settings.force_override):
-            print(f"Do you really want to delete {path}? [y/N] ", end="", file=sys.stderr, flush=True)
-            if sys.stdin.readline().strip() not in ("y", "Y"):
-                continue
-        store.remove(name)
+    store.remove(present, confirm=None if options.force or settings.force_override else _ask)
     for error in missing:
         report(error)
     return 1 if missing else 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hydria.anonfile import link_or_copy
@@ -115,7 +116,7 @@ class Store:
         """The running processes of each container that has any (see container/running.py)."""
         return running({name: self.path(name) for name in self.names()}, self.settings.runtime_path)
 
-    def refuse_running(self, names: list[str]) -> None:
+    def _refuse_running(self, names: Sequence[str]) -> None:
         """Raise HydriaError (busy) when any of ``names`` runs: removing it would leave the running
         instance without its files (enroot deletes them from under it)."""
         running = self.running()
@@ -126,14 +127,18 @@ class Store:
                                   hint="removing it would leave the running instance without its files: end it "
                                        f"first (kill {pids}) and remove it then; hydria list --fancy shows it")
 
-    def remove(self, name: str) -> None:
-        """Delete a container that is not running; every door (command line, API) comes here.
-        Raises NotFound, HydriaError (busy)."""
-        path = self.path(name)
-        if not path.is_dir():
-            raise NotFound(path, hint="hydria list shows your containers")
-        self.refuse_running([name])
-        self._discard(path)
+    def remove(self, names: Sequence[str], confirm: Callable[[Path], bool] | None = None) -> None:
+        """Delete the containers ``names``, each that ``confirm`` (given its path) accepts; every
+        door (command line, API, Slurm) comes here. All are checked before any is deleted: none
+        when one is running. Raises NotFound, HydriaError (busy)."""
+        paths = [self.path(name) for name in names]
+        for path in paths:
+            if not path.is_dir():
+                raise NotFound(path, hint="hydria list shows your containers")
+        self._refuse_running(names)
+        for path in paths:
+            if confirm is None or confirm(path):
+                self._discard(path)
 
     def _discard(self, path: Path) -> None:
         """Take ``path`` out of the store at once (a rename: of concurrent removals, one does it),

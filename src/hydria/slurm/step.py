@@ -169,7 +169,7 @@ def cleanup(options: ContainerOptions, step: str, settings: Settings, environmen
         if options.name is None and name and os.path.isdir(container_path(settings.data_path, name)):
             from hydria.container.store import Store
 
-            Store(settings).remove(name)
+            Store(settings).remove([name])
         from hydria.trees import delete_tree
 
         try:
@@ -253,7 +253,7 @@ def remove_job_containers(job: str, settings: Settings) -> None:
     for name in store.names():
         if name.startswith(prefix):
             try:
-                store.remove(name)
+                store.remove([name])
             except (HydriaError, OSError) as e:
                 log.warning("cannot remove %s: %s", name, e)
     leftovers = [name for name in store.names() if name.startswith(prefix)]
