@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import pwd
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 
 from hydria.errors import ConfigError
@@ -245,9 +245,11 @@ class Context(Record):
 
 
 def resolve(
-    layers: Iterable[Iterable[Assignment]], env: Mapping[str, str], context: Context
+    layers: Iterable[Iterable[Assignment]], env: Mapping[str, str], context: Context,
+    overrides: Sequence[Assignment] = (),
 ) -> Settings:
-    """Merge defaults, configuration layers (lowest precedence first) and the environment.
+    """Merge defaults, configuration layers (lowest precedence first), the environment and
+    ``overrides`` (a configuration script's directives, which win over the environment).
 
     Raises:
         ConfigError: a value that does not expand or does not fit its setting's type.
@@ -265,6 +267,8 @@ def resolve(
                 chosen[PREFIX + spec.name] = Assignment(PREFIX + spec.name, value, True, f"environment variable {key}")
         elif value and (key.startswith(PREFIX) and key[len(PREFIX):] in SPEC_BY_NAME or _is_passthrough(key)):
             chosen[key] = Assignment(key, value, True, f"environment variable {key}")
+    for assignment in overrides:
+        chosen[assignment.key] = assignment
 
     variables = _variables(env, context)
     values: dict[str, object] = {}
@@ -348,8 +352,8 @@ def _run_command(command: str, variables: Mapping[str, str]) -> str:
 
 def _convert(spec: SettingSpec, assignment: Assignment, variables: Mapping[str, str]) -> object:
     text = _expand(assignment, variables)
-    where = assignment.origin if assignment.origin.endswith(f" {assignment.key}") else \
-        f"{assignment.origin}: {assignment.key}"
+    named = assignment.origin.endswith((f" {assignment.key}", f" #{assignment.key}={assignment.value}"))
+    where = assignment.origin if named else f"{assignment.origin}: {assignment.key}"
     if spec.kind == "bool":
         lowered = text.strip().lower()
         if lowered in _TRUE:
@@ -449,9 +453,11 @@ def job_environment(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     return {key: value for key, value in env.items() if key not in removed}, removed
 
 
-def load_settings(env: Mapping[str, str] | None = None, *, site_only: frozenset[str] = frozenset()) -> Settings:
-    """Load the settings of this process from the configuration files and the environment;
-    ``site_only`` settings come from the system files alone (not from the user's file).
+def load_settings(env: Mapping[str, str] | None = None, *, site_only: frozenset[str] = frozenset(),
+                  overrides: Sequence[Assignment] = ()) -> Settings:
+    """Load the settings of this process from the configuration files, the environment and
+    ``overrides`` (see resolve); ``site_only`` settings come from the system files alone (not
+    from the user's file).
 
     Raises:
         ConfigError: an unreadable or invalid configuration file, or an invalid value.
@@ -464,12 +470,12 @@ def load_settings(env: Mapping[str, str] | None = None, *, site_only: frozenset[
     system_layers = [parse_conf(text, path, commands="$(" in text and only_root_can_write(path))
                      for path in system_files if (text := _read(path)) is not None]
     # The user's file lives in CONFIG_PATH, which the system files or the environment may move.
-    config_path = resolve(system_layers, env, context).config_path
+    config_path = resolve(system_layers, env, context, overrides).config_path
     user_file = os.path.join(config_path, CONF_FILE)
     user_text = _read(user_file)
     user_layers = [[assignment for assignment in parse_conf(user_text, user_file)
                     if assignment.key[len(PREFIX):] not in site_only]] if user_text is not None else []
-    return resolve([*system_layers, *user_layers], env, context)
+    return resolve([*system_layers, *user_layers], env, context, overrides)
 
 
 def only_root_can_write(path: str) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from types import SimpleNamespace
 
-from hydria.errors import ConfigError, HydriaError
+from hydria.errors import HydriaError
 from hydria.record import TYPE_CHECKING, Record
 
 if TYPE_CHECKING:
@@ -125,20 +125,16 @@ def _target_taken_as_a_value(options: Parsed, settings: Settings) -> str | None:
 
 def load_conf(path: str) -> tuple[ConfScript, Settings]:
     """The configuration script and the settings with its directives applied over the environment."""
-    from hydria.config import load_settings
+    from hydria.config import Assignment, load_settings
     from hydria.runtime.confscript import load
 
     conf = load(path)
     directives = {f"HYDRIA_{name}": value for name, value in conf.directives.items() if name != "ROOTFS"}
-    try:
-        return conf, load_settings({**os.environ, **directives})
-    except ConfigError as e:  # name the script's directive, not the environment variable it became
-        for variable, value in directives.items():
-            origin = f"environment variable {variable}:"
-            if origin in e.message:
-                raise ConfigError(e.message.replace(origin, f"{conf.path}: directive #{variable}={value}:"),
-                                  hint=e.hint) from None
-        raise
+    # In the environment too: as enroot exports them, they may move the configuration folders.
+    # As overrides, named after the script (an empty one sets nothing, as an empty variable).
+    named = [Assignment(key, value, True, f"{conf.path}: directive #{key}={value}")
+             for key, value in directives.items() if value]
+    return conf, load_settings({**os.environ, **directives}, overrides=named)
 
 
 def start_from(options: Parsed, settings: Settings, conf: ConfScript | None = None,
