@@ -24,13 +24,13 @@ from testbed.forwarding import QuietHandler, RegistryFront, forward
 class AuthProxy(RegistryFront):
     def __init__(self, upstream: str, *, mode: Literal["bearer", "basic"] = "bearer",
                  user: str = "ada", password: str = "s3cret", anonymous: bool = False,
-                 realm: str | None = None) -> None:
+                 realm: str | None = None, host: str = "127.0.0.1") -> None:
         self.mode = mode
         self.realm = realm  # the Bearer realm to announce (default: this front's /token)
         self.user, self.password, self.anonymous = user, password, anonymous
         self.tokens: set[str] = set()
         self.token_requests = 0
-        super().__init__(upstream)
+        super().__init__(upstream, host)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         proxy = self

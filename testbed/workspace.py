@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,13 @@ class Workspace:
                 "HYDRIA_TESTBED_CACHE": str(self.cache), "HYDRIA_TESTBED_CONFIG": str(self.root / "config"),
                 "HYDRIA_TESTBED_DATA": str(self.root / "data"),
                 "HYDRIA_ALLOW_HTTP": "y", **extra}
+
+    def write_credentials(self, text: str) -> None:
+        """The user's registry credentials (``config/.credentials``, netrc lines)."""
+        path = self.root / "config" / ".credentials"
+        path.write_text(text)
+        os.chown(path, self.user.uid, self.user.gid)
+        path.chmod(0o600)
 
     def run(self, *args: str, cwd: Path | None = None, timeout: float = 300,
             **env: str) -> subprocess.CompletedProcess[str]:

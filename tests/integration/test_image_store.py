@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed.authproxy import AuthProxy
 from testbed.publish import PublishedImage, push_as
 from testbed.registry import Registry
 from testbed.stallproxy import StallProxy
@@ -96,6 +97,78 @@ def test_a_store_others_could_change_is_not_used(exposure: str, busybox: Publish
     assert "[WARN] Not using the image store: " in result.stderr and "can be changed by others" in result.stderr
     assert "Found the image in the image store" not in result.stderr
     assert doctor_store_check(workspace, store)["status"] == "fail"
+
+
+@pytest.mark.parametrize("mode", ["bearer", "basic"])
+def test_a_private_image_never_enters_the_store(mode: str, busybox: PublishedImage, registry: Registry, store: Path,
+                                                store_workspace: Workspace, workspace: Workspace,
+                                                other_workspace: Workspace) -> None:
+    """The registry keeps deciding who reads an image: the store's owner holds credentials that
+    pull it, yet the store asks the registry without them and keeps nothing, so no path, digest
+    or log line can lead a user without access to its bytes; a user with access imports it alone."""
+    push_as(busybox, registry, "private", store_workspace.root)
+    assert store_run(store_workspace, store, "init").returncode == 0
+    with AuthProxy(registry.address, mode=mode) as proxy:  # type: ignore[arg-type]
+        uri = f"docker://{proxy.address}#hydria/private:latest"
+        for user in (store_workspace, workspace):
+            user.write_credentials("machine 127.0.0.1 login ada password s3cret\n")
+        refused = store_run(store_workspace, store, "import", uri)
+        assert refused.returncode == 1, refused.stderr
+        assert f"{uri} cannot be pulled without credentials" in refused.stderr
+        assert "the image store keeps only images that anyone may pull" in refused.stderr
+        assert "each user imports it with their own credentials" in refused.stderr
+        assert refused.stdout == "" and sorted(p.name for p in (store / "images").iterdir()) == []
+        mine = workspace.run("import", "-o", "mine.sqsh", uri, HYDRIA_STORE_PATH=str(store))
+        assert mine.returncode == 0 and "image store" not in mine.stderr, mine.stderr
+        assert store_workspace.run("import", "-o", "owners.sqsh", uri, HYDRIA_STORE_PATH=str(store)).returncode == 0
+        assert sorted(p.name for p in (store / "images").iterdir()) == []  # the owner's own import stays its own
+        denied = other_workspace.run("import", "-o", "stolen.sqsh", uri, HYDRIA_STORE_PATH=str(store))
+        assert denied.returncode == 1 and ".credentials does not exist" in denied.stderr, denied.stderr
+    assert not (other_workspace.out / "stolen.sqsh").exists()
+
+
+def test_a_public_image_behind_anonymous_tokens_is_stored(busybox: PublishedImage, registry: Registry, store: Path,
+                                                          store_workspace: Workspace, workspace: Workspace) -> None:
+    """A registry that hands anonymous tokens (Docker Hub, nvcr.io) serves public images to anyone:
+    those the store keeps, whatever credentials its owner has."""
+    push_as(busybox, registry, "public", store_workspace.root)
+    assert store_run(store_workspace, store, "init").returncode == 0
+    with AuthProxy(registry.address, anonymous=True) as proxy:
+        uri = f"docker://{proxy.address}#hydria/public:latest"
+        store_workspace.write_credentials("machine 127.0.0.1 login ada password s3cret\n")
+        stored = store_run(store_workspace, store, "import", uri)
+        assert stored.returncode == 0, stored.stderr
+        result = workspace.run("import", "-o", "mine.sqsh", uri, HYDRIA_STORE_PATH=str(store))
+    assert result.returncode == 0 and f"Found the image in the image store: {stored.stdout.strip()}" in result.stderr
+
+
+def test_entries_of_an_older_version_are_sealed(busybox: PublishedImage, debian: PublishedImage,
+                                                registry: Registry, store: Path, store_workspace: Workspace,
+                                                workspace: Workspace) -> None:
+    """An older hydria stored images with its owner's credentials and marked none public: the
+    owner's next import or init makes every such entry (and one without a record, left by an
+    import that died long ago) unreadable to users, and says so."""
+    uri = push_as(busybox, registry, "legacy", store_workspace.root)
+    assert store_run(store_workspace, store, "init").returncode == 0
+    entry = Path(store_run(store_workspace, store, "import", uri).stdout.strip())
+    record = store / "meta" / f"{entry.name.removesuffix('.sqsh')}.json"
+    data = json.loads(record.read_text())
+    del data["public"]
+    record.write_text(json.dumps(data))
+    orphan = store / "images" / f"{'0' * 64}.sqsh"
+    orphan.write_bytes(entry.read_bytes())
+    os.chown(orphan, store_workspace.user.uid, store_workspace.user.gid)
+    orphan.chmod(0o644)
+    age(orphan, 1)
+    result = store_run(store_workspace, store, "import", push_as(debian, registry, "legacy-next", store_workspace.root))
+    assert result.returncode == 0, result.stderr
+    for sealed in (entry, orphan):
+        assert f"Sealed {sealed}: imported with the owner's credentials by an older hydria" in result.stderr
+        assert sealed.stat().st_mode & 0o777 == 0o600
+        assert run_as(workspace.user, ["cat", str(sealed)]).returncode != 0
+    assert Path(result.stdout.strip()).stat().st_mode & 0o777 == 0o644
+    again = store_run(store_workspace, store, "init")
+    assert again.returncode == 0 and "Sealed" not in again.stderr
 
 
 def test_importers_wait_for_the_one_that_runs(debian: PublishedImage, registry: Registry, store: Path,

@@ -144,17 +144,10 @@ def test_escaping_layer_is_refused_and_nothing_is_written(variants: dict[str, st
 
 # --- authentication --------------------------------------------------------------------------
 
-def write_credentials(workspace: Workspace, text: str) -> None:
-    path = workspace.root / "config" / ".credentials"
-    path.write_text(text)
-    os.chown(path, workspace.user.uid, workspace.user.gid)
-    path.chmod(0o600)
-
-
 def test_bearer_token_with_credentials_is_reused_for_every_blob(debian: PublishedImage, registry: Registry,
                                                                 workspace: Workspace) -> None:
     with AuthProxy(registry.address) as proxy:
-        write_credentials(workspace, "machine 127.0.0.1 login ada password $HYDRIA_TEST_SECRET\n")
+        workspace.write_credentials("machine 127.0.0.1 login ada password $HYDRIA_TEST_SECRET\n")
         uri = f"docker://{proxy.address}#{debian.repository}:{debian.tag}"
         result = workspace.run("import", "-o", "x.sqsh", uri, HYDRIA_TEST_SECRET="s3cret")
         assert result.returncode == 0, result.stderr
@@ -170,7 +163,7 @@ def test_bearer_anonymous_token(busybox: PublishedImage, registry: Registry, wor
 def test_user_in_uri_selects_the_credentials_line(busybox: PublishedImage, registry: Registry,
                                                   workspace: Workspace) -> None:
     with AuthProxy(registry.address) as proxy:
-        write_credentials(workspace, "# comment\nmachine 127.0.0.1 login bob password wrong\n"
+        workspace.write_credentials("# comment\nmachine 127.0.0.1 login bob password wrong\n"
                                      "machine 127.0.0.1 login ada password s3cret\n")
         result = workspace.run("import", "-o", "x.sqsh", f"docker://ada@{proxy.address}#{busybox.repository}")
         assert result.returncode == 0, result.stderr
@@ -178,7 +171,7 @@ def test_user_in_uri_selects_the_credentials_line(busybox: PublishedImage, regis
 
 def test_basic_auth(busybox: PublishedImage, registry: Registry, workspace: Workspace) -> None:
     with AuthProxy(registry.address, mode="basic") as proxy:
-        write_credentials(workspace, "machine 127.0.0.1 login ada password s3cret\n")
+        workspace.write_credentials("machine 127.0.0.1 login ada password s3cret\n")
         result = workspace.run("import", "-o", "x.sqsh", f"docker://{proxy.address}#{busybox.repository}")
         assert result.returncode == 0, result.stderr
 
@@ -188,7 +181,7 @@ def test_netrc_entries_over_lines_and_with_a_port(form: str, busybox: PublishedI
                                                   workspace: Workspace) -> None:
     with AuthProxy(registry.address) as proxy:
         machine = "127.0.0.1" if form == "multi-line" else proxy.address
-        write_credentials(workspace, f"machine {machine}\n  login ada\n  password s3cret\n" if form == "multi-line"
+        workspace.write_credentials(f"machine {machine}\n  login ada\n  password s3cret\n" if form == "multi-line"
                           else f"machine 127.0.0.1 login bob password wrong\nmachine {machine} login ada password s3cret\n")
         result = workspace.run("import", "-o", "x.sqsh", f"docker://{proxy.address}#{busybox.repository}")
         assert result.returncode == 0, result.stderr
@@ -205,7 +198,7 @@ def test_refused_credentials_fail_clearly(credentials: str | None, message: str,
     """The error says which credentials file was read and what it has for the registry."""
     with AuthProxy(registry.address) as proxy:
         if credentials is not None:
-            write_credentials(workspace, credentials)
+            workspace.write_credentials(credentials)
         result = workspace.run("import", f"docker://{proxy.address}#{busybox.repository}")
         assert result.returncode == 1
         assert message in result.stderr and "failed: 401" in result.stderr

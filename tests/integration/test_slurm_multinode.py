@@ -19,6 +19,7 @@ from hydria.config import SPEC_BY_NAME
 from hydria.image.imagestore import ImageStore
 from hydria.image.reference import parse
 from testbed import slurm
+from testbed.authproxy import AuthProxy
 from testbed.forwarding import Forwarder
 from testbed.nodes import HEAD_ADDRESS
 from testbed.oci import push
@@ -297,3 +298,22 @@ def test_a_store_import_that_fails_says_why_in_the_step_and_slurmds_log(
     assert "; importing it for this job" in result.stderr
     logs = "".join(path.read_text(errors="replace") for path in slurm.ROOT.glob("slurmd-*.log"))
     assert f"the image store (written as {STORE_USER}) could not import docker://{image}: " in logs
+
+
+def test_a_private_image_runs_from_the_users_own_import(cluster: None, busybox: PublishedImage, registry: Registry,
+                                                       site_store: Path, store_workspace: Workspace,
+                                                       workspace: Workspace) -> None:
+    """An image that needs credentials never enters the store (docs/store.md): the plugin's store
+    import says so, and the step runs from the user's own import with the user's credentials."""
+    push([busybox.image], registry.address, "hydria/private-step", "latest", store_workspace.root)
+    assert store_workspace.run("store", "init", HYDRIA_STORE_PATH=str(site_store)).returncode == 0
+    workspace.write_credentials(f"machine {HEAD_ADDRESS} login ada password s3cret\n")
+    with AuthProxy(registry.address, host=HEAD_ADDRESS) as proxy:
+        image = f"{proxy.address}#hydria/private-step:latest"
+        result = slurm.Submitter(workspace).run("srun", "-N1", f"--container-image={image}", "cat", "/etc/os-release",
+                                                HYDRIA_DATA_PATH="")
+    assert result.returncode == 0, result.stderr
+    assert "hydria busybox test image" in result.stdout
+    assert f"hydria: the image store could not import docker://{image}: docker://{image} cannot be pulled " \
+           "without credentials" in result.stderr, result.stderr
+    assert list((site_store / "images").iterdir()) == []

@@ -8,6 +8,11 @@ user and node (docs/store.md).
   stands for other bytes. They get their name only once complete (an anonymous file), so a
   killed import never leaves a half-written entry in sight.
 * ``STORE/meta/<key>.json`` (mode 0600, for ``hydria store list``): what each image is.
+* Only images that anyone may pull are kept: the owner's imports ask the registry without
+  credentials (:func:`hydria.image.importer.import_into_store`), since anyone who learns an
+  entry's path can read it. Entries of older versions, imported with the owner's credentials,
+  carry no ``public`` mark in their record; the owner's next import makes them unreadable to
+  others (:meth:`ImageStore.seal_unmarked`), and their keys are no longer asked for.
 * ``STORE/locks/<key>.lock``: who imports an image now. Made with an exclusive create, which works
   on NFS where ``flock`` may not, holding the importer's node and PID; the importer touches it
   every ``HEARTBEAT`` seconds, and one untouched for ``STALE_AFTER`` seconds is taken over (its
@@ -50,6 +55,7 @@ HEARTBEAT = 5.0  # seconds between touches of an import's lock
 STALE_AFTER = 180.0
 POLL = 0.5  # seconds between looks of an importer that waits for another
 SUFFIX = ".sqsh"
+PUBLIC = "public"  # in the key and the record of every image imported without credentials
 
 
 class StoredImage(Record):
@@ -106,7 +112,7 @@ class ImageStore:
 
     @staticmethod
     def key(uri: str, manifest_digest: str, squash_options: str) -> str:
-        text = f"{IMAGE_FORMAT}\n{uri}\n{manifest_digest}\n{squash_options}"
+        text = f"{IMAGE_FORMAT}\n{uri}\n{manifest_digest}\n{squash_options}\n{PUBLIC}"
         return hashlib.sha256(text.encode()).hexdigest()
 
     def lookup(self, key: str) -> Path | None:
@@ -117,6 +123,8 @@ class ImageStore:
         except FileNotFoundError:
             return None
         if stat.S_ISREG(info.st_mode) and info.st_uid in self.trusted and not info.st_mode & 0o022:
+            if not info.st_mode & 0o004 and not self.is_writer():
+                return None  # sealed (seal_unmarked): not the store's to serve
             return path
         log.warning("Not using %s from the image store: it is not a file that only %s can write",
                     path, user_name(self.owner_uid))
@@ -149,7 +157,7 @@ class ImageStore:
                 raise HydriaError(f"{target} appeared while this import held the store's lock",
                                   hint="another account writes the image store: it must have one owner")
         info = target.stat()
-        record = {"uri": uri, "digest": digest, "size": info.st_size, "created": info.st_mtime}
+        record = {"uri": uri, "digest": digest, "size": info.st_size, "created": info.st_mtime, PUBLIC: True}
         with anonymous_file(self.meta / f"{key}.json", mode=0o600) as meta:
             os.write(meta.fd, json.dumps(record).encode())
             meta.commit()
@@ -212,6 +220,30 @@ class ImageStore:
                 continue  # removed meanwhile, or not a record hydria wrote
         return found
 
+    def seal_unmarked(self) -> None:
+        """Make the images without a ``public`` record (an older version imported them with the
+        owner's credentials) readable by the owner alone. An image whose record is missing is
+        sealed too once older than ``STALE_AFTER`` (its import died between the two files)."""
+        self.require_writer()
+        for path, info in regular_files(self.images.glob("*" + SUFFIX)):
+            if not info.st_mode & 0o044:
+                continue
+            try:
+                public = json.loads((self.meta / (path.name[:-len(SUFFIX)] + ".json")).read_text()).get(PUBLIC)
+            except FileNotFoundError:
+                public = time.time() - info.st_mtime < STALE_AFTER  # being written now
+            except (OSError, ValueError, AttributeError):
+                public = False
+            if public is not True:
+                try:
+                    path.chmod(0o600)
+                except OSError as e:
+                    self._say(log.warning, f"Cannot seal {path} ({e.strerror}): imported with credentials by an "
+                                           "older hydria, it is still readable by anyone who learns its path")
+                    continue
+                self._say(log.warning, f"Sealed {path}: imported with the owner's credentials by an older "
+                                       "hydria, it is no longer served to users")
+
     def require_writer(self) -> None:
         """Raises HydriaError unless this process runs as the store's owner."""
         if not self.is_writer():
@@ -254,6 +286,7 @@ class ImageStore:
                                   hint="the administrator makes the store directory for its owner: "
                                        f"install -d -o {user_name(self.owner_uid)} -m 0755 {self.root}") from None
         self.check()
+        self.seal_unmarked()
 
 
 def _owner_uid(root: Path, owner: str) -> int:

@@ -83,7 +83,7 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
             source = _registry_source(ref, settings, stack, progress)
             digest = source.digest(want)
             store = ImageStore.configured(settings)
-            stored = _from_store(store, source, digest, want, settings, options) if store is not None else None
+            stored = _from_store(store, source, digest, settings) if store is not None else None
             if stored is not None:
                 return _deliver(stored, target, in_place)
             if store is not None and on_store_miss is not None:
@@ -104,20 +104,37 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
 def import_into_store(uri: str, settings: Settings, *, arch: str | None = None,
                       tell: Callable[[str], None] | None = None) -> Path:
     """``hydria store import``: the store's entry of registry image ``uri``, imported unless it
-    is there (``tell``: see ImageStore). Raises HydriaError, also when this user does not write
-    the store."""
+    is there (``tell``: see ImageStore). The store keeps only images that anyone may pull: the
+    registry is asked without credentials, so whoever learns an entry's path reads nothing the
+    registry would not give them (docs/store.md). Raises HydriaError, also when this user does
+    not write the store or the registry wants credentials for the image."""
+    from hydria.image.sources.registry import AccessDenied
+
     store = ImageStore(settings.store_path, settings.store_owner, tell)
     store.require_writer()
     store.check()
+    store.seal_unmarked()
     ref = parse(uri)
     if not isinstance(ref, RegistryImage):
         raise InvalidArgument(uri, hint="the image store keeps registry images (docker://...)")
     options = tar2sqfs_options(settings.squash_options, settings.max_processors)
     with ExitStack() as stack:
-        source = _registry_source(ref, settings, stack, _watched(stack))
+        source = _registry_source(ref, settings, stack, _watched(stack), anonymous=True)
         want = mf.parse_platform(arch)
-        stored = _from_store(store, source, source.digest(want), want, settings, options)
-    assert stored is not None  # its writer always gets one
+        try:
+            digest = source.digest(want)
+            key = store.key(ref.uri, digest, settings.squash_options)
+
+            def write(image: AnonymousFile) -> None:  # holding the store's lock: waiters fetch nothing
+                _squash(_resolve(source.resolve, want), image, options, source.progress)
+
+            stored = store.publish(key, ref.uri, digest, write)
+        except AccessDenied as e:
+            raise AccessDenied(f"{ref.uri} cannot be pulled without credentials ({e.message}), and the image "
+                               "store keeps only images that anyone may pull",
+                               hint="each user imports it with their own credentials (a Slurm step does so by "
+                                    "itself); docs/store.md") from None
+    log.info("Found the image in the image store: %s", stored)
     target = store.prune_target(settings.store_prune_above, settings.store_prune_to)
     if target is not None:
         gone = store.prune(target)
@@ -153,17 +170,9 @@ def _resolve(resolve: Callable[[mf.Platform], mf.ResolvedImage], want: mf.Platfo
     return resolved
 
 
-def _from_store(store: ImageStore, source: RegistrySource, digest: str, want: mf.Platform, settings: Settings,
-                options: list[str]) -> Path | None:
-    """The store's image of ``digest``, the manifest that this user's registry request named for
-    ``want``: there already, or imported into the store when this user writes it; else None."""
-    key = store.key(source.ref.uri, digest, settings.squash_options)
-    found = store.lookup(key)
-    if found is None and store.is_writer():
-        def write(image: AnonymousFile) -> None:  # holding the store's lock: waiters fetch nothing
-            _squash(_resolve(source.resolve, want), image, options, source.progress)
-
-        found = store.publish(key, source.ref.uri, digest, write)
+def _from_store(store: ImageStore, source: RegistrySource, digest: str, settings: Settings) -> Path | None:
+    """The store's image of ``digest``, the manifest that this user's registry request named."""
+    found = store.lookup(store.key(source.ref.uri, digest, settings.squash_options))
     if found is not None:
         log.info("Found the image in the image store: %s", found)
     return found
@@ -220,10 +229,11 @@ def _local_path_exists(uri: str, cwd: Path) -> bool:
     return bool(rest) and (cwd / rest).exists()
 
 
-def _registry_source(ref: RegistryImage, settings: Settings, stack: ExitStack, progress: Progress) -> RegistrySource:
+def _registry_source(ref: RegistryImage, settings: Settings, stack: ExitStack, progress: Progress, *,
+                     anonymous: bool = False) -> RegistrySource:
     from hydria.image.sources.registry import RegistrySource
 
-    source = RegistrySource(ref, settings, blob_cache(settings), progress)
+    source = RegistrySource(ref, settings, blob_cache(settings), progress, anonymous=anonymous)
     stack.callback(source.close)
     return source
 

@@ -63,6 +63,10 @@ class RegistryError(HydriaError):
     """The registry could not be reached or refused a request."""
 
 
+class AccessDenied(RegistryError):
+    """The registry refused these credentials (or no credentials) for the image."""
+
+
 class Interrupted(HydriaError):
     """A download ended because the import is ending (an interrupt, or an error elsewhere)."""
 
@@ -110,8 +114,10 @@ class RegistrySource:
     """Resolves ``ref`` for a platform and fetches its blobs into ``cache``."""
 
     def __init__(self, ref: RegistryImage, settings: Settings, cache: BlobCache,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, *, anonymous: bool = False) -> None:
+        """``anonymous``: never send credentials (the image store's imports, docs/store.md)."""
         self.ref = ref
+        self.anonymous = anonymous
         self.settings = settings
         self.cache = cache
         self.scheme = "https"
@@ -229,7 +235,7 @@ class RegistrySource:
         message = f"URL {response.request.url} returned error code: {code} {_REASONS.get(code, response.reason_phrase)}"
         if code in (401, 403):
             who = f"as {self._login[0]}" if self._login else "anonymously"
-            return RegistryError(message, hint=f"access denied {who}: check the image name and your "
+            return AccessDenied(message, hint=f"access denied {who}: check the image name and your "
                                  f"credentials: {self._credentials_state()}")
         if code == 404:
             return RegistryError(message, hint=f"{self.ref.repository}:{self.ref.reference} does not exist "
@@ -245,7 +251,7 @@ class RegistrySource:
             return e.message
 
     def _credentials(self) -> tuple[str, str] | None:
-        if self._login_resolved:
+        if self._login_resolved or self.anonymous:
             return self._login
         self._login_resolved = True
         entries = credentials.load(Path(self.settings.config_path, ".credentials"))
@@ -269,7 +275,7 @@ class RegistrySource:
         login = self._credentials()
         if scheme == "basic":
             if login is None:
-                raise RegistryError(f"registry {self.ref.registry} requires a login",
+                raise AccessDenied(f"registry {self.ref.registry} requires a login",
                                     hint=f"add your credentials: {self._credentials_state()}")
             self.authorization = "Basic " + base64.b64encode(f"{login[0]}:{login[1]}".encode()).decode()
             return
@@ -286,7 +292,7 @@ class RegistrySource:
         try:
             if response.status_code >= 400:
                 who = f"as {login[0]}" if login else "anonymously"
-                raise RegistryError(f"authentication {who} at {realm} failed: {response.status_code}",
+                raise AccessDenied(f"authentication {who} at {realm} failed: {response.status_code}",
                                     hint=f"check your credentials: {self._credentials_state()}")
             data = self._read_document(response, f"the token from {realm}")
         finally:
