@@ -16,6 +16,8 @@ many users at once.
   user's private cache instead (``private``), with one warning naming the entry and its owner.
 * Lock files are per user (``<hex>.<uid>.lock``, mode 0600, opened without following links), so
   that nobody else can hold them; one that another user planted under that name is not used.
+  Across the users of a shared cache, downloads are announced instead, and a user waits for
+  another's download only while it runs and progresses (:mod:`hydria.image.downloads`).
 """
 
 from __future__ import annotations
@@ -26,13 +28,13 @@ import hashlib
 import os
 import stat
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Protocol
 
 from hydria.anonfile import anonymous_file
 from hydria.errors import HydriaError
-from hydria.image import cachelayout
+from hydria.image import cachelayout, downloads
 from hydria.image.growing import GrowingBlob
 from hydria.image.manifest import Blob
 from hydria.log import Logger
@@ -182,9 +184,10 @@ class BlobCache:
             yield handle if found.trusted else VerifyingReader(handle, digest, str(found.path))
 
     def fetch(self, digest: str, download: Callable[[Writer], None],
-              growing: GrowingBlob | None = None) -> CachedBlob:
-        """The blob ``digest``, downloading it with ``download(file)`` unless present;
-        ``growing`` is told about the download's file and each write, for a reader that follows.
+              growing: GrowingBlob | None = None, size: int | None = None) -> CachedBlob:
+        """The blob ``digest`` (of ``size`` bytes, when known), downloading it with
+        ``download(file)`` unless present, or waiting for another user's download of it in a shared
+        cache; ``growing`` is told about the download's file and each write, for a reader that follows.
 
         Raises:
             DigestMismatch: the downloaded content has another digest; nothing is kept.
@@ -200,24 +203,43 @@ class BlobCache:
                 return found
             if digest in self._refused:
                 return self._fetch_privately(digest, download, growing)
-            path = self.path(digest)
-            with anonymous_file(path) as blob:
-                if growing is not None:
-                    growing.started(blob.fd)
-                hashing = _HashingWriter(blob.fd, growing.grew if growing is not None else None, path, self.root)
-                download(hashing)
-                actual = "sha256:" + hashing.hash.hexdigest()
-                if actual != digest:
-                    raise DigestMismatch(f"Checksum mismatch: {digest} (received {actual})",
-                                         hint="the registry or the network corrupted the blob; try again")
-                if blob.commit():
-                    return CachedBlob(self.path(digest), True)
+            with ExitStack() as stack:
+                announcer = None
+                if self.shared:
+                    announcer = stack.enter_context(downloads.announced(self.locks, hex_of(digest)))
+                    downloads.wait_for_others(self.locks, digest, size, announcer,
+                                              lambda: self.lookup(digest) is not None or digest in self._refused)
+                    found = self.lookup(digest)
+                    if found:
+                        return found
+                    if digest in self._refused:
+                        return self._fetch_privately(digest, download, growing)
+                committed = self._download(digest, download, growing, announcer)
+            if committed is not None:
+                return committed
         # Another writer published it first: theirs, if it is the blob.
         found = self.lookup(digest)
         if found is None:
             raise HydriaError(f"{self.path(digest)} was replaced while the blob downloaded",
                               hint="import again: the blob then goes to your private cache")
         return found
+
+    def _download(self, digest: str, download: Callable[[Writer], None], growing: GrowingBlob | None,
+                  announcer: downloads.Announcer | None) -> CachedBlob | None:
+        """The blob, downloaded and verified; None when another writer published it first."""
+        path = self.path(digest)
+        with anonymous_file(path) as blob:
+            if growing is not None:
+                growing.started(blob.fd)
+            hashing = _HashingWriter(blob.fd, growing.grew if growing is not None else None, path, self.root)
+            if announcer is not None:
+                announcer.received = lambda: hashing.written
+            download(hashing)
+            actual = "sha256:" + hashing.hash.hexdigest()
+            if actual != digest:
+                raise DigestMismatch(f"Checksum mismatch: {digest} (received {actual})",
+                                     hint="the registry or the network corrupted the blob; try again")
+            return CachedBlob(path, True) if blob.commit() else None
 
     def _fetch_privately(self, digest: str, download: Callable[[Writer], None],
                          growing: GrowingBlob | None) -> CachedBlob:
@@ -269,9 +291,11 @@ class _HashingWriter:
         self.where = where
         self.cache = cache
         self.hash = hashlib.sha256()
+        self.written = 0
 
     def write(self, data: bytes) -> int:
         self.hash.update(data)
+        self.written += len(data)
         view = memoryview(data)
         while view:
             try:

@@ -432,7 +432,7 @@ class RegistrySource:
                                 hint="check the network; HYDRIA_TRANSFER_RETRIES adds tries")
 
         try:
-            self.cache.fetch(descriptor.digest, download, growing)
+            self.cache.fetch(descriptor.digest, download, growing, descriptor.size)
         except HydriaError as e:
             e.message = f"{self.ref.registry}/{self.ref.repository}: {e.message}"
             raise
