@@ -16,7 +16,7 @@ from types import MappingProxyType
 
 from hydria.errors import ConfigError
 from hydria.expand import ExpansionError, expand
-from hydria.paths import listed, read_text
+from hydria.paths import listed, read_text, writable_by_others
 from hydria.record import TYPE_CHECKING, Record
 
 if TYPE_CHECKING:
@@ -478,20 +478,13 @@ def load_settings(env: Mapping[str, str] | None = None, *, site_only: frozenset[
     return resolve([*system_layers, *user_layers], env, context, overrides)
 
 
+ROOT_ONLY = frozenset({0})
+
+
 def only_root_can_write(path: str) -> bool:
-    """Whether ``path`` (links resolved) and every folder above it belong to root and no one
-    else may write them."""
-    path = os.path.realpath(path)
-    while True:
-        try:
-            info = os.lstat(path)
-        except OSError:
-            return False
-        if info.st_uid != 0 or info.st_mode & 0o022:
-            return False
-        if path == "/":
-            return True
-        path = os.path.dirname(path)
+    """Whether only root can change ``path`` (links resolved): the rule of
+    :func:`hydria.paths.writable_by_others`, which the image store follows too."""
+    return writable_by_others(path, ROOT_ONLY) is None
 
 
 def _read(path: str) -> str | None:

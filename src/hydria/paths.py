@@ -98,7 +98,10 @@ def writable_by_others(path: str, trusted: frozenset[int]) -> str | None:
     """The first of ``path`` (links resolved) and the folders above it that someone outside the
     ``trusted`` uids could change: one they own, or may write. A folder that is sticky and belongs
     to a trusted uid (``/tmp``) protects what others own in it, so it only has to be theirs.
-    None when there is none; the path itself when it cannot be examined."""
+    None when there is none; the path itself when it cannot be examined.
+
+    The one rule for "only root (or an owner) can change this": the system configuration's
+    commands (``config.only_root_can_write``) and the image store (``ImageStore.check``) use it."""
     path = os.path.realpath(path)
     checked = path
     while True:

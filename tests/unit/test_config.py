@@ -4,6 +4,8 @@ and errors that name the file, line and setting."""
 from __future__ import annotations
 
 import os
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from hydria.config import (
     parse_conf,
     resolve,
 )
-from hydria.errors import ConfigError
+from hydria.errors import ConfigError, HydriaError
 
 CONTEXT = Context(uid=1001, user="ada", home="/home/ada", hostname="node07", nproc=4,
                   package_dir="/opt/hydria", runtime_default="/run/user/1001/hydria")
@@ -250,13 +252,49 @@ def test_a_failing_command_substitution_is_an_error_naming_the_line(value: str, 
         resolve([system], ENV, CONTEXT)
 
 
-def test_only_root_can_write(tmp_path: Path) -> None:
-    assert only_root_can_write("/")
-    open_file = write(tmp_path / "open.conf", "")
-    assert not only_root_can_write(str(open_file))  # under /tmp (1777) or a user's folder
-    link = tmp_path / "link.conf"
-    link.symlink_to("/etc/passwd")
-    assert only_root_can_write(str(link))  # judged by what it leads to
+@pytest.mark.parametrize(("layout", "expected"), [
+    ("root's file in root's folder", True),
+    ("root's file in root's folder under sticky /tmp", True),  # only root may rename what /tmp holds of root's
+    ("file others may write", False),
+    ("folder others may write", False),
+    ("folder others may write, sticky, not root's", False),
+    ("file of a user", False),
+    ("folder of a user", False),
+    ("link to /etc/passwd", True),  # judged by what it leads to
+])
+def test_only_root_can_write(layout: str, expected: bool) -> None:
+    """The configuration and the image store follow one rule (hydria.paths.writable_by_others)."""
+    from hydria.image.imagestore import ImageStore
+
+    folder = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        folder.chmod(0o755)
+        target = write(folder / "hydria.conf", "")
+        if layout == "file others may write":
+            target.chmod(0o666)
+        elif layout == "folder others may write":
+            folder.chmod(0o777)
+        elif layout == "folder others may write, sticky, not root's":
+            folder.chmod(0o1777)
+            os.chown(folder, 1001, 1001)
+        elif layout == "file of a user":
+            os.chown(target, 1001, 1001)
+        elif layout == "folder of a user":
+            os.chown(folder, 1001, 1001)
+        elif layout == "link to /etc/passwd":
+            target.unlink()
+            target.symlink_to("/etc/passwd")
+        assert only_root_can_write(str(target)) is expected
+        store = ImageStore(folder, "root")
+        store.images = target  # the store's check of its images folder, on the same path
+        try:
+            store.check()
+        except HydriaError:
+            assert not expected
+        else:
+            assert expected
+    finally:
+        subprocess.run(["rm", "-rf", str(folder)], check=True)
 
 
 def test_an_enroot_conf_runtime_path_works_without_a_login_session() -> None:
