@@ -99,7 +99,7 @@ def node_report(settings: Settings, image: str | None = None) -> NodeReport:
         partial(_image_reader, settings),
         *(partial(_path, settings, setting) for setting in ("data_path", "runtime_path", "temp_path")),
         partial(_cache, settings), partial(_store, settings),
-        partial(_mounts, settings), partial(_named_containers, settings), partial(_start, image),
+        partial(_mounts, settings), partial(_named_containers, settings), partial(_start, settings, image),
         _slurm_plugin, _gpus, _infiniband,
     ]
     results = []
@@ -375,17 +375,39 @@ def _probe_overlay(settings: Settings, work: Path, writes: Path) -> str:
     return (work / "kind").read_text()
 
 
-def _start(image: str | None) -> Check:
+def _start(settings: Settings, image: str | None) -> Check:
+    """``hydria start IMAGE true``, timed; a registry image (``docker://...``, as ``--cluster``'s
+    step takes) is imported into a temporary file first, the import timed too."""
     name = "container start"
     if image is None:
         return Check(name, "skip", "no --image given")
+    if os.path.exists(image) or ("://" not in image and "#" not in image):  # a file or a container's name
+        return _started(name, image, image, "")
+    uri = image if "://" in image else f"docker://{image}"  # as --container-image takes it
+    with tempfile.TemporaryDirectory(prefix="hydria-doctor-", dir=settings.temp_path) as folder:
+        started = time.monotonic()
+        result = subprocess.run([*hydria_command(), "import", "-o", f"{folder}/image.sqsh", uri],
+                                capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
+        if result.returncode != 0:
+            return Check(name, "fail", f"hydria import {uri}: {_first_line(result)}",
+                         f"run it to see the whole error: hydria import -o /tmp/x.sqsh {uri}")
+        imported = f"import {1000 * (time.monotonic() - started):.0f} ms, "
+        return _started(name, image, f"{folder}/image.sqsh", imported, uri)
+
+
+def _started(name: str, image: str, path: str, imported: str, uri: str = "") -> Check:
     started = time.monotonic()
-    result = subprocess.run([*hydria_command(), "start", image, "true"], capture_output=True, text=True, check=False,
+    result = subprocess.run([*hydria_command(), "start", path, "true"], capture_output=True, text=True, check=False,
                             stdin=subprocess.DEVNULL)
     if result.returncode != 0:
-        first = (result.stderr.strip().splitlines() or [f"exit status {result.returncode}"])[0]
-        return Check(name, "fail", f"hydria start {image} true: {first}", "run that command to see the whole error")
-    return Check(name, "ok", f"hydria start {image} true: {1000 * (time.monotonic() - started):.0f} ms")
+        return Check(name, "fail", f"hydria start {image} true: {_first_line(result)}",
+                     "run that command to see the whole error" if path == image else
+                     f"import it (hydria import {uri}) and start the file to see the whole error")
+    return Check(name, "ok", f"hydria start {image} true: {imported}{1000 * (time.monotonic() - started):.0f} ms")
+
+
+def _first_line(result: subprocess.CompletedProcess[str]) -> str:
+    return (result.stderr.strip().splitlines() or [f"exit status {result.returncode}"])[0]
 
 
 def _slurm_plugin() -> Check:

@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from testbed.publish import PublishedImage, push_as
+from testbed.registry import Registry
 from testbed.workspace import Workspace
 
 pytestmark = pytest.mark.integration
@@ -72,3 +75,20 @@ def test_doctor_usage_errors(workspace: Workspace) -> None:
     assert result.returncode == 1
     result = workspace.run("doctor", "--", "-N2")
     assert result.returncode == 1 and "SRUN_ARGS are for --cluster" in result.stderr
+
+
+def test_doctor_imports_and_starts_a_registry_image(workspace: Workspace, busybox: PublishedImage,
+                                                    registry: Registry) -> None:
+    """``--image`` takes what ``--container-image`` takes: a registry image is imported, then started."""
+    uri = push_as(busybox, registry, "doctored", workspace.root)
+    before = set(Path(tempfile.gettempdir()).glob("hydria-doctor-*"))
+    for image in (uri, uri.removeprefix("docker://")):
+        check = next(c for c in json.loads(workspace.run("doctor", "--json", "--image", image).stdout)["checks"]
+                     if c["name"] == "container start")
+        assert check["status"] == "ok" and check["detail"].startswith(f"hydria start {image} true: import "), check
+    missing = f"docker://{registry.address}#hydria/no-such-image"
+    check = next(c for c in json.loads(workspace.run("doctor", "--json", "--image", missing).stdout)["checks"]
+                 if c["name"] == "container start")
+    assert check["status"] == "fail" and check["detail"].startswith(f"hydria import {missing}: "), check
+    assert check["fix"] == f"run it to see the whole error: hydria import -o /tmp/x.sqsh {missing}"
+    assert set(Path(tempfile.gettempdir()).glob("hydria-doctor-*")) == before
