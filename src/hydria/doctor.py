@@ -286,6 +286,9 @@ def _store(settings: Settings) -> Check:
     except HydriaError as e:
         return Check(name, "fail", f"not used: {e.message}", e.hint or "")
     owner = user_name(store.owner_uid)
+    problem = _store_import_problem(store.owner_uid)
+    if problem is not None:
+        return Check(name, "fail", f"{store.root}: {owner} cannot import into it: {problem[0]}", problem[1])
     if not os.access(store.images, os.R_OK):
         return Check(name, "ok", f"{store.root}, written by {owner} only")
     images = store.images_on_disk()
@@ -295,6 +298,25 @@ def _store(settings: Settings) -> Check:
         return Check(name, "warn", f"{detail}, more than HYDRIA_STORE_PRUNE_ABOVE",
                      f"as {owner}: hydria store prune (images used within a day stay)")
     return Check(name, "ok", detail)
+
+
+def _store_import_problem(owner_uid: int) -> tuple[str, str] | None:
+    """Why the store's owner could not import (the Slurm plugin has it import a step's image):
+    ``hydria store check`` as the owner, from root as the plugin runs it; None when it could, or
+    when this user can not tell (neither root nor the owner)."""
+    if os.geteuid() not in (0, owner_uid) or (os.geteuid() != owner_uid and shutil.which("runuser") is None):
+        return None
+    command = [*hydria_command(), "store", "check"]
+    if os.geteuid() != owner_uid:
+        command = ["runuser", "-u", user_name(owner_uid), "--", *command]
+    result = subprocess.run(command, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
+    if result.returncode == 0:
+        return None
+    lines = result.stderr.strip().splitlines()
+    message = next((line[len("[ERROR] "):] for line in lines if line.startswith("[ERROR] ")),
+                   lines[0] if lines else f"exit status {result.returncode}")
+    hint = next((line[len("[INFO] hint: "):] for line in lines if line.startswith("[INFO] hint: ")), "")
+    return message, hint or f"run it to see why: sudo -u {user_name(owner_uid)} hydria store check"
 
 
 def _mounts(settings: Settings) -> Check:

@@ -171,6 +171,26 @@ def test_entries_of_an_older_version_are_sealed(busybox: PublishedImage, debian:
     assert again.returncode == 0 and "Sealed" not in again.stderr
 
 
+def test_doctor_says_why_the_owner_could_not_import(store: Path, store_workspace: Workspace,
+                                                   hydria_bin: str) -> None:
+    """The Slurm plugin has the store's owner import a step's image: doctor, run by the owner or
+    by root, finds what would stop it (here a cache folder the owner cannot create) and says so."""
+    assert store_run(store_workspace, store, "init").returncode == 0
+    unusable = "/root/hydria-no-cache"
+    as_owner = json.loads(store_workspace.run(
+        "doctor", "--json", HYDRIA_STORE_PATH=str(store), HYDRIA_CACHE_PATH=unusable).stdout)
+    as_root = json.loads(subprocess.run(
+        [hydria_bin, "doctor", "--json"], capture_output=True, text=True, check=False,
+        env={**os.environ, "HYDRIA_STORE_PATH": str(store), "HYDRIA_CACHE_PATH": unusable}).stdout)
+    for report in (as_owner, as_root):
+        check = next(c for c in report["checks"] if c["name"] == "image store")
+        assert check["status"] == "fail", check
+        assert check["detail"].startswith(f"{store}: hydria-store cannot import into it: {unusable}"), check
+        assert "HYDRIA_CACHE_PATH" in check["detail"] + check["fix"], check
+    fine = store_run(store_workspace, store, "check")
+    assert fine.returncode == 0 and fine.stdout.startswith(f"the store {store} and the blob cache "), fine.stderr
+
+
 def test_importers_wait_for_the_one_that_runs(debian: PublishedImage, registry: Registry, store: Path,
                                              store_workspace: Workspace) -> None:
     uri = push_as(debian, registry, "once", store_workspace.root)

@@ -2,6 +2,8 @@
 (docs/store.md). As that account (``HYDRIA_STORE_OWNER``):
 
 * ``init``: make the store's folders in ``HYDRIA_STORE_PATH``;
+* ``check``: whether an import into the store would find what it needs (``doctor`` runs it as the
+  owner: the Slurm plugin's imports run as that account);
 * ``import [-a ARCH] URI``: import a registry image into the store (once: importers on other
   nodes wait for the one that runs), print the entry's path;
 * ``list [--json]``: the images in the store;
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     actions.add_parser("init", help="make the store's folders (as its owner)")
+    actions.add_parser("check", help="whether an import into the store would find what it needs (as its owner)")
     importing = actions.add_parser("import", help="import a registry image into the store (as its owner)")
     importing.add_argument("-a", "--arch", help="architecture of the image (default: this machine's)")
     importing.add_argument("uri", help="docker://[USER@][REGISTRY#]IMAGE[:TAG|@DIGEST]")
@@ -47,6 +50,11 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     if not settings.store_path:
         raise HydriaError("no image store is set", hint="set HYDRIA_STORE_PATH in the system's hydria.conf "
                                                         "(docs/store.md)")
+    if options.action == "check":
+        from hydria.image.importer import check_store_import
+
+        print(check_store_import(settings))
+        return 0
     if options.action == "import":
         from hydria.image.importer import import_into_store
 

@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING
 
 from hydria.anonfile import AnonymousFile, anonymous_file, link_or_copy
 from hydria.config import Settings
-from hydria.errors import AlreadyExists, InvalidArgument
+from hydria.errors import AlreadyExists, HydriaError, InvalidArgument
 from hydria.image import manifest as mf
 from hydria.image.cache import BlobCache
 from hydria.image.compression import Prefetcher, decompressed
@@ -140,6 +140,20 @@ def import_into_store(uri: str, settings: Settings, *, arch: str | None = None,
         gone = store.prune(target)
         log.info("Pruned the image store to %.1f GB: %d image(s) least recently used", target / 2**30, len(gone))
     return stored
+
+
+def check_store_import(settings: Settings) -> str:
+    """What ``hydria store import`` needs, checked as the store's owner without importing: the
+    store, its images folder writable, the owner's blob cache usable. Returns a summary; raises
+    HydriaError with the fix (``hydria store check``, and ``doctor`` for the Slurm plugin's imports)."""
+    store = ImageStore(settings.store_path, settings.store_owner)
+    store.require_writer()
+    store.check()
+    if not os.access(store.images, os.W_OK | os.X_OK):
+        raise HydriaError(f"{store.images} cannot be written by its owner",
+                          hint="the owner runs: hydria store init")
+    cache = blob_cache(settings)
+    return f"the store {store.root} and the blob cache {cache.root} are ready"
 
 
 def _watched(stack: ExitStack) -> Progress:
