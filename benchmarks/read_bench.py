@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.compiled import compile_hydria
 from hydria.config import load_settings
-from hydria.image.squashfs import Tar2Sqfs, tar2sqfs_options
+from hydria.image.squashfs import Tar2Sqfs, repack, squash_plan
 from testbed.users import TEST_USERS, User
 
 HYDRIA = str(Path(sys.executable).parent / "hydria")
@@ -87,14 +87,22 @@ def build_tree(tree: Path) -> None:
 
 
 def squash(tree: Path, image: Path, squash_options: str) -> None:
-    """The tree as hydria's import writes an image: tar2sqfs with these squash options."""
-    writer = Tar2Sqfs(image, tar2sqfs_options(squash_options, os.cpu_count() or 1))
+    """The tree as hydria's import writes an image: tar2sqfs with these squash options (and
+    mksquashfs's repack where they store parts uncompressed)."""
+    plan = squash_plan(squash_options, os.cpu_count() or 1)
+    quick = image.with_name(image.name + ".quick")
+    writer = Tar2Sqfs(quick if plan.mksquashfs else image, plan.tar2sqfs)
     tar = subprocess.Popen(["tar", "-C", str(tree), "--exclude=./dev/*", "-cf", "-", "."], stdout=writer.stdin)
     writer.stdin.close()  # tar holds the pipe now
     if tar.wait() != 0:
         writer.abort()
         raise SystemExit("tar of the tree failed")
     writer.finish()
+    if plan.mksquashfs:
+        pseudo = image.with_name(image.name + ".pseudo")
+        repack(str(quick), str(pseudo), str(image), plan.mksquashfs)
+        quick.unlink()
+        pseudo.unlink()
     image.chmod(0o644)
 
 

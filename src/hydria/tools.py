@@ -17,8 +17,8 @@ class ToolFailed(HydriaError):
 
 
 def run_tool(argv: Sequence[str], what: str, *, env: Mapping[str, str] | None = None,
-             hint: str | None = None) -> str:
-    """Run ``argv`` and return its standard output.
+             hint: str | None = None, pass_fds: tuple[int, ...] = ()) -> str:
+    """Run ``argv`` (which inherits ``pass_fds``) and return its standard output.
 
     Raises:
         MissingTool: the program is not installed.
@@ -27,7 +27,7 @@ def run_tool(argv: Sequence[str], what: str, *, env: Mapping[str, str] | None = 
     """
     try:
         result = subprocess.run(list(argv), stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                env=dict(env) if env is not None else None, check=False)
+                                env=dict(env) if env is not None else None, check=False, pass_fds=pass_fds)
     except FileNotFoundError:
         raise MissingTool(argv[0], hint=hint) from None
     if result.returncode != 0:

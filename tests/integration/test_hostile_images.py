@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -185,3 +186,47 @@ def test_a_tree_deeper_than_path_max_imports_starts_and_is_refused_by_unpack(dee
     removed = workspace.run("remove", "-f", "mounted")
     assert removed.returncode == 0 and "Traceback" not in removed.stderr, removed.stderr
     assert list(data.iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def odd_names(busybox: PublishedImage, registry: Registry, image_workdir: Path) -> dict[str, str]:
+    """busybox with names that a text format of the tree must escape; some with a tab or a line break."""
+    work = image_workdir / "odd-names"
+    work.mkdir(exist_ok=True)
+    uris = {}
+    for kind, names in (("escaped", ["a b", "back\\slash", 'quo"te', "bad\udcff", "-dash", "#hash"]),
+                        ("tab-or-line-break", ["tab\there", "new\nline"])):
+        tar = work / f"{kind}.tar"
+        with LayerTar(tar) as layer:
+            layer.directory("odd")
+            for name in names:
+                layer.file(f"odd/{name}", f"{name!r}\n")
+        push([Image([busybox.image.layers[0], make_layer(tar, work)], busybox.image.config)], registry.address,
+             f"hostile/odd-{kind}", "latest", work)
+        uris[kind] = f"docker://{registry.address}#hostile/odd-{kind}:latest"
+    return uris
+
+
+def listing(image: Path) -> list[str]:
+    return subprocess.run(["unsquashfs", "-lln", "-d", "", str(image)], capture_output=True, check=True,
+                          text=True, errors="surrogateescape").stdout.splitlines()[1:]
+
+
+@pytest.mark.parametrize("kind", ["escaped", "tab-or-line-break", "deep"])
+def test_odd_trees_repacked_by_mksquashfs_arrive_whole_or_not_at_all(kind: str, odd_names: dict[str, str],
+                                                                      deep_tree: str, workspace: Workspace) -> None:
+    """enroot's default squash options store data uncompressed, which mksquashfs writes from a text
+    description of the tree: every name arrives as it is, or the import fails saying why and leaves nothing."""
+    uri = deep_tree if kind == "deep" else odd_names[kind]
+    plain = workspace.run("import", "-o", "plain.sqsh", uri)
+    assert plain.returncode == 0, plain.stderr
+    result = workspace.run("import", "-o", "repacked.sqsh", uri, HYDRIA_SQUASH_OPTIONS="-comp lzo -noD")
+    assert "Traceback" not in result.stderr
+    if kind != "escaped":  # beyond what mksquashfs 4.5's pseudo files can describe
+        assert result.returncode == 1 and "cannot repack the image: mksquashfs" in result.stderr, result.stderr
+        assert "cannot describe every tree (names with a tab or a line break, paths over 16 KiB)" in result.stderr
+        assert sorted(p.name for p in workspace.out.iterdir()) == ["plain.sqsh"]
+        return
+    assert result.returncode == 0, result.stderr
+    assert [line.split(None, 5)[::5] for line in listing(workspace.out / "repacked.sqsh")] == \
+           [line.split(None, 5)[::5] for line in listing(workspace.out / "plain.sqsh")]

@@ -1,5 +1,6 @@
 """mksquashfs options (HYDRIA_SQUASH_OPTIONS, enroot's ENROOT_SQUASH_OPTIONS) translated into the
-tar2sqfs arguments that mean the same, without warnings."""
+tar2sqfs arguments that mean the same, and where parts are to be stored uncompressed, mksquashfs's
+arguments to repack tar2sqfs's image; without warnings."""
 
 from __future__ import annotations
 
@@ -8,39 +9,55 @@ import logging
 import pytest
 
 from hydria.errors import ConfigError
-from hydria.image.squashfs import tar2sqfs_options
+from hydria.image.squashfs import SquashPlan, squash_plan
 
 
 @pytest.mark.parametrize(("options", "expected"), [
     # hydria's default
     ("-comp zstd -Xcompression-level 1", ["--compressor", "zstd", "--comp-extra", "level=1"]),
-    # enroot's default: data stored raw, metadata lzo -> the fastest to read
-    ("-comp lzo -noD -exit-on-error", ["--compressor", "lz4"]),
-    # a site asking for an uncompressed, fast image: never tar2sqfs's own default (xz)
-    ("-noI -noD -noF -noX", ["--compressor", "lz4"]),
-    ("-no-compression", ["--compressor", "lz4"]),
     # no -comp is mksquashfs's gzip, not tar2sqfs's xz
     ("-b 1M", ["--block-size", "1048576", "--compressor", "gzip"]),
     ("", ["--compressor", "gzip"]),
-    # metadata-only switches change nothing tar2sqfs can express
-    ("-comp zstd -noI -noX", ["--compressor", "zstd"]),
     # -X options go to the compressor that takes them, and only there
     ("-comp lz4 -Xhc", ["--compressor", "lz4", "--comp-extra", "hc"]),
     ("-comp lz4 -Xcompression-level 9", ["--compressor", "lz4"]),
     ("-comp gzip -Xcompression-level 9 -Xwindow-size 15", ["--compressor", "gzip", "--comp-extra", "level=9,window=15"]),
     ("-comp xz -Xdict-size 8192 -Xhc", ["--compressor", "xz", "--comp-extra", "dictsize=8192"]),
     ("-comp lzo -Xalgorithm lzo1x_999 -Xcompression-level 8", ["--compressor", "lzo", "--comp-extra", "algorithm=lzo1x_999,level=8"]),
-    ("-comp lzo -Xcompression-level 8 -noD", ["--compressor", "lz4"]),
     ("-comp zstd -no-xattrs -all-root -processors 4", ["--no-xattr", "--compressor", "zstd"]),
 ])
-def test_translation(options: str, expected: list[str], caplog: pytest.LogCaptureFixture) -> None:
+def test_what_tar2sqfs_writes_itself(options: str, expected: list[str], caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO):
-        assert tar2sqfs_options(options, 0) == expected
+        assert squash_plan(options, 0) == SquashPlan(expected, None)
     assert not caplog.records  # quietly: an enroot.conf does not warn on every import
 
 
+@pytest.mark.parametrize(("options", "expected"), [
+    # enroot's default: data stored raw, the rest lzo
+    ("-comp lzo -noD -exit-on-error", ["-comp", "lzo", "-noD"]),
+    ("-noI -noD -noF -noX", ["-comp", "gzip", "-noI", "-noD", "-noF", "-noX"]),
+    ("-comp zstd -noI -noX", ["-comp", "zstd", "-noI", "-noX"]),
+    ("-noDataCompression -noD", ["-comp", "gzip", "-noD"]),
+    # mksquashfs 4.6's switch, which 4.5 lacks: every part
+    ("-comp lz4 -no-compression", ["-comp", "lz4", "-noD", "-noF", "-noI", "-noId", "-noX"]),
+    # -X options only for the compressor that takes them, in mksquashfs's own terms
+    ("-comp lzo -Xcompression-level 8 -Xdict-size 4 -noD -b 256K -no-xattrs",
+     ["-comp", "lzo", "-Xcompression-level", "8", "-b", "262144", "-no-xattrs", "-noD"]),
+    ("-comp lz4 -Xhc -noD", ["-comp", "lz4", "-Xhc", "-noD"]),
+])
+def test_parts_stored_uncompressed_are_written_by_mksquashfs(options: str, expected: list[str],
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    """tar2sqfs always compresses: it writes a quick zstd image, which mksquashfs repacks as asked."""
+    with caplog.at_level(logging.INFO):
+        plan = squash_plan(options, 0)
+    assert plan.mksquashfs == expected
+    assert plan.tar2sqfs[-4:] == ["--compressor", "zstd", "--comp-extra", "level=1"]
+    assert not caplog.records
+
+
 def test_processors_become_jobs() -> None:
-    assert tar2sqfs_options("-comp zstd", 3)[-2:] == ["--num-jobs", "3"]
+    assert squash_plan("-comp zstd", 3).tar2sqfs[-2:] == ["--num-jobs", "3"]
+    assert squash_plan("-comp zstd -noD", 3).mksquashfs[-2:] == ["-processors", "3"]  # type: ignore[index]
 
 
 @pytest.mark.parametrize(("options", "message"), [
@@ -51,4 +68,4 @@ def test_processors_become_jobs() -> None:
 ])
 def test_refused(options: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        tar2sqfs_options(options, 0)
+        squash_plan(options, 0)

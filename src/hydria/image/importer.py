@@ -25,7 +25,7 @@ from hydria.image.imagecache import CachedImage, ImageCache
 from hydria.image.imagestore import ImageStore
 from hydria.image.progress import Progress
 from hydria.image.reference import EngineImage, ImageReference, LocalImage, RegistryImage, parse
-from hydria.image.squashfs import SquashfsFailed, Tar2Sqfs, tar2sqfs_options
+from hydria.image.squashfs import SquashfsFailed, SquashPlan, Tar2Sqfs, repack, squash_plan
 from hydria.interrupt import terminate_as_interrupt
 from hydria.log import Logger
 from hydria.paths import check_output_folder
@@ -73,7 +73,7 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
     ref = parse(uri, path_exists=_local_path_exists(uri, cwd))
     target = output_path(ref, output, cwd)
     want = mf.parse_platform(arch)
-    options = tar2sqfs_options(settings.squash_options, settings.max_processors)
+    options = squash_plan(settings.squash_options, settings.max_processors)
     with ExitStack() as stack:
         progress = _watched(stack)
         images = ImageCache(settings.cache_path, settings.cache_images)
@@ -117,7 +117,7 @@ def import_into_store(uri: str, settings: Settings, *, arch: str | None = None,
     ref = parse(uri)
     if not isinstance(ref, RegistryImage):
         raise InvalidArgument(uri, hint="the image store keeps registry images (docker://...)")
-    options = tar2sqfs_options(settings.squash_options, settings.max_processors)
+    options = squash_plan(settings.squash_options, settings.max_processors)
     with ExitStack() as stack:
         source = _registry_source(ref, settings, stack, _watched(stack), anonymous=True)
         want = mf.parse_platform(arch)
@@ -266,7 +266,7 @@ def _open_source(ref: ImageReference, settings: Settings, cwd: Path, stack: Exit
     return open_engine(ref, settings, stack)
 
 
-def write_image(resolved: mf.ResolvedImage, target: Path, options: list[str], kept: CachedImage | None = None,
+def write_image(resolved: mf.ResolvedImage, target: Path, options: SquashPlan, kept: CachedImage | None = None,
                 *, progress: Progress | None = None) -> Path:
     """Write ``resolved`` as a squashfs at ``target`` (which must not exist), flattened and
     squashed, then keep it as ``kept`` in the cache (the caller found no kept image there)."""
@@ -279,7 +279,18 @@ def write_image(resolved: mf.ResolvedImage, target: Path, options: list[str], ke
     return target
 
 
-def _squash(resolved: mf.ResolvedImage, image: AnonymousFile, options: list[str], progress: Progress) -> None:
+def _squash(resolved: mf.ResolvedImage, image: AnonymousFile, options: SquashPlan, progress: Progress) -> None:
+    if options.mksquashfs is None:
+        _flatten_into(resolved, image, options.tar2sqfs, progress)
+        return
+    # Neither is ever named: mksquashfs repacks tar2sqfs's quick image into ``image``.
+    with anonymous_file(image.target) as quick, anonymous_file(image.target) as pseudo:
+        _flatten_into(resolved, quick, options.tar2sqfs, progress)
+        repack(quick.path, pseudo.path, image.path, options.mksquashfs, (quick.fd, pseudo.fd, image.fd))
+
+
+def _flatten_into(resolved: mf.ResolvedImage, image: AnonymousFile, options: list[str], progress: Progress) -> None:
+    """The image's layers, merged into one tree, written as a squashfs by tar2sqfs into ``image``."""
     files = runtime_files(resolved.config.get("config") or {}, resolved.uri)
     extras = [ExtraFile(path, content.encode()) for path, content in files.files().items()]
     layers = [LayerStream(d.digest, _layer_opener(resolved, d)) for d in reversed(resolved.layers)]

@@ -1,7 +1,12 @@
 """Writing squashfs images from a tar stream with squashfs-tools-ng's ``tar2sqfs``.
 
 ``HYDRIA_SQUASH_OPTIONS`` is written in mksquashfs's terms (as ``ENROOT_SQUASH_OPTIONS`` is), so
-existing configurations keep working; :func:`tar2sqfs_options` translates it.
+existing configurations keep working; :func:`squash_plan` translates it. Blocks stored
+uncompressed (``-noD``, ``-noI``, ``-noF``, ``-noX``: enroot's default ``-comp lzo -noD``) are
+what tar2sqfs cannot write: then tar2sqfs writes a quick zstd image and mksquashfs, which reads no
+tar before 4.6, repacks it from the pseudo file that ``unsquashfs -pf`` makes of it (owners,
+modes, links and data as they are; no extended attributes before 4.6), with the options as
+given (:func:`repack`).
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from typing import IO
 
 from hydria.errors import ConfigError, HydriaError, MissingTool
 from hydria.log import Logger
+from hydria.record import Record
+from hydria.tools import run_tool
 
 log = Logger(__name__)
 
@@ -23,19 +30,20 @@ PIPE_SIZE = 1 << 20
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # Python 3.9's fcntl lacks the name (Linux's value)
 COMPRESSORS = frozenset({"gzip", "lzma", "lzo", "xz", "lz4", "zstd"})
 MKSQUASHFS_DEFAULT_COMPRESSOR = "gzip"
-# Without data compression, the data is read at the speed of the disk: the nearest tar2sqfs
-# (which always compresses, storing a block raw only where that does not shrink it) comes is
-# lz4, the compressor that is fastest to read.
-UNCOMPRESSED_DATA_COMPRESSOR = "lz4"
+# tar2sqfs's compressor for an image that mksquashfs repacks: fast to write and read, and read
+# by unsquashfs 4.5 (which rejects some of tar2sqfs's lz4 and lzo images: "failed to read id table block").
+REPACKED_COMPRESSOR = "zstd"
 # mksquashfs options tar2sqfs has no use for: hydria already does what they ask, they only
 # affect mksquashfs's own reporting, or they choose how metadata (a small part of an image) is
 # compressed, which tar2sqfs decides with the data's compressor.
 _IGNORED = frozenset({"-all-root", "-root-owned", "-exit-on-error", "-no-progress", "-progress",
                       "-quiet", "-no-recovery", "-no-duplicates", "-no-sparse", "-noappend",
-                      "-noI", "-noF", "-noX", "-noId", "-noInodeCompression", "-noFragmentCompression",
-                      "-noXattrCompression", "-noIdTableCompression", "-always-use-fragments",
-                      "-no-fragments", "-noFragments"})
-_DATA_UNCOMPRESSED = frozenset({"-noD", "-noDataCompression", "-no-compression"})
+                      "-always-use-fragments", "-no-fragments", "-noFragments"})
+# mksquashfs's switches for parts stored uncompressed, by their short names.
+_UNCOMPRESSED = {"-noD": "-noD", "-noDataCompression": "-noD", "-noI": "-noI", "-noInodeCompression": "-noI",
+                 "-noF": "-noF", "-noFragmentCompression": "-noF", "-noX": "-noX", "-noXattrCompression": "-noX",
+                 "-noId": "-noId", "-noIdTableCompression": "-noId"}
+_ALL_UNCOMPRESSED = "-no-compression"  # mksquashfs's: all of them
 # mksquashfs's -X options: tar2sqfs's name for each, and the compressors that take it.
 _EXTRAS = {"-Xcompression-level": ("level", {"gzip", "lzo", "xz", "lzma", "zstd"}),
            "-Xwindow-size": ("window", {"gzip"}),
@@ -44,22 +52,38 @@ _EXTRAS = {"-Xcompression-level": ("level", {"gzip", "lzo", "xz", "lzma", "zstd"
 
 
 class SquashfsFailed(HydriaError):
-    """tar2sqfs could not write the image."""
+    """tar2sqfs (or mksquashfs) could not write the image."""
 
 
-def tar2sqfs_options(squash_options: str, processors: int) -> list[str]:
-    """Translate mksquashfs options into the tar2sqfs arguments that mean the same, quietly:
-    no ``-comp`` is mksquashfs's gzip, uncompressed data (``-noD``) the fastest to read (lz4),
-    and a ``-X`` option only goes to the compressor that takes it.
+def _size(text: str) -> int:
+    units = {"K": 1 << 10, "k": 1 << 10, "M": 1 << 20, "m": 1 << 20}
+    try:
+        return int(text[:-1]) * units[text[-1]] if text[-1:] in units else int(text)
+    except ValueError:
+        raise ConfigError(f"HYDRIA_SQUASH_OPTIONS: invalid block size {text!r}") from None
+
+
+class SquashPlan(Record):
+    """How an image is written: ``tar2sqfs``'s arguments, and where the options ask for parts
+    stored uncompressed, ``mksquashfs``'s, to repack what tar2sqfs wrote (None: no repack)."""
+    tar2sqfs: list[str]
+    mksquashfs: list[str] | None
+
+
+def squash_plan(squash_options: str, processors: int) -> SquashPlan:
+    """Translate mksquashfs options into the tar2sqfs arguments that mean the same, quietly: no
+    ``-comp`` is mksquashfs's gzip, and a ``-X`` option only goes to the compressor that takes
+    it. Parts stored uncompressed need mksquashfs, which gets the same options in its terms.
 
     Raises:
         ConfigError: an option that means nothing tar2sqfs can do, or a malformed value.
     """
     words = shlex.split(squash_options)
     compressor = MKSQUASHFS_DEFAULT_COMPRESSOR
-    args: list[str] = []
+    block_size: int | None = None
     extras: dict[str, str] = {}
-    high_compression = data_uncompressed = False
+    high_compression = no_xattrs = False
+    uncompressed: list[str] = []
     i = 0
 
     def value() -> str:
@@ -77,43 +101,56 @@ def tar2sqfs_options(squash_options: str, processors: int) -> list[str]:
                 raise ConfigError(f"HYDRIA_SQUASH_OPTIONS: unknown compressor {compressor!r}",
                                   hint="use one of " + ", ".join(sorted(COMPRESSORS)))
         elif word == "-b":
-            args += ["--block-size", str(_size(value()))]
+            block_size = _size(value())
         elif word in _EXTRAS:
             extras[word] = value()
         elif word == "-Xhc":
             high_compression = True
         elif word == "-no-xattrs":
-            args.append("--no-xattr")
+            no_xattrs = True
         elif word in ("-mkfs-time", "-all-time", "-processors"):
             value()  # times come from the layers; parallelism from HYDRIA_MAX_PROCESSORS
-        elif word in _DATA_UNCOMPRESSED:
-            data_uncompressed = True
+        elif word in _UNCOMPRESSED or word == _ALL_UNCOMPRESSED:
+            uncompressed += [_UNCOMPRESSED[word]] if word in _UNCOMPRESSED else sorted(set(_UNCOMPRESSED.values()))
         elif word not in _IGNORED:
             raise ConfigError(f"HYDRIA_SQUASH_OPTIONS: {word} is not supported",
                               hint="supported: -comp NAME, -Xcompression-level N, -b SIZE, -Xhc, "
                                    "-Xdict-size N, -Xwindow-size N, -no-xattrs, -noD/-noI/-noF/-noX")
         i += 1
-    if data_uncompressed:
-        compressor, extras, high_compression = UNCOMPRESSED_DATA_COMPRESSOR, {}, False
-    taken = [f"{_EXTRAS[option][0]}={setting}" for option, setting in extras.items()
-             if compressor in _EXTRAS[option][1]]
-    if high_compression and compressor == "lz4":
-        taken.append("hc")
-    args += ["--compressor", compressor]
-    if taken:
-        args += ["--comp-extra", ",".join(taken)]
-    if processors > 0:
-        args += ["--num-jobs", str(processors)]
-    log.debug("HYDRIA_SQUASH_OPTIONS %r: tar2sqfs %s", squash_options, shlex.join(args))
-    return args
+    taken = {option: setting for option, setting in extras.items() if compressor in _EXTRAS[option][1]}
+    common = [*(["--block-size", str(block_size)] if block_size else []), *(["--no-xattr"] if no_xattrs else [])]
+    jobs = ["--num-jobs", str(processors)] if processors > 0 else []
+    if uncompressed:
+        repack = ["-comp", compressor, *(w for option, setting in taken.items() for w in (option, setting)),
+                  *(["-Xhc"] if high_compression and compressor == "lz4" else []),
+                  *(["-b", str(block_size)] if block_size else []), *(["-no-xattrs"] if no_xattrs else []),
+                  *dict.fromkeys(uncompressed), *(["-processors", str(processors)] if processors > 0 else [])]
+        plan = SquashPlan([*common, "--compressor", REPACKED_COMPRESSOR, "--comp-extra", "level=1", *jobs], repack)
+    else:
+        comp_extra = [f"{_EXTRAS[option][0]}={setting}" for option, setting in taken.items()]
+        if high_compression and compressor == "lz4":
+            comp_extra.append("hc")
+        plan = SquashPlan([*common, "--compressor", compressor,
+                           *(["--comp-extra", ",".join(comp_extra)] if comp_extra else []), *jobs], None)
+    log.debug("HYDRIA_SQUASH_OPTIONS %r: %s", squash_options, plan)
+    return plan
 
 
-def _size(text: str) -> int:
-    units = {"K": 1 << 10, "k": 1 << 10, "M": 1 << 20, "m": 1 << 20}
-    try:
-        return int(text[:-1]) * units[text[-1]] if text[-1:] in units else int(text)
-    except ValueError:
-        raise ConfigError(f"HYDRIA_SQUASH_OPTIONS: invalid block size {text!r}") from None
+def repack(source: str, pseudo: str, target: str, arguments: list[str], pass_fds: tuple[int, ...] = ()) -> None:
+    """Write ``target`` with ``mksquashfs ARGUMENTS`` from the image ``source``, through the pseudo
+    file (``pseudo``: a new file, as large as the image's data uncompressed) that ``unsquashfs -pf``
+    makes of it: mksquashfs 4.5 reads no tar, and seeks in its pseudo file (no pipe).
+
+    Raises:
+        ToolFailed: with the tools' own message; MissingTool.
+    """
+    hint = "check that the output's file system has room for the image and its uncompressed data"
+    run_tool(["unsquashfs", "-no-progress", "-pf", pseudo, source], "cannot repack the image: unsquashfs",
+             hint=hint, pass_fds=pass_fds)
+    run_tool(["mksquashfs", "-", target, "-pf", pseudo, "-noappend", "-quiet", "-no-progress", *arguments],
+             "cannot repack the image: mksquashfs", pass_fds=pass_fds,
+             hint=f"{hint}; mksquashfs 4.5 cannot describe every tree (names with a tab or a line break, "
+                  "paths over 16 KiB): for such an image, HYDRIA_SQUASH_OPTIONS without -noD, -noI, -noF, -noX")
 
 
 class Tar2Sqfs:
