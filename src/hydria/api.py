@@ -92,8 +92,8 @@ def bundle(image: str | Path, output: str | Path | None = None, *, target: str |
 
 
 def start(target: str | Path, command: Sequence[str] = (), *, root: bool = False, rw: bool = False,
-          env: Sequence[str] = (), mounts: Sequence[str] = (), rc: str | None = None, conf: str | None = None,
-          pid: bool = False, net: bool = False, ipc: bool = False, uts: bool = False,
+          env: Sequence[str] = (), mounts: Sequence[str] = (), devices: Sequence[str] = (), rc: str | None = None,
+          conf: str | None = None, pid: bool = False, net: bool = False, ipc: bool = False, uts: bool = False,
           environment: Mapping[str, str] | None = None, check: bool = False, capture_output: bool = False,
           timeout: float | None = None) -> subprocess.CompletedProcess[str]:
     """``hydria start``, in a child process: the container's exit status is the result's
@@ -101,8 +101,8 @@ def start(target: str | Path, command: Sequence[str] = (), *, root: bool = False
     default. With ``check``, a non-zero status raises ``subprocess.CalledProcessError``."""
     from hydria.container.options import defaults, words
 
-    options = words(defaults(conf=conf, env=list(env), mount=list(mounts), rc=rc, root=root, rw=rw, pid=pid, net=net,
-                             ipc=ipc, uts=uts))
+    options = words(defaults(conf=conf, env=list(env), mount=list(mounts), device=list(devices), rc=rc, root=root,
+                             rw=rw, pid=pid, net=net, ipc=ipc, uts=uts))
     return subprocess.run([*hydria_command(), "start", *options, str(target), *command], env=environment,
                           check=check, capture_output=capture_output, text=True, timeout=timeout)
 

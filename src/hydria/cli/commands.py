@@ -43,6 +43,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("stage", "In a batch script: import an image once and broadcast it to every node", "hydria.cli.stage"),
     Command("cache", "List or prune what you keep in the cache", "hydria.cli.cache"),
     Command("store", "The image store that every user reads and one account writes", "hydria.cli.store"),
+    Command("cdi", "List the CDI devices of this node, for start --device", "hydria.cli.cdi"),
     Command("doctor", "Check that this node (or a cluster) can run hydria containers", "hydria.cli.doctor"),
     Command("slurm", "The Slurm plugin's steps and its installation", "hydria.cli.slurm"),
     Command("info", "Show the version and the settings in effect", "hydria.cli.info"),

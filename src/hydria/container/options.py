@@ -50,6 +50,8 @@ OPTIONS: tuple[StartOption, ...] = (
     StartOption("rw", ("-w", "--rw"), "flag", "make the root filesystem writable", setting="rootfs_writable"),
     StartOption("mount", ("-m", "--mount"), "list", "mount, as fstab fields separated by ':' "
                 "(SRC:DST[:TYPE:OPTIONS])", metavar="FSTAB"),
+    StartOption("device", ("--device",), "list", "a CDI device: its spec's device nodes, mounts, "
+                "environment and hooks (hydria cdi list)", metavar="VENDOR/CLASS=NAME", in_bundles=False),
     *(StartOption(ns, (f"--{ns}",), "flag", f"new {ns.upper()} namespace", setting=f"unshare_{ns}",
                   in_bundles=False) for ns in ("pid", "net", "ipc", "uts")),
 )
@@ -160,6 +162,6 @@ def start_from(options: Parsed, settings: Settings, conf: ConfScript | None = No
     first = command[0].partition("=")[0] if command else None
     misplaced = first if first in FLAGS or first in VALUED else None
     start(container, StartOptions(target, command, options.env, options.mount, options.rc, conf=conf,
-                                  remote_start=remote, misplaced_option=misplaced),
+                                  remote_start=remote, misplaced_option=misplaced, devices=options.device),
           apply_flags(settings, options))
 

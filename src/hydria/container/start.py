@@ -4,9 +4,11 @@
    namespace, plus the ones asked for (``--net``, ``--ipc``, ``--uts``);
 2. a private tmpfs on the runtime directory;
 3. the root filesystem: image file (squashfuse + overlay on the tmpfs) or named container;
-4. passwd/group entries, mounts of pass -1, hooks, mounts of pass 0 (image fstab, mounts.d,
-   ``--mount``), the environment;
-5. read-only remount unless writable, pivot_root, a cgroup namespace of its own;
+4. passwd/group entries, mounts of pass -1, hooks, CDI devices' edits (``--device``:
+   runtime/edits.py), mounts of pass 0 (image fstab, mounts.d, ``--mount``), the environment,
+   the devices' createRuntime/createContainer hooks;
+5. read-only remount unless writable, pivot_root, a cgroup namespace of its own, the devices'
+   startContainer hooks;
 6. the seccomp filter (runtime/seccomp.py), then ``exec`` of ``/bin/sh /etc/rc CMD...``: the
    program replaces hydria, so its exit status and signals are the container's, and nothing
    lingers (with ``--pid``, hydria stays as the parent of PID 1 and passes its status on).
@@ -29,8 +31,9 @@ from hydria.runtime import environ, fstab, lock, namespaces, rootfs, seccomp
 from hydria.runtime import syscalls as sc
 from hydria.runtime.mounts import mount_entries
 
-if TYPE_CHECKING:  # confscript (and the secrets it needs) only for --conf
+if TYPE_CHECKING:  # confscript (and the secrets it needs) only for --conf, edits only for --device
     from hydria.runtime.confscript import ConfScript
+    from hydria.runtime.edits import Edits
 
 SYSTEM_FSTAB = """\
 /proc /proc none x-create=dir,rbind,rw,rslave 0 -1
@@ -82,6 +85,7 @@ class StartOptions(Record):
     # ``hydria start`` of an MPI launcher from the command line: the command that starts the same
     # container on another node, for the launcher's daemons (hydria/launch.py).
     remote_start: str | None = None
+    devices: Sequence[str] = ()  # --device: CDI device names (hooks/cdi.py)
 
 
 def start(container: rootfs.Container, options: StartOptions, settings: Settings) -> None:
@@ -91,6 +95,7 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     if options.rc is not None:
         check_input_file(options.rc, "--rc")
     rc_text = read_text(options.rc) if options.rc else None
+    device_edits = _device_edits(options.devices, settings) if options.devices else None
     runtime = ensure_dir(settings.runtime_path, setting="HYDRIA_RUNTIME_PATH")
     uid, gid = os.getuid(), os.getgid()
     host_user = pwd.getpwuid(uid)
@@ -138,6 +143,11 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
 
         infiniband.run(root, host, environment, cwd, area, str(settings.rdma_root))
         environment.update(sharp.environment(host, environment))
+    if device_edits is not None:
+        from hydria.runtime import edits
+
+        mount_entries([*edits.device_mounts(device_edits.devices, root), *device_edits.mounts], root, 0, cwd)
+        edits.environment_over(environment, device_edits, kept=(name for name, _ in env_options))
     pmi_environment, pmi_mounts = slurm_pmi.run(os.environ) if options.slurm_hook else ({}, [])
     environment.update(pmi_environment)
     launch_mounts: list[fstab.MountEntry] = []
@@ -159,6 +169,13 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     mount_entries(final, root, 0, cwd)
 
     identity.login_environment(environment, root, inner_uid, host_user)
+    hook_state = None
+    if device_edits is not None and device_edits.hooks:
+        from hydria.runtime import edits
+
+        hook_state = edits.write_bundle(area, root, environment, options.command)
+        edits.run_hooks(device_edits.hooks, edits.EARLY_STAGES, hook_state)
+        import subprocess  # noqa: F401  for the startContainer hooks, after pivot_root
     if rc_text is not None:
         with open(f"{area}/rc", "w") as handle:
             handle.write(rc_text)
@@ -178,6 +195,8 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     sc.unshare(sc.CLONE_NEWCGROUP)  # /proc/self/cgroup reads "/" inside (with the cgroups hook's binds)
     if settings.unshare_pid:
         _become_pid_one()
+    if device_edits is not None and hook_state is not None:
+        edits.run_hooks(device_edits.hooks, edits.LATE_STAGES, hook_state)
     if not namespaces.privileged(settings, uid):
         sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
         seccomp.install()
@@ -188,6 +207,15 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     except OSError as e:
         raise HydriaError(f"cannot run {shell} in the container: {e.strerror}",
                           hint="hydria runs the image's /etc/rc with /bin/sh; the image needs one") from None
+
+
+def _device_edits(devices: Sequence[str], settings: Settings) -> Edits:
+    """The edits of the CDI devices asked for, checked on the host before anything is mounted."""
+    from hydria.hooks import cdi
+
+    chosen = cdi.edits_for(devices, cdi.load(cdi.spec_dirs(settings.cdi_spec_dirs)))
+    cdi.check_devices(chosen.devices)
+    return chosen
 
 
 def _runs_the_command_alone(rc: str) -> bool:

@@ -1,0 +1,143 @@
+"""What shapes a container, as data: environment variables, mounts, device nodes, and programs
+to run at a named point of the start (OCI's hooks). A CDI spec's ``containerEdits`` become one
+(hooks/cdi.py); :mod:`hydria.container.start` applies them in one place (docs/devices.md):
+
+1. device nodes and mounts, after the built-in hooks' mounts and before the image's fstab, the
+   ``mounts.d`` files and ``--mount`` (which may cover them, as they cover anything);
+2. the environment, over the image's and the hooks' and under ``--env``;
+3. ``createRuntime`` and ``createContainer`` hooks once every mount is made, before the root
+   filesystem turns read-only, with the OCI state on their standard input and a bundle whose
+   ``config.json`` names the root filesystem (what vendors' hooks such as ``nvidia-cdi-hook``
+   read);
+4. ``startContainer`` hooks in the container, after ``pivot_root``, before its program.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from hydria.errors import HydriaError
+from hydria.record import TYPE_CHECKING, Record
+from hydria.runtime.fstab import MountEntry
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+# Hooks run before pivot_root (prestart: OCI's older name of createRuntime) and after it.
+EARLY_STAGES = ("prestart", "createRuntime", "createContainer")
+LATE_STAGES = ("startContainer",)
+DEVICE_BIND = ("rbind", "rw", "nosuid", "noexec", "private")
+
+
+class DeviceNode(Record):
+    path: str  # in the container
+    host_path: str
+    origin: str  # for messages: the spec file and device
+    major: int | None = None  # as the spec has them: checked against the host's node
+    minor: int | None = None
+
+
+class Hook(Record):
+    stage: str
+    path: str
+    args: tuple[str, ...]  # argv, its first word included (the path's when empty)
+    env: tuple[str, ...]
+    timeout: int | None
+    origin: str
+
+
+class Edits(Record):
+    environment: tuple[tuple[str, str], ...] = ()
+    mounts: tuple[MountEntry, ...] = ()
+    devices: tuple[DeviceNode, ...] = ()
+    hooks: tuple[Hook, ...] = ()
+
+
+def combined(parts: Iterable[Edits]) -> Edits:
+    """The edits of ``parts``, in order."""
+    environment: list[tuple[str, str]] = []
+    mounts: list[MountEntry] = []
+    devices: list[DeviceNode] = []
+    hooks: list[Hook] = []
+    for part in parts:
+        environment += part.environment
+        mounts += part.mounts
+        devices += part.devices
+        hooks += part.hooks
+    return Edits(tuple(environment), tuple(mounts), tuple(devices), tuple(hooks))
+
+
+def device_mounts(devices: Sequence[DeviceNode], root: str) -> list[MountEntry]:
+    """A user namespace cannot make device nodes: each is the host's node, bound, unless the
+    container's ``/dev`` (the host's, by default) shows that node at its path already.
+
+    Raises HydriaError: the node would have to be made in the host's ``/dev``."""
+    from hydria.runtime.mounts import resolve_in_root
+
+    mounts = []
+    for node in devices:
+        inside = resolve_in_root(root, node.path)
+        try:
+            if os.stat(inside).st_rdev == os.stat(node.host_path).st_rdev:
+                continue
+        except FileNotFoundError:
+            if not os.access(os.path.dirname(inside), os.W_OK):
+                raise HydriaError(f"device node {node.path} ({node.origin}): the container shares this node's "
+                                  f"{os.path.dirname(node.path)}, where {node.path} does not exist",
+                                  hint="set HYDRIA_RESTRICT_DEV=y: the container then gets a /dev of its own, in "
+                                       "which hydria binds the device under the spec's name") from None
+        mounts.append(MountEntry(node.host_path, node.path, "none", ("x-create=file", *DEVICE_BIND),
+                                 origin=node.origin))
+    return mounts
+
+
+def environment_over(environment: dict[str, str], edits: Edits, kept: Iterable[str]) -> None:
+    """Set the edits' variables in ``environment``, except those named in ``kept`` (``--env``'s)."""
+    keep = set(kept)
+    for name, value in edits.environment:
+        if name not in keep:
+            environment[name] = value
+
+
+def run_hooks(hooks: Sequence[Hook], stages: Sequence[str], state: Mapping[str, object]) -> None:
+    """Run the hooks of ``stages`` in order, each with the OCI ``state`` on its standard input
+    and only its own environment, as OCI runtimes do. Raises HydriaError naming the hook's spec
+    when one fails, times out or cannot run."""
+    import subprocess
+
+    document = json.dumps(dict(state)).encode()
+    for hook in hooks:
+        if hook.stage not in stages:
+            continue
+        argv = list(hook.args) or [hook.path]
+        described = f"{hook.stage} hook {' '.join(argv)} ({hook.origin})"
+        try:
+            result = subprocess.run(argv, executable=hook.path, input=document, capture_output=True,
+                                    env=dict(entry.partition("=")[::2] for entry in hook.env),
+                                    timeout=hook.timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise HydriaError(f"the {described} did not end within {hook.timeout} s",
+                              hint="the device's vendor tool hangs: check the device and its driver") from None
+        except OSError as e:
+            raise HydriaError(f"cannot run the {described}: {e.strerror}",
+                              hint="install the vendor's tools the CDI spec names, or regenerate the spec") from None
+        if result.returncode != 0:
+            said = (result.stderr or result.stdout).decode(errors="replace").strip()[-1000:]
+            raise HydriaError(f"the {described} failed (exit status {result.returncode})"
+                              + (f": {said}" if said else ""),
+                              hint="the spec's vendor tool says why; regenerate the spec if the node changed")
+
+
+def write_bundle(area: str, root: str, environment: Mapping[str, str], command: Sequence[str]) -> dict[str, object]:
+    """A minimal OCI bundle in ``area`` (its ``config.json`` names the root filesystem, as hooks
+    read it) and the OCI state that hooks get on their standard input."""
+    bundle = os.path.join(area, "bundle")
+    os.makedirs(bundle, exist_ok=True)
+    config = {"ociVersion": "1.0.2", "root": {"path": root, "readonly": False},
+              "process": {"args": list(command), "cwd": "/", "env": [f"{k}={v}" for k, v in environment.items()]},
+              "mounts": []}
+    with open(os.path.join(bundle, "config.json"), "w") as handle:
+        json.dump(config, handle)
+    return {"ociVersion": "1.0.2", "id": os.path.basename(area), "status": "created", "pid": os.getpid(),
+            "bundle": bundle, "annotations": {}}
