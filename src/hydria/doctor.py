@@ -100,7 +100,7 @@ def node_report(settings: Settings, image: str | None = None) -> NodeReport:
         *(partial(_path, settings, setting) for setting in ("data_path", "runtime_path", "temp_path")),
         partial(_cache, settings), partial(_store, settings),
         partial(_mounts, settings), partial(_named_containers, settings), partial(_start, settings, image),
-        _slurm_plugin, _gpus, _infiniband,
+        _slurm_plugin, _gpus, partial(_cdi, settings), _infiniband,
     ]
     results = []
     for check in checks:
@@ -491,6 +491,25 @@ def _gpus() -> Check:
         return Check("gpus", "fail", f"{len(gpus)} GPU(s) but no libnvidia-ml.so.1 in the loader cache",
                      "install the NVIDIA driver's user-space libraries, then run ldconfig")
     return Check("gpus", "ok", ", ".join(f"{g.number}: {g.model}" for g in gpus))
+
+
+def _cdi(settings: Settings) -> Check:
+    """The CDI devices that ``start --device`` can give (docs/devices.md), and specs left out."""
+    from hydria.hooks import cdi
+
+    dirs = cdi.spec_dirs(settings.cdi_spec_dirs)
+    registry = cdi.load(dirs)
+    problems = [*(f"{path}: {why}" if not why.startswith(path) else why for path, why in registry.invalid.items()),
+                *(f"{name} is defined by {' and '.join(paths)}" for name, paths in registry.conflicts.items())]
+    if problems:
+        return Check("cdi devices", "fail", f"{len(registry.devices)} device(s); left out: {'; '.join(problems)}",
+                     "the device vendor's tool writes the spec anew (e.g. nvidia-ctk cdi generate); "
+                     "hydria cdi list shows each problem")
+    if not registry.devices:
+        return Check("cdi devices", "skip", f"no CDI spec in {', '.join(dirs) or 'HYDRIA_CDI_SPEC_DIRS (empty)'}")
+    kinds = sorted(registry.kinds())
+    return Check("cdi devices", "ok", f"{len(registry.devices)} device(s) of {', '.join(kinds)}: --device "
+                 f"{min(registry.devices)}")
 
 
 def _infiniband() -> Check:

@@ -168,3 +168,17 @@ def test_cdi_list_says_which_specs_are_left_out(vendor: Path, workspace: Workspa
     assert f"left out: {vendor / 'specs' / 'broken.json'}: kind 'nokind' is not VENDOR/CLASS" in listed.stdout
     report = json.loads(workspace.run("cdi", "list", "--json", HYDRIA_CDI_SPEC_DIRS=str(vendor / "specs")).stdout)
     assert report["devices"] == [] and list(report["invalid"]) == [str(vendor / "specs" / "broken.json")]
+
+
+def test_doctor_shows_the_devices_and_the_specs_left_out(vendor: Path, workspace: Workspace) -> None:
+    def check() -> dict[str, str]:
+        report = json.loads(workspace.run("doctor", "--json", HYDRIA_CDI_SPEC_DIRS=str(vendor / "specs")).stdout)
+        return next(c for c in report["checks"] if c["name"] == "cdi devices")
+
+    assert check()["status"] == "skip"
+    (vendor / "specs" / "nvidia.yaml").write_text(nvidia_form(vendor))
+    assert check() == {"name": "cdi devices", "status": "ok", "fix": "",
+                       "detail": "2 device(s) of nvidia.com/gpu: --device nvidia.com/gpu=0"}
+    (vendor / "specs" / "broken.json").write_text("{")
+    failed = check()
+    assert failed["status"] == "fail" and "broken.json: not valid JSON" in failed["detail"], failed
