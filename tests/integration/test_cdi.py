@@ -146,7 +146,7 @@ def test_device_nodes_under_their_own_names_environment_and_hooks_in_order(vendo
     ({"deviceNodes": [{"path": "/dev/null", "major": 9}]}, "example.com/x=a", "/dev/null is device 1:3, the spec says 9:3"),
     ({"mounts": [{"hostPath": "/nonexistent/lib.so", "containerPath": "/lib.so", "options": ["bind"]}]},
      "example.com/x=a", "/nonexistent/lib.so"),
-    ({}, "example.com/x=b", "--device example.com/x=b: no such CDI device"),
+    ({}, "example.com/x=b", "no such CDI device: example.com/x=b"),
 ])
 def test_a_device_that_cannot_be_given_stops_the_start_saying_why(edits: dict[str, object], device: str,
                                                                    message: str, vendor: Path,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import os
 import shutil
 import subprocess
@@ -411,3 +412,21 @@ def test_privileged_root_jobs(cluster: None, images: dict[str, Path], tmp_path: 
     plain = subprocess.run(["srun", f"--container-image={images['busybox']}", *show], capture_output=True,
                            text=True, env=env, cwd=tmp_path, timeout=120, check=False)
     assert plain.stdout.split() == ["0", "0", "1", "Seccomp:", "2"], plain.stderr
+
+
+def test_cdi_devices(srun: Srun, images: dict[str, Path]) -> None:
+    """--container-device (hydria's own option: docs/devices.md) gives the step's container the
+    devices of the site's CDI specs; HYDRIA_CONTAINER_DEVICE is its default."""
+    specs = srun.workspace.root / "cdi"
+    specs.mkdir()
+    (specs / "x.json").write_text(json.dumps({
+        "cdiVersion": "0.6.0", "kind": "example.com/x",
+        "devices": [{"name": "a", "containerEdits": {"env": ["X_DEVICE=a"], "deviceNodes": [{"path": "/dev/zero"}]}}]}))
+    image = f"--container-image={images['busybox']}"
+    assert srun.ok(image, "--container-device=example.com/x=a", "sh", "-c", "echo $X_DEVICE",
+                   HYDRIA_TESTBED_CDI=str(specs)) == "a\n"
+    assert srun.ok(image, "sh", "-c", "echo $X_DEVICE", HYDRIA_TESTBED_CDI=str(specs),
+                   HYDRIA_CONTAINER_DEVICE="example.com/x=a") == "a\n"
+    missing = srun(image, "--container-device=example.com/x=b", "true", HYDRIA_TESTBED_CDI=str(specs))
+    assert missing.returncode != 0 and "no such CDI device: example.com/x=b" in missing.stderr
+    assert "this node has example.com/x=a" in missing.stderr

@@ -249,12 +249,12 @@ def _expand(name: str, registry: Registry) -> list[str]:
     vendor, slash, device_class = kind.partition("/")
     if not (equals and slash and _VENDOR.fullmatch(vendor) and _CLASS.fullmatch(device_class)
             and _NAME.fullmatch(device)):
-        raise CdiError(f"--device {name}: not a CDI device name",
+        raise CdiError(f"not a CDI device name: {name}",
                        hint="VENDOR/CLASS=NAME, e.g. nvidia.com/gpu=0 or nvidia.com/gpu=all; hydria cdi list shows them")
     if name in registry.devices:
         return [name]
     if name in registry.conflicts:
-        raise CdiError(f"--device {name}: defined by more than one spec of one folder: "
+        raise CdiError(f"CDI device {name} is defined by more than one spec of one folder: "
                        f"{', '.join(registry.conflicts[name])}",
                        hint="the administrator removes one of them (specs of a later folder replace an earlier one's)")
     if device == "all":
@@ -266,7 +266,7 @@ def _expand(name: str, registry: Registry) -> list[str]:
     hint = f"this node has {', '.join(known)}" if known else \
         (f"no spec of {kind} on this node" + (f" (left out: {invalid})" if invalid else "")
          + ": the vendor's tool writes one (nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml)")
-    raise CdiError(f"--device {name}: no such CDI device", hint=f"{hint}; hydria cdi list shows them")
+    raise CdiError(f"no such CDI device: {name}", hint=f"{hint}; hydria cdi list shows them")
 
 
 def _to_edits(edits: Mapping[str, Any], origin: str) -> Edits:

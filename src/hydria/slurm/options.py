@@ -17,7 +17,7 @@ class OptionError(HydriaError):
 
 
 VALUED = ("container-image", "container-mounts", "container-workdir", "container-name", "container-save",
-          "container-env", "container-unshare")
+          "container-env", "container-unshare", "container-device")
 PAIRS = {  # flag -> (setting, value)
     "container-mount-home": ("mount_home", True), "no-container-mount-home": ("mount_home", False),
     "container-remap-root": ("remap_root", True), "no-container-remap-root": ("remap_root", False),
@@ -28,7 +28,7 @@ NAME_FLAGS = ("auto", "create", "exec", "no_exec")
 UNSHARE = ("net", "ipc", "uts")
 _ENV_DEFAULTS = {"container-image": "IMAGE", "container-mounts": "MOUNTS", "container-workdir": "WORKDIR",
                  "container-name": "NAME", "container-save": "SAVE", "container-env": "ENV",
-                 "container-unshare": "UNSHARE"}
+                 "container-unshare": "UNSHARE", "container-device": "DEVICE"}
 _BOOL_DEFAULTS = {"mount_home": "MOUNT_HOME", "remap_root": "REMAP_ROOT", "entrypoint": "ENTRYPOINT",
                   "entrypoint_log": "ENTRYPOINT_LOG"}
 TRUE, FALSE = ("1", "true", "yes", "y"), ("0", "false", "no", "n")  # pyxis's booleans, case-sensitive
@@ -53,6 +53,7 @@ class ContainerOptions:
         self.mounts: list[MountEntry] = []
         self.env: list[str] = []
         self.unshare: list[str] = []
+        self.devices: list[str] = []  # CDI devices (hydria's own option: docs/devices.md)
         self.warnings: list[str] = []
 
     @property
@@ -100,7 +101,8 @@ def parse(args: Sequence[str], environment: Mapping[str, str]) -> ContainerOptio
                 options.writable = meaning if default in TRUE else not meaning
     _apply_values(options, values)
     if not options.enabled:
-        given: list[str] = [f for f in ("container-mounts", "container-workdir", "container-save") if f in values]
+        given: list[str] = [f for f in ("container-mounts", "container-workdir", "container-save", "container-device")
+                            if f in values]
         given += [flags[s] for s in flags]
         options.warnings = [f"ignoring --{f} because neither --container-image nor --container-name is set"
                             for f in given]
@@ -136,6 +138,11 @@ def _apply_values(options: ContainerOptions, values: Mapping[str, str]) -> None:
         if any(not n for n in names):
             raise OptionError(f"--container-env: invalid format: {values['container-env']}")
         options.env = list(dict.fromkeys(names))
+    if "container-device" in values:
+        names = values["container-device"].split(",")
+        if any(not n for n in names):
+            raise OptionError(f"--container-device: invalid format: {values['container-device']}")
+        options.devices = list(dict.fromkeys(names))
     if "container-unshare" in values:
         for namespace in values["container-unshare"].split(","):
             if not namespace:

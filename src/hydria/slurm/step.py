@@ -112,7 +112,8 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
     if os.path.exists(scratch) or temporary or _uses_importer(options, plugin):
         marks.send(CLEANUP_MARK)  # the shim runs `hydria slurm cleanup` only when told to
     start_container(resolve_target(target, settings),
-                    StartOptions(target, STOP_COMMAND, env=env, entries=entries, slurm_hook=False), settings)
+                    StartOptions(target, STOP_COMMAND, env=env, entries=entries, slurm_hook=False,
+                                 devices=options.devices), settings)
     raise AssertionError("start() execs the container or raises")
 
 
@@ -127,6 +128,9 @@ def _tell_shim(options: ContainerOptions, marks: MarkChannel) -> None:
 def _join(options: ContainerOptions, pid: int) -> int:
     if options.mounts:
         log.warning("ignoring --container-mounts when attaching to a running container")
+    if options.devices:
+        log.warning("ignoring --container-device when attaching to a running container: it has the devices "
+                    "its first step gave it")
     _check_unshared(options.unshare, pid)
     log.info("reusing existing container namespaces")
     return pid

@@ -104,6 +104,7 @@ static struct spank_option options[] = {
     OPT("container-readonly", NULL, "make the container filesystem read-only"),
     OPT("container-env", "NAME[,NAME...]", "variables whose host value wins over the container's"),
     OPT("container-unshare", "NS[,NS...]", "unshare these namespaces: net, ipc, uts"),
+    OPT("container-device", "VENDOR/CLASS=NAME[,...]", "CDI devices to give the container (hydria cdi list)"),
     SPANK_OPTIONS_TABLE_END
 };
 
