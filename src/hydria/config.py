@@ -90,6 +90,7 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("NVIDIA_DRIVER_ROOT", "path", "/", "Tree in which the NVIDIA hook finds the driver (proc, dev, ld.so.cache, utilities)"),
     SettingSpec("RDMA_ROOT", "path", "/", "Tree in which the InfiniBand hook finds the node's /sys and /dev"),
     SettingSpec("CDI_SPEC_DIRS", "str", "/etc/cdi:/var/run/cdi", "Folders of CDI device specs, ':' between; a later one's device replaces an earlier one's"),
+    SettingSpec("NVIDIA_CDI", "bool", "false", "Give the GPUs NVIDIA_VISIBLE_DEVICES names from the node's CDI spec of nvidia.com/gpu where there is one, not with the built-in NVIDIA hook"),
 )
 SPEC_BY_NAME: Mapping[str, SettingSpec] = MappingProxyType({s.name: s for s in SPECS})
 
@@ -138,6 +139,7 @@ class Settings(Record):
     nvidia_driver_root: str
     rdma_root: str
     cdi_spec_dirs: str
+    nvidia_cdi: bool
     environment: Mapping[str, str] = MappingProxyType({})
     origins: Mapping[str, str] = MappingProxyType({})
 
@@ -444,7 +446,7 @@ def _runtime_default(uid: int, env: Mapping[str, str]) -> str:
 # Settings that protect the site: for a Slurm step only the administrator's files set them, not
 # the job's environment nor the user's hydria.conf (docs/slurm.md, "What a job may set").
 SITE_SETTINGS = frozenset({"ALLOW_HTTP", "ALLOW_SUPERUSER", "RESTRICT_DEV", "NVIDIA_DRIVER_ROOT", "RDMA_ROOT",
-                           "CDI_SPEC_DIRS", "STORE_OWNER", *(spec.name for spec in SPECS if spec.name.endswith("_PATH"))})
+                           "CDI_SPEC_DIRS", "NVIDIA_CDI", "STORE_OWNER", *(spec.name for spec in SPECS if spec.name.endswith("_PATH"))})
 
 
 def job_environment(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:

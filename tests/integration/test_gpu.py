@@ -8,6 +8,7 @@ that the image's own ldconfig rebuilds, and the image's loader finding ``libcuda
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -114,3 +115,45 @@ def test_void_does_nothing(images: dict[str, Path], workspace: Workspace, driver
     status, out, err = gpu_start(workspace, driver, str(images["busybox"]), "sh", "-c",
                                  "command -v nvidia-smi || echo none", NVIDIA_VISIBLE_DEVICES="void")
     assert (status, out) == (0, "none\n"), err
+
+
+@pytest.fixture
+def nvidia_spec(driver: Path) -> Iterator[Path]:
+    """A CDI spec of the fake GPUs in the form NVIDIA's generator writes: each GPU by index and UUID,
+    its node the host's /dev/null (a device every machine has), a variable saying which it was."""
+    folder = Path(tempfile.mkdtemp(prefix="hydria-nvidia-cdi-"))
+    folder.chmod(0o755)
+    numbered = sorted(fakegpu.GPUS, key=lambda gpu: gpu.bus)  # nvidia-smi's indexes: PCI order
+    devices = [{"name": name, "containerEdits": {"env": [f"CDI_GPU={index}"],
+                                                 "deviceNodes": [{"path": f"/dev/nvidia{gpu.minor}",
+                                                                  "hostPath": "/dev/null"}]}}
+               for index, gpu in enumerate(numbered) for name in (str(index), gpu.uuid)]
+    devices.append({"name": "all", "containerEdits": {"env": ["CDI_GPU=all"]}})
+    (folder / "nvidia.json").write_text(json.dumps({"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu",
+                                                    "containerEdits": {"env": ["NVIDIA_VISIBLE_DEVICES=void"]},
+                                                    "devices": devices}))
+    yield folder
+    shutil.rmtree(folder)
+
+
+def test_the_site_can_give_nvidia_visible_devices_from_the_cdi_spec(images: dict[str, Path], workspace: Workspace,
+                                                                   driver: Path, nvidia_spec: Path) -> None:
+    """HYDRIA_NVIDIA_CDI: the GPUs that NVIDIA_VISIBLE_DEVICES names come from the node's CDI spec
+    (not the built-in hook: no driver library is mounted), CUDA told the same UUIDs the built-in
+    hook would tell it; under Slurm "all" is the job's GPUs. Without a spec, the built-in hook."""
+    script = "echo $CDI_GPU ${CUDA_VISIBLE_DEVICES-unset}; ls -l /dev/nvidia0 | cut -c1; ls /usr/lib/x86_64-linux-gnu | grep -c nvidia; true"
+    common = {"HYDRIA_NVIDIA_CDI": "y", "HYDRIA_CDI_SPEC_DIRS": str(nvidia_spec), "HYDRIA_RESTRICT_DEV": "y"}
+    status, out, err = gpu_start(workspace, driver, str(images["debian"]), "sh", "-c", script,
+                                 NVIDIA_VISIBLE_DEVICES="0", **common)
+    assert status == 0, err
+    first = min(fakegpu.GPUS, key=lambda gpu: gpu.bus)
+    assert out.splitlines() == [f"0 {first.uuid}", "c", "0"]
+    status, out, err = gpu_start(workspace, driver, str(images["debian"]), "sh", "-c", "echo $CDI_GPU",
+                                 NVIDIA_VISIBLE_DEVICES="all", SLURM_STEP_GPUS=str(first.minor), **common)
+    assert status == 0 and out == "0\n", err
+    status, out, err = gpu_start(workspace, driver, str(images["debian"]), "sh", "-c", "echo $CDI_GPU",
+                                 NVIDIA_VISIBLE_DEVICES="all", **common)
+    assert status == 0 and out == "all\n", err
+    status, out, err = gpu_start(workspace, driver, str(images["debian"]), "sh", "-c", script,
+                                 NVIDIA_VISIBLE_DEVICES="0", **{**common, "HYDRIA_CDI_SPEC_DIRS": "/nowhere"})
+    assert status == 0 and out.splitlines()[-1] != "0", err  # the built-in hook mounted the driver's libraries

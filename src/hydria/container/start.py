@@ -136,8 +136,13 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     if "NVIDIA_VISIBLE_DEVICES" in host or "NVIDIA_VISIBLE_DEVICES" in environment:  # else not even imported
         from hydria.hooks import nvidia
 
-        environment.update(nvidia.run(root, environment, host, cwd, str(settings.nvidia_driver_root),
-                                      private_dev=settings.restrict_dev or settings.unshare_ipc))
+        gpus = _nvidia_cdi_devices(settings, host, environment) if settings.nvidia_cdi else None
+        if gpus is not None:  # the node's CDI spec gives them, with the devices of --device
+            device_edits = _device_edits([*options.devices, *gpus[0]], settings)
+            environment.update(gpus[1])
+        else:
+            environment.update(nvidia.run(root, environment, host, cwd, str(settings.nvidia_driver_root),
+                                          private_dev=settings.restrict_dev or settings.unshare_ipc))
     if "MELLANOX_VISIBLE_DEVICES" in host or "MELLANOX_VISIBLE_DEVICES" in environment:
         from hydria.hooks import infiniband, sharp
 
@@ -216,6 +221,20 @@ def _device_edits(devices: Sequence[str], settings: Settings) -> Edits:
     chosen = cdi.edits_for(devices, cdi.load(cdi.spec_dirs(settings.cdi_spec_dirs)))
     cdi.check_devices(chosen.devices)
     return chosen
+
+
+def _nvidia_cdi_devices(settings: Settings, host: dict[str, str],
+                        environment: dict[str, str]) -> tuple[list[str], dict[str, str]] | None:
+    """``HYDRIA_NVIDIA_CDI``: the CDI devices that ``NVIDIA_VISIBLE_DEVICES`` names and the
+    variables the built-in hook would set, where this node has a spec of NVIDIA's GPUs; None to
+    leave the request to the built-in hook."""
+    from hydria.hooks import cdi, nvidia
+
+    request = nvidia.request_from(host, environment)
+    if request is None or nvidia.CDI_KIND not in cdi.load(cdi.spec_dirs(settings.cdi_spec_dirs)).kinds():
+        return None
+    names, variables = nvidia.cdi_devices(request, host, str(settings.nvidia_driver_root))
+    return (names, variables) if names else None
 
 
 def _runs_the_command_alone(rc: str) -> bool:

@@ -231,10 +231,7 @@ def plan(request: Request, driver_root: str, root: str, host: Mapping[str, str],
     result = Plan()
     if not Path(driver_root, "dev/nvidia-uvm").exists() and "compute" in request.capabilities:
         log.warning("the nvidia_uvm kernel module is not loaded: CUDA programs will fail to start")
-    if selection.mig:
-        result.environment["CUDA_VISIBLE_DEVICES"] = ",".join(selection.mig)
-    elif selection.gpus != all_gpus:
-        result.environment["CUDA_VISIBLE_DEVICES"] = ",".join(g.uuid for g in selection.gpus)
+    result.environment.update(_cuda_visible_devices(selection, all_gpus))
     _plan_libraries(result, request, driver_root, root)
     if private_dev:
         _plan_devices(result, request, selection.gpus, driver_root)
@@ -323,6 +320,37 @@ def _is_elf(path: str) -> bool:
             return handle.read(4) == b"\x7fELF"
     except OSError:
         return False
+
+
+CDI_KIND = "nvidia.com/gpu"  # the kind of the spec `nvidia-ctk cdi generate` writes
+
+
+def cdi_devices(request: Request, host: Mapping[str, str], driver_root: str) -> tuple[list[str], dict[str, str]]:
+    """``NVIDIA_VISIBLE_DEVICES`` as the CDI devices of NVIDIA's spec (``HYDRIA_NVIDIA_CDI``), which
+    names GPUs by index and UUID and MIG devices by ``GPU:MIG`` and UUID, as the variable does
+    (``all`` under Slurm: the job's GPUs, by index), and the ``CUDA_VISIBLE_DEVICES`` that the
+    built-in hook sets for the same request (a container sharing the node's /dev sees every GPU)."""
+    if request.devices == "none":
+        return [], {}
+    all_gpus = discover_gpus(driver_root)
+    selection = select(all_gpus, request.devices, host.get("SLURM_STEP_GPUS") or host.get("SLURM_JOB_GPUS"),
+                       lambda: _mig_devices(_find_binary(driver_root, "nvidia-smi", host)))
+    environment = _cuda_visible_devices(selection, all_gpus)
+    if request.devices == "all":
+        names = [str(gpu.number) for gpu in selection.gpus] if environment else ["all"]
+    else:
+        names = [token.strip() for token in request.devices.split(",") if token.strip()]
+    return [f"{CDI_KIND}={name}" for name in names], environment
+
+
+def _cuda_visible_devices(selection: Selection, all_gpus: list[Gpu]) -> dict[str, str]:
+    """What CUDA is told where the container sees more GPUs than were asked for: UUIDs, which
+    (unlike indexes) mean the same to CUDA as to nvidia-smi."""
+    if selection.mig:
+        return {"CUDA_VISIBLE_DEVICES": ",".join(selection.mig)}
+    if selection.gpus != all_gpus:
+        return {"CUDA_VISIBLE_DEVICES": ",".join(g.uuid for g in selection.gpus)}
+    return {}
 
 
 def run(root: str, environment: Mapping[str, str], host: Mapping[str, str], cwd: str,
