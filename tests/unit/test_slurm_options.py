@@ -86,3 +86,29 @@ def test_plugin_config() -> None:
         parse_plugin_config(["colour=blue"])
     with pytest.raises(Exception, match="execute_entrypoint: invalid value: Yes"):
         parse_plugin_config(["execute_entrypoint=Yes"])
+
+
+def test_the_shims_declarations_are_generated_from_pythons() -> None:
+    """Every step option and exit status is spelled once, in Python: the C shim includes the
+    header install-plugin generates, and the option parser takes every option it declares."""
+    from pathlib import Path
+
+    from hydria.slurm import step
+    from hydria.slurm.generated import header
+    from hydria.slurm.options import PAIRS, SHIM_OPTIONS, VALUED, parse
+
+    values = {"container-mounts": "/a:/b", "container-unshare": "net", "container-device": "example.com/x=a"}
+    text = header()
+    for option in SHIM_OPTIONS:
+        assert f'OPT("{option.name}", ' in text
+        if option.name in VALUED:
+            assert option.arg is not None
+            parse([f"--{option.name}={values.get(option.name, 'x')}"], {})
+        else:
+            assert option.name in PAIRS or option.name == "container-entrypoint-log"
+            parse([f"--{option.name}"], {})
+    for name in ("DISABLED_STATUS", "ATTACH_STATUS", "STORE_STATUS"):
+        assert f"#define {name} {getattr(step, name)}\n" in text
+    source = (Path(step.__file__).parent / "plugin" / "spank_hydria.c").read_text()
+    assert '#include "hydria_generated.h"' in source and 'OPT("' not in source
+    assert not any(f"#define {name} " in source for name in ("DISABLED_STATUS", "ATTACH_STATUS", "STORE_STATUS"))

@@ -1,13 +1,16 @@
-"""``hydria slurm install-plugin``: compile the shim against this cluster's ``slurm/spank.h`` and
-write the plugstack.conf.d snippet that loads it."""
+"""``hydria slurm install-plugin``: compile the shim against this cluster's ``slurm/spank.h``, with
+the declarations generated from the Python ones (slurm/generated.py), and write the
+plugstack.conf.d snippet that loads it."""
 
 from __future__ import annotations
 
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from hydria.errors import HydriaError, NotFound
+from hydria.slurm.generated import HEADER, header
 from hydria.slurm.plugin_config import parse_plugin_config
 from hydria.tools import run_tool
 
@@ -26,8 +29,11 @@ def install_plugin(plugin_dir: Path, plugstack_dir: Path, include_dir: Path, arg
     plugin = plugin_dir / "spank_hydria.so"
     staging = plugin_dir / ".spank_hydria.so.new"
     try:
-        run_tool(["gcc", "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", f"-I{include_dir}", "-o", str(staging),
-                  str(SOURCE)], f"cannot compile {SOURCE}", hint="install gcc (Debian: build-essential)")
+        with tempfile.TemporaryDirectory(prefix="hydria-plugin-") as generated:
+            Path(generated, HEADER).write_text(header())
+            run_tool(["gcc", "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", f"-I{generated}", f"-I{include_dir}",
+                      "-o", str(staging), str(SOURCE)], f"cannot compile {SOURCE}",
+                     hint="install gcc (Debian: build-essential)")
     except HydriaError:  # the compiler failed, or there is none
         staging.unlink(missing_ok=True)
         raise

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from hydria.errors import HydriaError
+from hydria.record import Record
 from hydria.runtime.fstab import MountEntry
 
 
@@ -16,8 +17,35 @@ class OptionError(HydriaError):
     pass
 
 
-VALUED = ("container-image", "container-mounts", "container-workdir", "container-name", "container-save",
-          "container-env", "container-unshare", "container-device")
+class ShimOption(Record):
+    """One of the step options that srun, sbatch and salloc take (``--NAME[=ARG]``). The C shim's
+    option table is generated from these when ``install-plugin`` compiles it (slurm/generated.py)."""
+
+    name: str
+    arg: str | None  # what the value looks like, for srun --help; None: a flag
+    help: str
+
+
+SHIM_OPTIONS: tuple[ShimOption, ...] = (
+    ShimOption("container-image", "[USER@][REGISTRY#]IMAGE[:TAG]|PATH", "the image to run the tasks in"),
+    ShimOption("container-mounts", "SRC:DST[:FLAGS][,SRC:DST...]", "bind mounts, FLAGS joined with +"),
+    ShimOption("container-workdir", "PATH", "working directory inside the container"),
+    ShimOption("container-name", "NAME[:create|exec|no_exec]", "name of the container, kept after the step"),
+    ShimOption("container-save", "PATH", "save the container to this squashfs file when the step ends"),
+    ShimOption("container-mount-home", None, "bind-mount the user's home directory"),
+    ShimOption("no-container-mount-home", None, "do not bind-mount the user's home directory"),
+    ShimOption("container-remap-root", None, "appear as root inside the container"),
+    ShimOption("no-container-remap-root", None, "do not appear as root inside the container"),
+    ShimOption("container-entrypoint", None, "run the image's entrypoint"),
+    ShimOption("no-container-entrypoint", None, "do not run the image's entrypoint"),
+    ShimOption("container-entrypoint-log", None, "print the output of the entrypoint"),
+    ShimOption("container-writable", None, "make the container filesystem writable"),
+    ShimOption("container-readonly", None, "make the container filesystem read-only"),
+    ShimOption("container-env", "NAME[,NAME...]", "variables whose host value wins over the container's"),
+    ShimOption("container-unshare", "NS[,NS...]", "unshare these namespaces: net, ipc, uts"),
+    ShimOption("container-device", "VENDOR/CLASS=NAME[,...]", "CDI devices to give the container (hydria cdi list)"),
+)
+VALUED = tuple(option.name for option in SHIM_OPTIONS if option.arg is not None)
 PAIRS = {  # flag -> (setting, value)
     "container-mount-home": ("mount_home", True), "no-container-mount-home": ("mount_home", False),
     "container-remap-root": ("remap_root", True), "no-container-remap-root": ("remap_root", False),

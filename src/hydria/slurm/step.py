@@ -28,13 +28,13 @@ from hydria.slurm.shim import MarkChannel
 
 log = Logger(__name__)
 
-DISABLED_STATUS = 64  # no container for this step (the shim's DISABLED_STATUS)
+DISABLED_STATUS = 64  # no container for this step (the shim gets the statuses from here: slurm/generated.py)
 # Marks (on the shim's own descriptor: hydria.slurm.shim) tell the shim what it needs (its
 # read_marks): a line for the user's terminal, that the step leaves something to clean up, and the
 # options as resolved here.
 CLEANUP_MARK = "@cleanup"
 RC_LOCAL = 'exec "$@"\n'  # replaces the image's rc.local, so that its entrypoint does not run
-ATTACH_STATUS = 65  # join the running container the "@attach PID" line names (the shim's ATTACH_STATUS)
+ATTACH_STATUS = 65  # join the running container the "@attach PID" line names
 STORE_STATUS = 66  # the image store lacks "@store-import URI": its owner imports it, then the start runs again
 STORE_MARK = "@store-import "
 STOP_COMMAND = ("sh", "-c", "kill -STOP $$; exit 0")

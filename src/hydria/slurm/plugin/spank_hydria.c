@@ -42,11 +42,14 @@
 
 SPANK_PLUGIN(hydria, 1);
 
+/* `hydria slurm install-plugin` writes it from the Python declarations (hydria/slurm/generated.py):
+ * HYDRIA_OPTION_TABLE, the step options; the exit statuses of `hydria slurm start`: DISABLED_STATUS
+ * (no container for this step), ATTACH_STATUS (join the running container "@attach PID" names) and
+ * STORE_STATUS (the image store lacks "@store-import URI": its owner imports it (plugstack
+ * store_owner), then the start runs again). */
+#include "hydria_generated.h"
+
 #define MAX_ARGS 256
-#define DISABLED_STATUS 64 /* `hydria slurm start`: no container for this step */
-#define ATTACH_STATUS 65   /* `hydria slurm start`: join the running container "@attach PID" names */
-#define STORE_STATUS 66    /* `hydria slurm start`: the image store lacks "@store-import URI"; its owner imports
-                              it (plugstack store_owner), then the start runs again */
 /* Slurm's special step ids (slurm/slurm.h, which spank.h does not include) */
 #define EXTERN_STEP 0xfffffffcU
 #define BATCH_STEP 0xfffffffbU
@@ -88,23 +91,7 @@ static int option_cb(int val, const char *optarg, int remote);
 
 #define OPT(name, arg, help) {name, arg, "[hydria] " help, arg ? 1 : 0, 0, option_cb}
 static struct spank_option options[] = {
-    OPT("container-image", "[USER@][REGISTRY#]IMAGE[:TAG]|PATH", "the image to run the tasks in"),
-    OPT("container-mounts", "SRC:DST[:FLAGS][,SRC:DST...]", "bind mounts, FLAGS joined with +"),
-    OPT("container-workdir", "PATH", "working directory inside the container"),
-    OPT("container-name", "NAME[:create|exec|no_exec]", "name of the container, kept after the step"),
-    OPT("container-save", "PATH", "save the container to this squashfs file when the step ends"),
-    OPT("container-mount-home", NULL, "bind-mount the user's home directory"),
-    OPT("no-container-mount-home", NULL, "do not bind-mount the user's home directory"),
-    OPT("container-remap-root", NULL, "appear as root inside the container"),
-    OPT("no-container-remap-root", NULL, "do not appear as root inside the container"),
-    OPT("container-entrypoint", NULL, "run the image's entrypoint"),
-    OPT("no-container-entrypoint", NULL, "do not run the image's entrypoint"),
-    OPT("container-entrypoint-log", NULL, "print the output of the entrypoint"),
-    OPT("container-writable", NULL, "make the container filesystem writable"),
-    OPT("container-readonly", NULL, "make the container filesystem read-only"),
-    OPT("container-env", "NAME[,NAME...]", "variables whose host value wins over the container's"),
-    OPT("container-unshare", "NS[,NS...]", "unshare these namespaces: net, ipc, uts"),
-    OPT("container-device", "VENDOR/CLASS=NAME[,...]", "CDI devices to give the container (hydria cdi list)"),
+    HYDRIA_OPTION_TABLE
     SPANK_OPTIONS_TABLE_END
 };
 
