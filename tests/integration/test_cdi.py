@@ -114,11 +114,10 @@ def test_device_nodes_under_their_own_names_environment_and_hooks_in_order(vendo
                 "env": ["FPGA=card0", "OVERRIDDEN=spec"],
                 "deviceNodes": [{"path": "/dev/fpga0", "hostPath": "/dev/zero", "major": 1, "minor": 5}],
                 "hooks": [{"hookName": "createContainer", "path": "/bin/sh",
-                           "args": ["sh", "-c", "read state; echo \"$state\" > \"$0\"", str(vendor / "state.json")]},
+                           "args": ["sh", "-c", "read state; echo \"$state\" > \"$0\"", str(workspace.out / "state.json")]},
                           {"hookName": "startContainer", "path": "/bin/sh",
                            "args": ["sh", "-c", "echo started-in-container > /tmp/hooked"]}]}}]}
     (vendor / "specs" / "fpga.json").write_text(json.dumps(spec))
-    (vendor).chmod(0o777)
     result = workspace.run("start", "--env", "OVERRIDDEN=user", "--device", "example.com/fpga=card0",
                            str(images["busybox"]), "sh", "-c",
                            "ls -l /dev/fpga0; echo $FPGA $FPGA_COMMON $OVERRIDDEN; cat /tmp/hooked",
@@ -127,7 +126,7 @@ def test_device_nodes_under_their_own_names_environment_and_hooks_in_order(vendo
     lines = result.stdout.splitlines()
     assert lines[0].startswith("c") and " 1,   5 " in lines[0] and lines[0].endswith("/dev/fpga0"), lines
     assert lines[1:] == ["card0 1 user", "started-in-container"]
-    state = json.loads((vendor / "state.json").read_text())
+    state = json.loads((workspace.out / "state.json").read_text())
     assert state["status"] == "created" and state["bundle"].endswith("/bundle")
     shared = workspace.run("start", "--device", "example.com/fpga=card0", str(images["busybox"]), "true",
                            HYDRIA_CDI_SPEC_DIRS=str(vendor / "specs"))
@@ -166,6 +165,9 @@ def test_cdi_list_says_which_specs_are_left_out(vendor: Path, workspace: Workspa
     listed = workspace.run("cdi", "list", HYDRIA_CDI_SPEC_DIRS=str(vendor / "specs"))
     assert listed.returncode == 1
     assert f"left out: {vendor / 'specs' / 'broken.json'}: kind 'nokind' is not VENDOR/CLASS" in listed.stdout
+    (vendor / "specs").chmod(0o777)  # anyone could plant a spec, whose hooks would run as this user
+    listed = workspace.run("cdi", "list", HYDRIA_CDI_SPEC_DIRS=str(vendor / "specs"))
+    assert f"left out: {vendor / 'specs' / 'broken.json'}: {vendor / 'specs'} can be changed by others" in listed.stdout
     report = json.loads(workspace.run("cdi", "list", "--json", HYDRIA_CDI_SPEC_DIRS=str(vendor / "specs")).stdout)
     assert report["devices"] == [] and list(report["invalid"]) == [str(vendor / "specs" / "broken.json")]
 

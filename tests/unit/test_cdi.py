@@ -186,3 +186,15 @@ def test_what_an_unprivileged_container_cannot_do_is_an_error(edits: dict[str, A
 def test_group_zero_is_no_group_to_add(tmp_path: Path) -> None:
     write(tmp_path, "s.json", spec(devices=[{"name": "a", "containerEdits": {"additionalGids": [0]}}]))
     assert edits_for(["example.com/thing=a"], load([str(tmp_path)])).environment == ()
+
+
+def test_a_spec_others_could_change_is_not_read(tmp_path: Path) -> None:
+    """Its hooks would run as whoever asks for its devices: only root's (and the user's own) count."""
+    folder = tmp_path / "open"
+    write(folder, "s.json", spec())
+    folder.chmod(0o777)
+    registry = load([str(folder)])
+    assert registry.devices == {}
+    assert registry.invalid == {str(folder / "s.json"): f"{folder} can be changed by others than root and you: not read"}
+    folder.chmod(0o755)
+    assert list(load([str(folder)]).devices) == ["example.com/thing=a"]

@@ -6,6 +6,8 @@ tools write (``nvidia-ctk cdi generate``, AMD's and Intel's generators) in ``/et
 As CDI's own library: a later folder takes precedence over an earlier one for a device that
 both define; two specs of one folder that define one device make it unusable (an error naming
 both); a spec that is not valid is left out, and said so when one of its devices is asked for.
+So is a spec that others than root and the user could change (hydria/paths.py's one rule): its
+hooks run as whoever asks for its devices.
 Fields of the spec that hydria cannot carry out unprivileged (``additionalGids``, ``intelRdt``,
 ``netDevices``, ``poststart`` and ``poststop`` hooks) are errors when a device that uses them is
 asked for, never ignored.
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydria.errors import HydriaError
+from hydria.paths import writable_by_others
 from hydria.runtime.edits import DeviceNode, Edits, Hook, combined
 from hydria.runtime.fstab import FLAGS, IGNORED, PROPAGATION, MountEntry
 
@@ -87,6 +90,10 @@ def load(dirs: Sequence[str]) -> Registry:
             if not name.endswith((".json", ".yaml", ".yml")):
                 continue
             path = os.path.join(folder, name)
+            exposed = writable_by_others(path, frozenset({0, os.geteuid()}))
+            if exposed is not None:  # its hooks would run as every user who asks for its devices
+                registry.invalid[path] = f"{exposed} can be changed by others than root and you: not read"
+                continue
             try:
                 spec = read_spec(path, priority)
             except CdiError as e:
