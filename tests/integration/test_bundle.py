@@ -3,6 +3,7 @@ python3: the bundle carries hydria's runtime, so nothing of the installed hydria
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -179,3 +180,17 @@ def test_bundle_checks_free_space_first(bundle: Path, workspace: Workspace) -> N
         assert list(small.iterdir()) == []
     finally:
         subprocess.run(["umount", str(small)], check=True)
+
+
+def test_bundle_takes_cdi_devices(bundle: Path, workspace: Workspace) -> None:
+    """A bundle's runtime reads the host's CDI specs (a JSON one: the host's Python may lack PyYAML)."""
+    specs = workspace.out / "cdi"
+    specs.mkdir()
+    (specs / "x.json").write_text(json.dumps({"cdiVersion": "0.6.0", "kind": "example.com/x",
+                                              "devices": [{"name": "a", "containerEdits": {"env": ["X_DEVICE=a"]}}]}))
+    give_to_user(workspace, workspace.out)
+    result = run_bundle(workspace, bundle, "--device", "example.com/x=a", "--", "sh", "-c", "echo $X_DEVICE",
+                        HYDRIA_CDI_SPEC_DIRS=str(specs))
+    assert result.returncode == 0 and result.stdout == "a\n", result.stderr
+    missing = run_bundle(workspace, bundle, "--device=example.com/x=b", "true", HYDRIA_CDI_SPEC_DIRS=str(specs))
+    assert missing.returncode == 1 and "no such CDI device: example.com/x=b" in missing.stderr

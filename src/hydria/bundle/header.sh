@@ -35,6 +35,7 @@ bundle::usage() {
    -c, --conf CONFIG    Specify a configuration script to run before the container starts
    -e, --env KEY[=VAL]  Export an environment variable inside the container
    -m, --mount FSTAB    Perform a mount from the host inside the container (colon-separated)
+       --device NAME    Give the container a CDI device of this host (VENDOR/CLASS=NAME)
        --rc SCRIPT      Override the command script inside the container
    -r, --root           Ask to be remapped to root inside the container
    -w, --rw             Make the container root filesystem writable
@@ -149,13 +150,13 @@ while [ $# -gt 0 ]; do
     -x|--extract) extract=y; keep=y; shift ;;
     -q|--quiet) shift ;;
     -r|--root|-w|--rw) args+=("$1"); shift ;;
-    -c|--conf|-e|--env|-m|--mount|--rc)
+    -c|--conf|-e|--env|-m|--mount|--rc|--device)
         if [ -z "${2-}" ]; then
             echo "[ERROR] $1 needs a value" >&2
             bundle::usage 1 >&2
         fi
         args+=("$1" "$2"); shift 2 ;;
-    --conf=?*|--env=?*|--mount=?*|--rc=?*) args+=("$1"); shift ;;
+    --conf=?*|--env=?*|--mount=?*|--rc=?*|--device=?*) args+=("$1"); shift ;;
     -h|--help) bundle::usage ;;
     --) shift; break ;;
     -?*)

@@ -51,7 +51,7 @@ OPTIONS: tuple[StartOption, ...] = (
     StartOption("mount", ("-m", "--mount"), "list", "mount, as fstab fields separated by ':' "
                 "(SRC:DST[:TYPE:OPTIONS])", metavar="FSTAB"),
     StartOption("device", ("--device",), "list", "a CDI device: its spec's device nodes, mounts, "
-                "environment and hooks (hydria cdi list)", metavar="VENDOR/CLASS=NAME", in_bundles=False),
+                "environment and hooks (hydria cdi list)", metavar="VENDOR/CLASS=NAME"),
     *(StartOption(ns, (f"--{ns}",), "flag", f"new {ns.upper()} namespace", setting=f"unshare_{ns}",
                   in_bundles=False) for ns in ("pid", "net", "ipc", "uts")),
 )

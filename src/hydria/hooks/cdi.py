@@ -126,7 +126,11 @@ def read_spec(path: str, priority: int = 0) -> Spec:
 
 
 def _yaml(data: bytes) -> object:
-    import yaml
+    try:
+        import yaml
+    except ImportError:  # a bundle's runtime on a host whose Python has no PyYAML
+        raise ValueError("reading YAML needs PyYAML, which this Python lacks (Debian: python3-yaml; or "
+                         "ask the vendor's tool for JSON)") from None
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
