@@ -6,7 +6,9 @@ The Python API is :mod:`hydria.api`; its main functions are also here (``hydria.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from hydria.version import __version__
+
+__all__ = ["__version__"]
 
 _API = frozenset({"import_image", "create", "start", "containers", "remove", "export"})
 

@@ -23,12 +23,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-import hydria
 from hydria.config import Settings
 from hydria.errors import HydriaError, MissingTool
 from hydria.paths import output_file, staging_file, umask
 from hydria.record import Record
 from hydria.runtime.rootfs import check_image
+from hydria.version import __version__
 
 HEADER = Path(__file__).with_name("header.sh")
 CONFIG_FOLDERS = ("environ.d", "mounts.d", "hooks.d")
@@ -115,7 +115,7 @@ def _header(codec: Codec, target: str, description: str, sizes: tuple[int, ...],
     values = {
         "DESCRIPTION": shlex.quote(description), "COMPRESSION": shlex.quote(codec.name),
         "DECOMPRESS": shlex.quote(codec.decompress), "TARGET": shlex.quote(target),
-        "VERSION": shlex.quote(hydria.__version__), "SHA256": shlex.quote(" ".join(sums)),
+        "VERSION": shlex.quote(__version__), "SHA256": shlex.quote(" ".join(sums)),
         "SIZES": " ".join(str(size) for size in sizes), "TOTAL_KB": str(total_kb), "OFFSET": str(offset),
     }
     text = HEADER.read_text()
@@ -139,7 +139,7 @@ def _runtime_tar(settings: Settings, include_config: bool, mtime: int) -> bytes:
             else:
                 tar.addfile(info)
 
-        package = Path(hydria.__file__).parent
+        package = Path(__file__).resolve().parent.parent  # the hydria package
         add(package, ".hydria/lib/hydria")
         for path in _package_files(package):
             add(path, f".hydria/lib/hydria/{path.relative_to(package)}")

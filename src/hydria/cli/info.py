@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from hydria import __version__
 from hydria.config import CONF_FILE, Settings
+from hydria.version import __version__
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,7 +9,7 @@ import os
 import sys
 from datetime import date
 
-from hydria import __version__
+from hydria.version import __version__
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from hydria import __version__
+from hydria.version import __version__
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

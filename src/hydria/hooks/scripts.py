@@ -15,13 +15,13 @@ from __future__ import annotations
 import os
 import sys
 
-from hydria import __version__
 from hydria.config import PREFIX, SPECS, Settings
 from hydria.errors import HydriaError
 from hydria.log import Logger
 from hydria.paths import listed, read_text
 from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime import syscalls as sc
+from hydria.version import __version__
 
 if TYPE_CHECKING:
     from hydria.runtime.confscript import ConfOutput, ConfScript

@@ -28,11 +28,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from hydria import __version__
 from hydria.anonfile import link_or_copy
 from hydria.errors import HydriaError
 from hydria.log import Logger
 from hydria.paths import ensure_dir, is_own_private_dir, user_name
+from hydria.version import __version__
 
 log = Logger(__name__)
 
