@@ -4,9 +4,10 @@
    namespace, plus the ones asked for (``--net``, ``--ipc``, ``--uts``);
 2. a private tmpfs on the runtime directory;
 3. the root filesystem: image file (squashfuse + overlay on the tmpfs) or named container;
-4. passwd/group entries, mounts of pass -1, hooks, CDI devices' edits (``--device``:
-   runtime/edits.py), mounts of pass 0 (image fstab, mounts.d, ``--mount``), the environment,
-   the devices' createRuntime/createContainer hooks;
+4. passwd/group entries, mounts of pass -1, the hooks.d scripts, the environment, then the edits
+   of the built-in hooks and the CDI devices (``--device``) applied in one place
+   (runtime/edits.py: mounts, links, loader cache, environment), mounts of pass 0 (image fstab,
+   mounts.d, ``--mount``), the devices' createRuntime/createContainer hooks;
 5. read-only remount unless writable, pivot_root, a cgroup namespace of its own, the devices'
    startContainer hooks;
 6. the seccomp filter (runtime/seccomp.py), then ``exec`` of ``/bin/sh /etc/rc CMD...``: the
@@ -27,13 +28,15 @@ from hydria.hooks import identity, scripts, slurm_pmi
 from hydria.hooks.localtime import copy_localtime
 from hydria.paths import check_input_file, ensure_dir, listed, process_tag, read_text
 from hydria.record import TYPE_CHECKING, Record
-from hydria.runtime import environ, fstab, lock, namespaces, rootfs, seccomp
+from hydria.runtime import edits, environ, fstab, lock, namespaces, rootfs, seccomp
 from hydria.runtime import syscalls as sc
-from hydria.runtime.mounts import mount_entries
+from hydria.runtime.mounts import link_in_root, mount_entries, resolve_in_root
 
-if TYPE_CHECKING:  # confscript (and the secrets it needs) only for --conf, edits only for --device
+if TYPE_CHECKING:  # confscript (and the secrets it needs) only for --conf
+    from collections.abc import Mapping
+
+    from hydria.hooks.cdi import Registry
     from hydria.runtime.confscript import ConfScript
-    from hydria.runtime.edits import Edits
 
 SYSTEM_FSTAB = """\
 /proc /proc none x-create=dir,rbind,rw,rslave 0 -1
@@ -95,7 +98,10 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     if options.rc is not None:
         check_input_file(options.rc, "--rc")
     rc_text = read_text(options.rc) if options.rc else None
-    device_edits = _device_edits(options.devices, settings) if options.devices else None
+    # The CDI specs are read as the host sees them (in the user namespace, root's files would
+    # belong to nobody): for --device, and for HYDRIA_NVIDIA_CDI, whose request the image may make.
+    specs = _cdi_specs(settings) if options.devices or settings.nvidia_cdi else None
+    device_edits = _device_edits(options.devices, specs) if specs is not None and options.devices else None
     runtime = ensure_dir(settings.runtime_path, setting="HYDRIA_RUNTIME_PATH")
     uid, gid = os.getuid(), os.getgid()
     host_user = pwd.getpwuid(uid)
@@ -133,53 +139,22 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     environment = environ.build(_read(root, "etc/environment"), env_files, hook_env.environ,
                                 env_options, os.environ, conf.environ if conf else "")
     host = {**settings.environment, **os.environ}
-    if "NVIDIA_VISIBLE_DEVICES" in host or "NVIDIA_VISIBLE_DEVICES" in environment:  # else not even imported
-        from hydria.hooks import nvidia
-
-        gpus = _nvidia_cdi_devices(settings, host, environment) if settings.nvidia_cdi else None
-        if gpus is not None:  # the node's CDI spec gives them, with the devices of --device
-            device_edits = _device_edits([*options.devices, *gpus[0]], settings)
-            environment.update(gpus[1])
-        else:
-            environment.update(nvidia.run(root, environment, host, cwd, str(settings.nvidia_driver_root),
-                                          private_dev=settings.restrict_dev or settings.unshare_ipc))
-    if "MELLANOX_VISIBLE_DEVICES" in host or "MELLANOX_VISIBLE_DEVICES" in environment:
-        from hydria.hooks import infiniband, sharp
-
-        infiniband.run(root, host, environment, cwd, area, str(settings.rdma_root))
-        environment.update(sharp.environment(host, environment))
-    if device_edits is not None:
-        from hydria.runtime import edits
-
-        mount_entries([*edits.device_mounts(device_edits.devices, root), *device_edits.mounts], root, 0, cwd)
-        edits.environment_over(environment, device_edits, kept=(name for name, _ in env_options))
-    pmi_environment, pmi_mounts = slurm_pmi.run(os.environ) if options.slurm_hook else ({}, [])
-    environment.update(pmi_environment)
-    launch_mounts: list[fstab.MountEntry] = []
-    if options.remote_start is not None:
-        from hydria.hooks import launch
-
-        launch_environment, launch_mounts = launch.prepare(
-            options.remote_start, area, host_user.pw_name, host_user.pw_dir,
-            "/root" if settings.remap_root else host_user.pw_dir)
-        for name, value in launch_environment.items():
-            environment.setdefault(name, value)  # an agent the user chose is kept
+    context = edits.StartContext(root, area, cwd, host, dict(environment), settings, host_user)
+    hook_edits = _hook_edits(context, options, device_edits, specs)
+    _apply_edits(hook_edits, context, environment, kept=[name for name, _ in env_options])
     substitution = {**os.environ, "HYDRIA_ROOTFS": root, "ENROOT_ROOTFS": root}
     final = [*fstab.parse(_read(root, "etc/fstab"), "image fstab", substitution),
-             *_config_files(settings, "mounts.d", ".fstab", substitution), *pmi_mounts,
+             *_config_files(settings, "mounts.d", ".fstab", substitution),
              *fstab.parse(conf.mounts if conf else "", f"{options.conf.path if options.conf else ''} mounts()"),
-             *launch_mounts,
              *_home_mount(settings, host_user),
              *extra_mounts]  # last: "umount:/root" can take the home away again, as with enroot
     mount_entries(final, root, 0, cwd)
 
     identity.login_environment(environment, root, inner_uid, host_user)
     hook_state = None
-    if device_edits is not None and device_edits.hooks:
-        from hydria.runtime import edits
-
+    if hook_edits.hooks:
         hook_state = edits.write_bundle(area, root, environment, options.command)
-        edits.run_hooks(device_edits.hooks, edits.EARLY_STAGES, hook_state)
+        edits.run_hooks(hook_edits.hooks, edits.EARLY_STAGES, hook_state)
         import subprocess  # noqa: F401  for the startContainer hooks, after pivot_root
     if rc_text is not None:
         with open(f"{area}/rc", "w") as handle:
@@ -200,8 +175,8 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     sc.unshare(sc.CLONE_NEWCGROUP)  # /proc/self/cgroup reads "/" inside (with the cgroups hook's binds)
     if settings.unshare_pid:
         _become_pid_one()
-    if device_edits is not None and hook_state is not None:
-        edits.run_hooks(device_edits.hooks, edits.LATE_STAGES, hook_state)
+    if hook_state is not None:
+        edits.run_hooks(hook_edits.hooks, edits.LATE_STAGES, hook_state)
     if not namespaces.privileged(settings, uid):
         sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
         seccomp.install()
@@ -214,24 +189,78 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
                           hint="hydria runs the image's /etc/rc with /bin/sh; the image needs one") from None
 
 
-def _device_edits(devices: Sequence[str], settings: Settings) -> Edits:
-    """The edits of the CDI devices asked for, checked on the host before anything is mounted."""
+def _hook_edits(context: edits.StartContext, options: StartOptions, devices: edits.Edits | None,
+                specs: Registry | None) -> edits.Edits:
+    """The built-in hooks' and the CDI devices' edits, in the order they apply (runtime/edits.py):
+    GPUs, InfiniBand and SHARP, the devices, Slurm's PMI, the MPI launch agent. A hook's module is
+    imported only where it has something to do."""
+    host, container, settings = context.host, context.container, context.settings
+    parts = []
+    if "NVIDIA_VISIBLE_DEVICES" in host or "NVIDIA_VISIBLE_DEVICES" in container:
+        gpus = None
+        if specs is not None and settings.nvidia_cdi:
+            gpus = _nvidia_cdi_devices(specs, settings, host, container)
+            if gpus is not None:  # the node's CDI spec gives them, with the devices of --device
+                devices = _device_edits([*options.devices, *gpus[0]], specs)
+                parts.append(edits.Edits(tuple(gpus[1].items())))
+        if gpus is None:
+            from hydria.hooks import nvidia
+
+            parts.append(nvidia.edits(context))
+    if "MELLANOX_VISIBLE_DEVICES" in host or "MELLANOX_VISIBLE_DEVICES" in container:
+        from hydria.hooks import infiniband, sharp
+
+        parts += [infiniband.edits(context), sharp.edits(context)]
+    if devices is not None:
+        parts.append(devices)
+    if options.slurm_hook:
+        parts.append(slurm_pmi.edits(context))
+    if options.remote_start is not None:
+        from hydria.hooks import launch
+
+        parts.append(launch.edits(context, options.remote_start))
+    return edits.combined(parts)
+
+
+def _apply_edits(changes: edits.Edits, context: edits.StartContext, environment: dict[str, str], kept: Sequence[str]) -> None:
+    """The one place where edits change the container, in runtime/edits.py's order: mounts (device
+    nodes first), links, one refresh of the loader cache, the environment (``kept``: --env's names)."""
+    root = context.root
+    mount_entries([*edits.device_mounts(changes.devices, root), *changes.mounts], root, 0, context.cwd)
+    for link in changes.links:
+        if not link.optional or os.path.isdir(resolve_in_root(root, os.path.dirname(link.path))):
+            link_in_root(root, link.path, link.target, link.origin)
+    if changes.libraries:
+        from hydria.hooks import ldcache
+
+        ldcache.refresh(root, " and ".join(dict.fromkeys(changes.libraries)))
+    edits.environment_over(environment, changes, kept)
+
+
+def _cdi_specs(settings: Settings) -> Registry:
     from hydria.hooks import cdi
 
-    chosen = cdi.edits_for(devices, cdi.load(cdi.spec_dirs(settings.cdi_spec_dirs)))
+    return cdi.load(cdi.spec_dirs(settings.cdi_spec_dirs))
+
+
+def _device_edits(devices: Sequence[str], specs: Registry) -> edits.Edits:
+    """The edits of the CDI devices asked for, with each host device node checked."""
+    from hydria.hooks import cdi
+
+    chosen = cdi.edits_for(devices, specs)
     cdi.check_devices(chosen.devices)
     return chosen
 
 
-def _nvidia_cdi_devices(settings: Settings, host: dict[str, str],
-                        environment: dict[str, str]) -> tuple[list[str], dict[str, str]] | None:
+def _nvidia_cdi_devices(specs: Registry, settings: Settings, host: Mapping[str, str],
+                        environment: Mapping[str, str]) -> tuple[list[str], dict[str, str]] | None:
     """``HYDRIA_NVIDIA_CDI``: the CDI devices that ``NVIDIA_VISIBLE_DEVICES`` names and the
     variables the built-in hook would set, where this node has a spec of NVIDIA's GPUs; None to
     leave the request to the built-in hook."""
-    from hydria.hooks import cdi, nvidia
+    from hydria.hooks import nvidia
 
     request = nvidia.request_from(host, environment)
-    if request is None or nvidia.CDI_KIND not in cdi.load(cdi.spec_dirs(settings.cdi_spec_dirs)).kinds():
+    if request is None or nvidia.CDI_KIND not in specs.kinds():
         return None
     names, variables = nvidia.cdi_devices(request, host, str(settings.nvidia_driver_root))
     return (names, variables) if names else None

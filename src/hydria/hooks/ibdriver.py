@@ -28,10 +28,10 @@ import os
 from collections.abc import Iterable, Mapping
 
 from hydria.errors import HydriaError
-from hydria.hooks import ldcache
 from hydria.log import Logger
+from hydria.runtime.edits import Edits, Link, StartContext
 from hydria.runtime.fstab import READ_ONLY_FILE_BIND, MountEntry
-from hydria.runtime.mounts import link_in_root, mount_entries, resolve_in_root
+from hydria.runtime.mounts import resolve_in_root
 from hydria.tools import run_tool
 
 log = Logger(__name__)
@@ -45,14 +45,14 @@ def wanted(host: Mapping[str, str], container: Mapping[str, str]) -> bool:
     return bool(_setting("MELLANOX_MOUNT_DRIVER", host, container))
 
 
-def mount(providers: Iterable[str], root: str, area: str, host: Mapping[str, str],
-          container: Mapping[str, str], cwd: str) -> None:
-    """Make the providers' host libraries the ones the container's libibverbs loads; ``area``
-    is this start's private runtime directory, for the generated config files.
+def edits(providers: Iterable[str], context: StartContext) -> Edits:
+    """Make the providers' host libraries the ones the container's libibverbs loads (the config
+    files it needs are written in the start's private area).
 
     Raises:
         HydriaError: a provider's config or driver is missing on the node.
     """
+    root, area, host, container = context.root, context.area, context.host, context.container
     machine = os.uname().machine
     config_dir = _setting("MELLANOX_CONFIG_DIR", host, container) or "/etc/libibverbs.d"
     provider_dir = _setting("MELLANOX_PROVIDER_DIR", host, container) or (
@@ -79,10 +79,8 @@ def mount(providers: Iterable[str], root: str, area: str, host: Mapping[str, str
     if not os.path.isfile(existing) or os.path.getsize(existing) == 0:
         loader_conf = _write(area, "ld.so.conf", "include /etc/ld.so.conf.d/*.conf\n")
         mounts["/etc/ld.so.conf"] = MountEntry(loader_conf, "/etc/ld.so.conf", "none", CONFIG_BIND, origin=ORIGIN)
-    mount_entries(list(mounts.values()), root, 0, cwd)
-    for path, target in links.items():
-        link_in_root(root, path, target, ORIGIN)
-    ldcache.refresh(root, "the InfiniBand provider libraries")
+    return Edits(mounts=tuple(mounts.values()), links=tuple(Link(path, target, ORIGIN) for path, target in links.items()),
+                 libraries=("the InfiniBand provider libraries",))
 
 
 def _setting(name: str, host: Mapping[str, str], container: Mapping[str, str]) -> str:

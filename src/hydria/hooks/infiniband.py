@@ -6,15 +6,15 @@ nothing). The host's value wins; the container's fills in what the host leaves u
 are the verbs devices of the mlx4/mlx5 drivers, in the order of
 ``/sys/bus/pci/drivers/mlx?_core/*/infiniband_verbs/*``, as enroot numbers them.
 
-Before the container switches root: ``/sys/class/infiniband``, ``infiniband_verbs``,
+As edits of the container (runtime/edits.py): ``/sys/class/infiniband``, ``infiniband_verbs``,
 ``infiniband_cm`` and ``infiniband_mad`` are hidden behind empty tmpfs mounts, their
 ``abi_version`` files and ``/dev/infiniband/rdma_cm`` are bound back, and for each selected device
 its ``/dev/infiniband/uverbsN`` is bound and its sysfs entries are linked back. With
 ``MELLANOX_MOUNT_DRIVER`` the node's provider libraries come too (:mod:`hydria.hooks.ibdriver`).
 What enroot does only for real root (umad/issm) is not done.
 
-``device_root`` is where the node's /sys and /dev are (/ but in tests, which use a fake tree:
-no InfiniBand card exists there).
+``HYDRIA_RDMA_ROOT`` is where the node's /sys and /dev are (/ but in tests, which use a fake
+tree: no InfiniBand card exists there).
 """
 
 from __future__ import annotations
@@ -26,12 +26,13 @@ from collections.abc import Mapping
 from hydria.errors import HydriaError
 from hydria.hooks import ibdriver
 from hydria.record import Record
+from hydria.runtime.edits import Edits, Link, StartContext, combined
 from hydria.runtime.fstab import MountEntry
-from hydria.runtime.mounts import mount_entries, resolve_in_root
 
 CLASSES = ("infiniband", "infiniband_verbs", "infiniband_cm", "infiniband_mad")
 HIDE = ("nosuid", "noexec", "nodev", "mode=755", "private")
 BIND = ("x-create=file", "bind", "ro", "nosuid", "noexec", "private")
+ORIGIN = "infiniband"
 
 
 class Device(Record):
@@ -78,36 +79,38 @@ def select(devices: list[Device], wanted: str) -> list[Device]:
     return chosen
 
 
-def run(root: str, host: Mapping[str, str], container: Mapping[str, str], cwd: str, area: str,
-        device_root: str = "/") -> None:
-    """The hook, start to end; ``area`` is the start's private runtime directory."""
+def edits(context: StartContext) -> Edits:
+    """The hook's edits of the container: the devices asked for, and with ``MELLANOX_MOUNT_DRIVER``
+    the providers' libraries. ``HYDRIA_RDMA_ROOT`` is where the node's /sys and /dev are."""
+    host, container = context.host, context.container
     wanted = requested(host, container)
     if wanted is None:
-        return
+        return Edits()
+    device_root = str(context.settings.rdma_root)
     devices = discover(device_root)
     if not devices and wanted == "all":
-        return  # a node without InfiniBand: "all" of nothing
+        return Edits()  # a node without InfiniBand: "all" of nothing
     chosen = select(devices, wanted)
 
     def source(path: str) -> str:
         return os.path.join(device_root, path.lstrip("/"))
 
-    hidden = [MountEntry("tmpfs", f"/sys/class/{name}", "tmpfs", (*HIDE, "nofail", "silent"), origin="infiniband")
+    hidden = [MountEntry("tmpfs", f"/sys/class/{name}", "tmpfs", (*HIDE, "nofail", "silent"), origin=ORIGIN)
               for name in CLASSES]  # a class the kernel does not have stays absent
     shown = [MountEntry(source(f"/sys/class/{name}/abi_version"), f"/sys/class/{name}/abi_version", "none",
-                        (*BIND, "nofail", "silent"), origin="infiniband") for name in CLASSES[1:]]
+                        (*BIND, "nofail", "silent"), origin=ORIGIN) for name in CLASSES[1:]]
     shown.append(MountEntry(source("/dev/infiniband/rdma_cm"), "/dev/infiniband/rdma_cm", "none",
-                            (*BIND, "nofail", "silent"), origin="infiniband"))
-    shown += [MountEntry(source(device.node), device.node, "none", BIND, origin="infiniband") for device in chosen]
-    mount_entries([*hidden, *shown], root, 0, cwd)
-    for device in chosen:
-        for directory, name, target in (("infiniband", device.interface, device.interface_link),
-                                        ("infiniband_verbs", os.path.basename(device.node), device.verbs_link)):
-            inside = resolve_in_root(root, f"/sys/class/{directory}")
-            if name and target and os.path.isdir(inside):
-                os.symlink(target, os.path.join(inside, name))
+                            (*BIND, "nofail", "silent"), origin=ORIGIN))
+    shown += [MountEntry(source(device.node), device.node, "none", BIND, origin=ORIGIN) for device in chosen]
+    links = [Link(f"/sys/class/{directory}/{name}", target, ORIGIN, optional=True)
+             for device in chosen
+             for directory, name, target in (("infiniband", device.interface, device.interface_link),
+                                             ("infiniband_verbs", os.path.basename(device.node), device.verbs_link))
+             if name and target]
+    devices_edits = Edits(mounts=(*hidden, *shown), links=tuple(links))
     if chosen and ibdriver.wanted(host, container):
-        ibdriver.mount({device.driver for device in chosen}, root, area, host, container, cwd)
+        return combined([devices_edits, ibdriver.edits({device.driver for device in chosen}, context)])
+    return devices_edits
 
 
 def _uevent(path: str) -> dict[str, str]:

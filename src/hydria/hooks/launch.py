@@ -20,6 +20,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from hydria.paths import hydria_command
+from hydria.runtime.edits import Edits, StartContext
 from hydria.runtime.fstab import MountEntry
 
 LAUNCHERS = frozenset({"mpirun", "mpiexec", "orterun", "prterun", "oshrun"})
@@ -77,3 +78,13 @@ def prepare(remote: str, area: str, login: str, host_home: str,
         mounts.append(MountEntry(f"{host_home}/.ssh", f"{inner_home}/.ssh", "none",
                                  ("x-create=dir", "bind", "ro", "nosuid", "nodev"), origin="launch"))
     return dict.fromkeys(AGENT_VARIABLES, AGENT), mounts
+
+
+def edits(context: StartContext, remote: str) -> Edits:
+    """The agent that starts ``remote`` (the same container) on the launcher's other nodes; an
+    agent the user chose (``OMPI_MCA_plm_rsh_agent`` and the like, in the container) is kept."""
+    user = context.user
+    environment, mounts = prepare(remote, context.area, user.pw_name, user.pw_dir,
+                                  "/root" if context.settings.remap_root else user.pw_dir)
+    return Edits(tuple((name, value) for name, value in environment.items() if name not in context.container),
+                 tuple(mounts))

@@ -6,7 +6,7 @@ Requested as with enroot and the NVIDIA container toolkit: ``NVIDIA_VISIBLE_DEVI
 (default ``utility``; ``all``). The host's value wins; the container's (usually from the image,
 as CUDA images set ``NVIDIA_VISIBLE_DEVICES=all``) fills in what the host leaves unset.
 
-What it does, before the container switches root:
+What it does, as edits of the container (runtime/edits.py) that the start applies:
 
 * finds the driver's libraries for the capabilities in the driver root's ``ld.so.cache`` and
   bind-mounts each, read-only, into the container's library directory, with its soname links
@@ -33,10 +33,12 @@ from hydria.errors import HydriaError
 from hydria.hooks import ldcache
 from hydria.log import Logger
 from hydria.record import Record
+from hydria.runtime.edits import Edits, Link, StartContext
 from hydria.runtime.fstab import READ_ONLY_FILE_BIND, MountEntry
-from hydria.runtime.mounts import link_in_root, mount_entries, resolve_in_root
+from hydria.runtime.mounts import resolve_in_root
 
 log = Logger(__name__)
+ORIGIN = "nvidia hook"
 
 CAPABILITIES = ("compute", "compat32", "display", "graphics", "utility", "video", "ngx")
 DEFAULT_CAPABILITIES = ("utility",)
@@ -239,7 +241,7 @@ def plan(request: Request, driver_root: str, root: str, host: Mapping[str, str],
         for name in BINARIES.get(capability, ()):
             source = _find_binary(driver_root, name, host)
             if source:
-                result.mounts.append(MountEntry(source, f"/usr/bin/{name}", "none", READ_ONLY_FILE_BIND, origin="nvidia hook"))
+                result.mounts.append(MountEntry(source, f"/usr/bin/{name}", "none", READ_ONLY_FILE_BIND, origin=ORIGIN))
     return result
 
 
@@ -255,16 +257,7 @@ def _plan_devices(result: Plan, request: Request, gpus: list[Gpu], driver_root: 
         if os.path.exists(source):
             create = "x-create=dir" if os.path.isdir(source) else "x-create=file"
             result.mounts.append(MountEntry(source, f"/dev/{name}", "none", (create, *DEVICE_BIND),
-                                            origin="nvidia hook"))
-
-
-def apply(result: Plan, root: str, cwd: str) -> None:
-    """Mount and link what ``result`` lists, then refresh the container's loader cache."""
-    mount_entries(result.mounts, root, 0, cwd)
-    for path, target in result.links:
-        link_in_root(root, path, target, "nvidia hook")
-    if result.links:
-        ldcache.refresh(root, "the NVIDIA libraries")
+                                            origin=ORIGIN))
 
 
 def _plan_libraries(result: Plan, request: Request, driver_root: str, root: str) -> None:
@@ -286,7 +279,7 @@ def _plan_libraries(result: Plan, request: Request, driver_root: str, root: str)
         name = os.path.basename(real)
         if name not in mounted:
             mounted.add(name)
-            result.mounts.append(MountEntry(real, f"{library_dir}/{name}", "none", READ_ONLY_FILE_BIND, origin="nvidia hook"))
+            result.mounts.append(MountEntry(real, f"{library_dir}/{name}", "none", READ_ONLY_FILE_BIND, origin=ORIGIN))
         if soname != name and soname not in linked:
             linked.add(soname)
             result.links.append((f"{library_dir}/{soname}", name))
@@ -353,13 +346,15 @@ def _cuda_visible_devices(selection: Selection, all_gpus: list[Gpu]) -> dict[str
     return {}
 
 
-def run(root: str, environment: Mapping[str, str], host: Mapping[str, str], cwd: str,
-        driver_root: str = "/", private_dev: bool = False) -> dict[str, str]:
-    """The hook, start to end: the variables it adds to the container's environment.
-    ``private_dev``: the container has a /dev of its own, not the host's."""
-    request = request_from(host, environment)
-    result = plan(request, driver_root, root, host, private_dev) if request else None
+def edits(context: StartContext) -> Edits:
+    """The hook's edits of the container (none when nothing is asked, or the node has no driver
+    for an image's own request). Raises NvidiaError."""
+    settings = context.settings
+    request = request_from(context.host, context.container)
+    result = plan(request, str(settings.nvidia_driver_root), context.root, context.host,
+                  private_dev=settings.restrict_dev or settings.unshare_ipc) if request else None
     if result is None:
-        return {}
-    apply(result, root, cwd)
-    return result.environment
+        return Edits()
+    links = tuple(Link(path, target, ORIGIN) for path, target in result.links)
+    return Edits(tuple(result.environment.items()), tuple(result.mounts), links=links,
+                 libraries=("the NVIDIA libraries",) if links else ())

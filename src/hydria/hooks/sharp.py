@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from hydria.hooks.infiniband import requested
+from hydria.runtime.edits import Edits, StartContext
 
 FIXED = {"SHARP_COLL_LOCK_ON_COMM_INIT": "1", "SHARP_COLL_NUM_COLL_GROUP_RESOURCE_ALLOC_THRESHOLD": "0",
          "NCCL_COLLNET_ENABLE": "1"}
@@ -29,3 +30,7 @@ def environment(host: Mapping[str, str], container: Mapping[str, str]) -> dict[s
     if count is not None and "NCCL_SHARP_GROUP_SIZE_THRESH" not in container:
         added["NCCL_SHARP_GROUP_SIZE_THRESH"] = count
     return added
+
+
+def edits(context: StartContext) -> Edits:
+    return Edits(tuple(environment(context.host, context.container).items()))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from hydria.runtime.edits import Edits, StartContext
 from hydria.runtime.fstab import MountEntry
 
 PASSED_PREFIXES = ("SLURM_", "PMIX_", "PMI_")
@@ -43,6 +44,11 @@ def run(host: Mapping[str, str]) -> tuple[dict[str, str], list[MountEntry]]:
                 environment[selection] = host[advertised]
         mounts = pmix_mounts(host)
     return environment, mounts
+
+
+def edits(context: StartContext) -> Edits:
+    environment, mounts = run(context.host)
+    return Edits(tuple(environment.items()), tuple(mounts))
 
 
 def pmix_mounts(host: Mapping[str, str]) -> list[MountEntry]:

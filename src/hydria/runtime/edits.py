@@ -1,20 +1,24 @@
-"""What shapes a container, as data: environment variables, mounts, device nodes, and programs
-to run at a named point of the start (OCI's hooks). A CDI spec's ``containerEdits`` become one
-(hooks/cdi.py); :mod:`hydria.container.start` applies them in one place (docs/devices.md):
+"""What shapes a container, as data: environment variables, mounts, device nodes, symbolic links,
+a refresh of the loader cache, and programs to run at a named point of the start (OCI's hooks).
+Each built-in hook (NVIDIA, InfiniBand with its driver libraries, SHARP, Slurm's PMI, the MPI
+launch agent) and each CDI device (hooks/cdi.py) is a function from one :class:`StartContext` to
+one :class:`Edits`; :mod:`hydria.container.start` applies them all in one place, in this order
+(docs/runtime.md):
 
-1. device nodes and mounts, after the built-in hooks' mounts and before the image's fstab, the
-   ``mounts.d`` files and ``--mount`` (which may cover them, as they cover anything);
-2. the environment, over the image's and the hooks' and under ``--env``;
-3. ``createRuntime`` and ``createContainer`` hooks once every mount is made, before the root
+1. device nodes, then the mounts, in the hooks' order (after the system fstab and the hooks.d
+   scripts; before the image's fstab, the ``mounts.d`` files and ``--mount``, which may cover them);
+2. the symbolic links (in what the mounts brought in), then one refresh of the image's loader cache
+   when a hook added libraries;
+3. the environment, over the image's and the hooks.d scripts', in the hooks' order (a later hook's
+   word wins), under ``--env``: the user's own word wins over every hook's;
+4. ``createRuntime`` and ``createContainer`` hooks once every mount is made, before the root
    filesystem turns read-only, with the OCI state on their standard input and a bundle whose
    ``config.json`` names the root filesystem (what vendors' hooks such as ``nvidia-cdi-hook``
-   read);
-4. ``startContainer`` hooks in the container, after ``pivot_root``, before its program.
+   read); ``startContainer`` hooks in the container, after ``pivot_root``, before its program.
 """
 
 from __future__ import annotations
 
-import json
 import os
 
 from hydria.errors import HydriaError
@@ -22,7 +26,10 @@ from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime.fstab import MountEntry
 
 if TYPE_CHECKING:
+    import pwd
     from collections.abc import Iterable, Mapping, Sequence
+
+    from hydria.config import Settings
 
 # Hooks run before pivot_root (prestart: OCI's older name of createRuntime) and after it.
 EARLY_STAGES = ("prestart", "createRuntime", "createContainer")
@@ -47,25 +54,42 @@ class Hook(Record):
     origin: str
 
 
+class Link(Record):
+    path: str  # in the container
+    target: str
+    origin: str
+    optional: bool = False  # skipped where its folder is absent (a sysfs class the kernel lacks)
+
+
 class Edits(Record):
     environment: tuple[tuple[str, str], ...] = ()
     mounts: tuple[MountEntry, ...] = ()
     devices: tuple[DeviceNode, ...] = ()
     hooks: tuple[Hook, ...] = ()
+    links: tuple[Link, ...] = ()
+    libraries: tuple[str, ...] = ()  # what was added for the loader (for messages): its cache is refreshed
+
+
+class StartContext(Record):
+    """What a hook may read of the start: the mounted root, the start's private area, the host's
+    environment and the container's as it stands before the hooks, the settings."""
+
+    root: str
+    area: str
+    cwd: str
+    host: Mapping[str, str]
+    container: Mapping[str, str]
+    settings: Settings
+    user: pwd.struct_passwd  # the host's account of the user who starts the container
 
 
 def combined(parts: Iterable[Edits]) -> Edits:
     """The edits of ``parts``, in order."""
-    environment: list[tuple[str, str]] = []
-    mounts: list[MountEntry] = []
-    devices: list[DeviceNode] = []
-    hooks: list[Hook] = []
+    fields: list[list[object]] = [[] for _ in Edits._fields]
     for part in parts:
-        environment += part.environment
-        mounts += part.mounts
-        devices += part.devices
-        hooks += part.hooks
-    return Edits(tuple(environment), tuple(mounts), tuple(devices), tuple(hooks))
+        for collected, values in zip(fields, part):
+            collected.extend(values)
+    return Edits(*(tuple(values) for values in fields))  # type: ignore[arg-type]
 
 
 def device_mounts(devices: Sequence[DeviceNode], root: str) -> list[MountEntry]:
@@ -104,6 +128,7 @@ def run_hooks(hooks: Sequence[Hook], stages: Sequence[str], state: Mapping[str, 
     """Run the hooks of ``stages`` in order, each with the OCI ``state`` on its standard input
     and only its own environment, as OCI runtimes do. Raises HydriaError naming the hook's spec
     when one fails, times out or cannot run."""
+    import json
     import subprocess
 
     document = json.dumps(dict(state)).encode()
@@ -132,6 +157,8 @@ def run_hooks(hooks: Sequence[Hook], stages: Sequence[str], state: Mapping[str, 
 def write_bundle(area: str, root: str, environment: Mapping[str, str], command: Sequence[str]) -> dict[str, object]:
     """A minimal OCI bundle in ``area`` (its ``config.json`` names the root filesystem, as hooks
     read it) and the OCI state that hooks get on their standard input."""
+    import json
+
     bundle = os.path.join(area, "bundle")
     os.makedirs(bundle, exist_ok=True)
     config = {"ociVersion": "1.0.2", "root": {"path": root, "readonly": False},
