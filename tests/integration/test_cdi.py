@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed import cdi
 from testbed.workspace import Workspace
 
 pytestmark = pytest.mark.integration
@@ -51,47 +52,17 @@ def vendor(workspace: Workspace) -> Iterator[Path]:
     shutil.rmtree(folder)
 
 
-def nvidia_form(vendor: Path) -> str:
-    """A spec in the form `nvidia-ctk cdi generate` writes, for devices this machine has."""
+def nvidia_spec(vendor: Path) -> str:
+    """A spec in the form NVIDIA's generator writes, for devices this machine has."""
     library = vendor / "lib" / "libvendor.so.1.2"
-    return f"""---
-cdiVersion: 0.5.0
-containerEdits:
-  deviceNodes:
-  - path: /dev/zero
-  env:
-  - NVIDIA_VISIBLE_DEVICES=void
-  hooks:
-  - args:
-    - nvidia-cdi-hook
-    - create-symlinks
-    - --link
-    - libvendor.so.1.2::{library.parent}/libvendor.so.1
-    hookName: createContainer
-    path: {vendor / "vendor-hook"}
-  mounts:
-  - containerPath: {library}
-    hostPath: {library}
-    options:
-    - ro
-    - nosuid
-    - nodev
-    - bind
-devices:
-- containerEdits:
-    deviceNodes:
-    - path: /dev/null
-  name: "0"
-- containerEdits:
-    deviceNodes:
-    - path: /dev/null
-  name: all
-kind: nvidia.com/gpu
-"""
+    return cdi.nvidia_form(common_nodes=["/dev/zero"], libraries=[str(library)],
+                           hooks=[(str(vendor / "vendor-hook"), ["nvidia-cdi-hook", "create-symlinks", "--link",
+                                                                 f"libvendor.so.1.2::{library.parent}/libvendor.so.1"])],
+                           devices={"0": ["/dev/null"], "all": ["/dev/null"]})
 
 
 def test_a_device_in_nvidias_form(vendor: Path, workspace: Workspace, images: dict[str, Path]) -> None:
-    (vendor / "specs" / "nvidia.yaml").write_text(nvidia_form(vendor))
+    (vendor / "specs" / "nvidia.yaml").write_text(nvidia_spec(vendor))
     library = vendor / "lib" / "libvendor.so.1"
     result = workspace.run("start", "--device", "nvidia.com/gpu=all", str(images["busybox"]), "sh", "-c",
                            f"echo $NVIDIA_VISIBLE_DEVICES; readlink {library}; cat {library}; "
@@ -178,7 +149,7 @@ def test_doctor_shows_the_devices_and_the_specs_left_out(vendor: Path, workspace
         return next(c for c in report["checks"] if c["name"] == "cdi devices")
 
     assert check()["status"] == "skip"
-    (vendor / "specs" / "nvidia.yaml").write_text(nvidia_form(vendor))
+    (vendor / "specs" / "nvidia.yaml").write_text(nvidia_spec(vendor))
     assert check() == {"name": "cdi devices", "status": "ok", "fix": "",
                        "detail": "2 device(s) of nvidia.com/gpu: --device nvidia.com/gpu=0"}
     (vendor / "specs" / "broken.json").write_text("{")

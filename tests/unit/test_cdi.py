@@ -13,54 +13,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hydria.hooks.cdi import CdiError, edits_for, load, read_spec, validate
+from testbed.cdi import nvidia_form
 
-# The form `nvidia-ctk cdi generate` writes (toolkit 1.14-1.17), with this machine's paths.
-NVIDIA_YAML = """---
-cdiVersion: 0.5.0
-containerEdits:
-  deviceNodes:
-  - path: /dev/nvidia-uvm
-  - path: /dev/nvidiactl
-  env:
-  - NVIDIA_VISIBLE_DEVICES=void
-  hooks:
-  - args:
-    - nvidia-cdi-hook
-    - create-symlinks
-    - --link
-    - libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so
-    hookName: createContainer
-    path: /usr/bin/nvidia-cdi-hook
-  - args:
-    - nvidia-cdi-hook
-    - update-ldcache
-    - --folder
-    - /usr/lib/x86_64-linux-gnu
-    hookName: createContainer
-    path: /usr/bin/nvidia-cdi-hook
-  mounts:
-  - containerPath: /usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15
-    hostPath: /usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15
-    options:
-    - ro
-    - nosuid
-    - nodev
-    - bind
-devices:
-- containerEdits:
-    deviceNodes:
-    - path: /dev/nvidia0
-  name: "0"
-- containerEdits:
-    deviceNodes:
-    - path: /dev/nvidia0
-  name: GPU-955ef018-3bd9-5f27-80b3-fa20ee8d19c5
-- containerEdits:
-    deviceNodes:
-    - path: /dev/nvidia0
-  name: all
-kind: nvidia.com/gpu
-"""
+# The form `nvidia-ctk cdi generate` writes, with this machine's paths.
+NVIDIA_YAML = nvidia_form(
+    common_nodes=["/dev/nvidia-uvm", "/dev/nvidiactl"],
+    hooks=[("/usr/bin/nvidia-cdi-hook", ["nvidia-cdi-hook", "create-symlinks", "--link",
+                                         "libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so"]),
+           ("/usr/bin/nvidia-cdi-hook", ["nvidia-cdi-hook", "update-ldcache", "--folder", "/usr/lib/x86_64-linux-gnu"])],
+    libraries=["/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15"],
+    devices={name: ["/dev/nvidia0"] for name in ("0", "GPU-955ef018-3bd9-5f27-80b3-fa20ee8d19c5", "all")})
 
 
 def spec(**changes: Any) -> dict[str, Any]:
