@@ -3,6 +3,7 @@ its own configuration."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -92,3 +93,17 @@ def test_an_importer_plugin_makes_the_images(hydria_bin: str, restart: slurm.Sub
     failed = restart.run("srun", f"--container-image={uri.replace('busybox', 'missing')}", "true")
     assert failed.returncode != 0
     assert "no such image" in failed.stderr and "importer get failed with exit code 3" in failed.stderr
+
+
+def test_a_site_default_of_cdi_devices(hydria_bin: str, restart: slurm.Submitter, images: dict[str, Path]) -> None:
+    """Plugstack container_device=: every container step gets those CDI devices, unless it names its own."""
+    specs = restart.workspace.root / "cdi"
+    specs.mkdir()
+    devices = [{"name": name, "containerEdits": {"env": [f"X_DEVICE={name}"]}} for name in ("a", "b")]
+    (specs / "x.json").write_text(json.dumps({"cdiVersion": "0.6.0", "kind": "example.com/x", "devices": devices}))
+    slurm.start(hydria_bin, ["container_device=example.com/x=a"])
+    image = f"--container-image={images['busybox']}"
+    assert restart.ok("srun", image, "sh", "-c", "echo $X_DEVICE", HYDRIA_TESTBED_CDI=str(specs)) == "a\n"
+    assert restart.ok("srun", image, "--container-device=example.com/x=b", "sh", "-c", "echo $X_DEVICE",
+                      HYDRIA_TESTBED_CDI=str(specs)) == "b\n"
+    assert restart.ok("srun", "sh", "-c", "echo ${X_DEVICE-none}") == "none\n"  # no container, no devices

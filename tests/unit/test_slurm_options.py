@@ -112,3 +112,15 @@ def test_the_shims_declarations_are_generated_from_pythons() -> None:
     source = (Path(step.__file__).parent / "plugin" / "spank_hydria.c").read_text()
     assert '#include "hydria_generated.h"' in source and 'OPT("' not in source
     assert not any(f"#define {name} " in source for name in ("DISABLED_STATUS", "ATTACH_STATUS", "STORE_STATUS"))
+
+
+def test_the_plugstack_default_of_cdi_devices_is_checked_when_installed() -> None:
+    import pytest
+
+    from hydria.errors import HydriaError
+    from hydria.slurm.plugin_config import parse_plugin_config
+
+    assert parse_plugin_config(["container_device=nvidia.com/gpu=all,example.com/x=a"]).container_device == \
+        "nvidia.com/gpu=all,example.com/x=a"
+    with pytest.raises(HydriaError, match="container_device: invalid format: a,,b"):
+        parse_plugin_config(["container_device=a,,b"])

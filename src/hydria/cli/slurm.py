@@ -112,6 +112,8 @@ def _dispatch(action: str, args: list[str], settings: Settings, ignored: Sequenc
               "the administrator sets it", file=sys.stderr)
     if parsed.entrypoint is None:
         parsed.entrypoint = config.execute_entrypoint
+    if not parsed.devices and config.container_device:
+        parsed.devices = container_options.device_names(config.container_device, "container_device")
     for warning in parsed.warnings:
         print(f"hydria: {warning}", file=sys.stderr)
     if not parsed.enabled:

@@ -167,10 +167,7 @@ def _apply_values(options: ContainerOptions, values: Mapping[str, str]) -> None:
             raise OptionError(f"--container-env: invalid format: {values['container-env']}")
         options.env = list(dict.fromkeys(names))
     if "container-device" in values:
-        names = values["container-device"].split(",")
-        if any(not n for n in names):
-            raise OptionError(f"--container-device: invalid format: {values['container-device']}")
-        options.devices = list(dict.fromkeys(names))
+        options.devices = device_names(values["container-device"], "--container-device")
     if "container-unshare" in values:
         for namespace in values["container-unshare"].split(","):
             if not namespace:
@@ -179,6 +176,14 @@ def _apply_values(options: ContainerOptions, values: Mapping[str, str]) -> None:
                 raise OptionError(f"--container-unshare: unknown namespace '{namespace}'")
             if namespace not in options.unshare:
                 options.unshare.append(namespace)
+
+
+def device_names(value: str, what: str) -> list[str]:
+    """``NAME[,NAME...]`` of CDI devices (the option's, or the plugstack default's)."""
+    names = value.split(",")
+    if any(not n for n in names):
+        raise OptionError(f"{what}: invalid format: {value}")
+    return list(dict.fromkeys(names))
 
 
 def mount_entry(entry: str) -> MountEntry:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from hydria.errors import HydriaError
 from hydria.record import Record
-from hydria.slurm.options import FALSE, TRUE
+from hydria.slurm.options import FALSE, TRUE, device_names
 
 
 class PluginConfig(Record):
@@ -18,6 +18,7 @@ class PluginConfig(Record):
     importer: str = ""
     use_squashfuse: bool = True
     store_owner: str = ""  # the account that fills the image store when a step's image is missing
+    container_device: str = ""  # CDI devices every container step gets unless it names its own
 
 
 DEFAULT_PLUGIN = PluginConfig()
@@ -38,5 +39,7 @@ def parse_plugin_config(arguments: Sequence[str]) -> PluginConfig:
         elif key == "container_scope" and value not in ("global", "job"):
             raise HydriaError(f"{key}: invalid value: {value}")
         else:
+            if key == "container_device":
+                device_names(value, key)  # raises for a malformed list
             values[key] = value
     return PluginConfig(**values)  # type: ignore[arg-type]
