@@ -118,3 +118,25 @@ def test_a_forged_announcement_delays_a_user_boundedly(busybox: PublishedImage, 
     assert f"{other_workspace.user.name}'s download of sha256:{layer_hex(busybox)} hardly progresses; " \
            "downloading it" in result.stderr
     assert GRACE <= took < GRACE + 20
+
+
+@pytest.mark.parametrize("plant", ["mkfifo {path}", "mkdir {path}", "ln -s /dev/zero {path}",
+                                   "head -c 100000 /dev/urandom > {path}"])
+def test_an_odd_announcement_neither_blocks_nor_fails_an_import(plant: str, busybox: PublishedImage,
+                                                                registry: Registry, workspace: Workspace,
+                                                                other_workspace: Workspace,
+                                                                shared_cache: Path) -> None:
+    """Another user plants something other than an announcement under an announcement's name."""
+    uri = push_as(busybox, registry, "odd-announcement", workspace.root)
+    locks = shared_cache / "locks"
+    for folder in (shared_cache / "blobs", shared_cache / "blobs" / "sha256", locks):
+        folder.mkdir(mode=0o1777)
+        folder.chmod(0o1777)
+    for uid in (other_workspace.user.uid, workspace.user.uid):  # another's name, and the victim's own
+        path = locks / f"{layer_hex(busybox)}.{uid}.active"
+        made = run_as(other_workspace.user, ["sh", "-c", plant.format(path=path)])
+        assert made.returncode == 0, made.stderr
+    started = time.monotonic()
+    result = workspace.run("import", "-o", "mine.sqsh", uri, HYDRIA_CACHE_PATH=str(shared_cache), timeout=120)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert time.monotonic() - started < 30

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -116,7 +117,10 @@ def announcements(locks: Path, hex_digest: str, size: int | None) -> list[Announ
             continue
         try:
             info = os.fstat(fd)
-            text = os.read(fd, 64).decode("ascii", "replace").split()
+            # only a regular file is read: a FIFO or folder planted under the name never blocks nor fails
+            text = os.read(fd, 64).decode("ascii", "replace").split() if stat.S_ISREG(info.st_mode) else []
+        except OSError:
+            continue
         finally:
             os.close(fd)
         if info.st_uid != int(match.group(2)) or now - info.st_mtime > STALE or len(text) != 2 \
