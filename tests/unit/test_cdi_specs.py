@@ -160,3 +160,13 @@ def test_a_spec_others_could_change_is_not_read(tmp_path: Path) -> None:
     assert registry.invalid == {str(folder / "s.json"): f"{folder} can be changed by others than root and you: not read"}
     folder.chmod(0o755)
     assert list(load([str(folder)]).devices) == ["example.com/thing=a"]
+
+
+def test_a_spec_that_is_no_regular_file_is_left_out_at_once(tmp_path: Path) -> None:
+    import os
+
+    os.mkfifo(tmp_path / "fifo.json")  # reading it would wait for a writer forever
+    (tmp_path / "folder.yaml").mkdir()
+    registry = load([str(tmp_path)])
+    assert registry.invalid == {str(tmp_path / "fifo.json"): f"{tmp_path / 'fifo.json'}: not a regular file",
+                                str(tmp_path / "folder.yaml"): f"{tmp_path / 'folder.yaml'}: not a regular file"}

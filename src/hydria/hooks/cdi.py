@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,7 @@ _CLASS = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?")
 _NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_.:-]*[A-Za-z0-9])?")
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 NEWEST_MAJOR = 1  # spec versions 0.3.0 to 1.x
+MAX_SPEC_SIZE = 16 << 20  # bytes: NVIDIA's spec of an 8-GPU node with MIG is well under 1 MiB
 STAGES = ("prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop")
 UNSUPPORTED_STAGES = ("poststart", "poststop")
 _SPEC_KEYS = {"cdiVersion", "kind", "annotations", "devices", "containerEdits"}
@@ -114,10 +116,19 @@ def load(dirs: Sequence[str]) -> Registry:
 def read_spec(path: str, priority: int = 0) -> Spec:
     """Raises CdiError: the file cannot be read or parsed, or is not a valid CDI spec."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO would never answer
     except OSError as e:
         raise CdiError(f"{path}: cannot read it: {e.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CdiError(f"{path}: not a regular file")
+        data = os.read(fd, MAX_SPEC_SIZE + 1)
+    except OSError as e:
+        raise CdiError(f"{path}: cannot read it: {e.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_SPEC_SIZE:
+        raise CdiError(f"{path}: larger than {MAX_SPEC_SIZE >> 20} MiB, which no device's spec needs")
     try:
         document = json.loads(data) if path.endswith(".json") else _yaml(data)
     except ValueError as e:
@@ -321,8 +332,6 @@ def _mount(mount: Mapping[str, Any], origin: str) -> MountEntry:
 
 def check_devices(devices: Sequence[DeviceNode]) -> None:
     """Each device node's host node: there, and a device. Raises CdiError (before the start)."""
-    import stat
-
     for node in devices:
         try:
             info = os.stat(node.host_path)
