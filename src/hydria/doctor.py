@@ -499,7 +499,7 @@ def _cdi(settings: Settings) -> Check:
 
     dirs = cdi.spec_dirs(settings.cdi_spec_dirs)
     registry = cdi.load(dirs)
-    problems = [*(f"{path}: {why}" if not why.startswith(path) else why for path, why in registry.invalid.items()),
+    problems = [*registry.invalid.values(),
                 *(f"{name} is defined by {' and '.join(paths)}" for name, paths in registry.conflicts.items())]
     if problems:
         return Check("cdi devices", "fail", f"{len(registry.devices)} device(s); left out: {'; '.join(problems)}",

@@ -28,6 +28,14 @@ def layer_hex(busybox: PublishedImage) -> str:
     return busybox.image.layers[0].blob.digest.split(":")[1]
 
 
+def made_folders(cache: Path) -> Path:
+    """The shared cache's folders, as a first import makes them (sticky, writable by all); its locks folder."""
+    for folder in (cache / "blobs", cache / "blobs" / "sha256", cache / "locks"):
+        folder.mkdir(mode=0o1777)
+        folder.chmod(0o1777)
+    return cache / "locks"
+
+
 def start_import(user: Workspace, uri: str, cache: Path, output: str) -> subprocess.Popen[str]:
     return user.popen("import", "-o", output, uri, HYDRIA_CACHE_PATH=str(cache))
 
@@ -91,10 +99,7 @@ def test_a_forged_announcement_delays_a_user_boundedly(busybox: PublishedImage, 
                                                        shared_cache: Path) -> None:
     """Another user announces a download it never makes and keeps the announcement fresh."""
     uri = push_as(busybox, registry, "forged", workspace.root)
-    locks = shared_cache / "locks"
-    for folder in (shared_cache / "blobs", shared_cache / "blobs" / "sha256", locks):
-        folder.mkdir(mode=0o1777)
-        folder.chmod(0o1777)
+    locks = made_folders(shared_cache)
     forged = locks / f"{layer_hex(busybox)}.{other_workspace.user.uid}.active"
     made = run_as(other_workspace.user, ["sh", "-c", f"echo '1 0' > {forged}"])
     assert made.returncode == 0, made.stderr
@@ -128,10 +133,7 @@ def test_an_odd_announcement_neither_blocks_nor_fails_an_import(plant: str, busy
                                                                 shared_cache: Path) -> None:
     """Another user plants something other than an announcement under an announcement's name."""
     uri = push_as(busybox, registry, "odd-announcement", workspace.root)
-    locks = shared_cache / "locks"
-    for folder in (shared_cache / "blobs", shared_cache / "blobs" / "sha256", locks):
-        folder.mkdir(mode=0o1777)
-        folder.chmod(0o1777)
+    locks = made_folders(shared_cache)
     for uid in (other_workspace.user.uid, workspace.user.uid):  # another's name, and the victim's own
         path = locks / f"{layer_hex(busybox)}.{uid}.active"
         made = run_as(other_workspace.user, ["sh", "-c", plant.format(path=path)])

@@ -118,6 +118,7 @@ def test_a_missing_device_lists_what_there_is_and_the_specs_left_out(tmp_path: P
     with pytest.raises(CdiError) as raised:
         edits_for(["amd.com/gpu=0"], registry)
     assert "no spec of amd.com/gpu on this node (left out: " in (raised.value.hint or "")
+    assert (raised.value.hint or "").count(str(tmp_path / "broken.yaml")) == 1  # each spec named once
     with pytest.raises(CdiError, match="not a CDI device name"):
         edits_for(["gpu0"], registry)
 
@@ -157,7 +158,8 @@ def test_a_spec_others_could_change_is_not_read(tmp_path: Path) -> None:
     folder.chmod(0o777)
     registry = load([str(folder)])
     assert registry.devices == {}
-    assert registry.invalid == {str(folder / "s.json"): f"{folder} can be changed by others than root and you: not read"}
+    assert registry.invalid == {
+        str(folder / "s.json"): f"{folder / 's.json'}: {folder} can be changed by others than root and you: not read"}
     folder.chmod(0o755)
     assert list(load([str(folder)]).devices) == ["example.com/thing=a"]
 

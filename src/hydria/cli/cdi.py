@@ -30,8 +30,8 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
         print(f"{name}  ({spec.path})")
     if not registry.devices:
         print(f"no CDI devices in {', '.join(dirs) or '(no folder: HYDRIA_CDI_SPEC_DIRS is empty)'}")
-    for path, why in sorted(registry.invalid.items()):
-        print(f"left out: {why}" if why.startswith(path) else f"left out: {path}: {why}")
+    for _, why in sorted(registry.invalid.items()):
+        print(f"left out: {why}")
     for name, paths in sorted(registry.conflicts.items()):
         print(f"unusable: {name}, defined by {' and '.join(paths)}")
     return 1 if registry.invalid or registry.conflicts else 0

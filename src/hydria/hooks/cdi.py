@@ -65,7 +65,7 @@ class Registry:
     """Every device of the specs found: ``devices`` by qualified name, and what went wrong."""
 
     devices: dict[str, tuple[Spec, dict[str, Any]]] = field(default_factory=dict)
-    invalid: dict[str, str] = field(default_factory=dict)  # spec path -> why it is left out
+    invalid: dict[str, str] = field(default_factory=dict)  # spec path -> why it is left out (naming the path)
     conflicts: dict[str, list[str]] = field(default_factory=dict)  # device -> the specs defining it
 
     def kinds(self) -> set[str]:
@@ -85,7 +85,7 @@ def load(dirs: Sequence[str]) -> Registry:
         except (FileNotFoundError, NotADirectoryError):
             continue
         except OSError as e:
-            registry.invalid[folder] = f"cannot read the folder: {e.strerror}"
+            registry.invalid[folder] = f"{folder}: cannot read the folder: {e.strerror}"
             continue
         found: dict[str, list[tuple[Spec, dict[str, Any]]]] = {}  # device -> its definitions in this folder
         for name in names:
@@ -94,7 +94,7 @@ def load(dirs: Sequence[str]) -> Registry:
             path = os.path.join(folder, name)
             exposed = writable_by_others(path, frozenset({0, os.geteuid()}))
             if exposed is not None:  # its hooks would run as every user who asks for its devices
-                registry.invalid[path] = f"{exposed} can be changed by others than root and you: not read"
+                registry.invalid[path] = f"{path}: {exposed} can be changed by others than root and you: not read"
                 continue
             try:
                 spec = read_spec(path, priority)
@@ -284,7 +284,7 @@ def _expand(name: str, registry: Registry) -> list[str]:
         if every:
             return every
     known = sorted(q for q in registry.devices if q.partition("=")[0] == kind)
-    invalid = "; ".join(f"{path}: {why}" for path, why in registry.invalid.items())
+    invalid = "; ".join(registry.invalid.values())
     hint = f"this node has {', '.join(known)}" if known else \
         (f"no spec of {kind} on this node" + (f" (left out: {invalid})" if invalid else "")
          + ": the vendor's tool writes one (nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml)")

@@ -33,7 +33,7 @@ from hydria.errors import HydriaError
 from hydria.hooks import ldcache
 from hydria.log import Logger
 from hydria.record import Record
-from hydria.runtime.edits import Edits, Link, StartContext
+from hydria.runtime.edits import DEVICE_BIND, Edits, Link, StartContext
 from hydria.runtime.fstab import READ_ONLY_FILE_BIND, MountEntry
 from hydria.runtime.mounts import resolve_in_root
 
@@ -60,7 +60,6 @@ BINARIES: Mapping[str, tuple[str, ...]] = {
 }
 CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
 COMPUTE_NODES = ("gdrdrv", "nvidia-caps-imex-channels")
-DEVICE_BIND = ("rbind", "rw", "nosuid", "noexec", "private")
 BINARY_DIRS = ("usr/bin", "usr/sbin", "bin", "sbin", "usr/local/bin", "usr/local/nvidia/bin")
 
 
@@ -227,9 +226,7 @@ def plan(request: Request, driver_root: str, root: str, host: Mapping[str, str],
                               hint="run on a GPU node, or unset NVIDIA_VISIBLE_DEVICES (or set it to void)")
         log.debug("the image asks for NVIDIA GPUs; this node has no NVIDIA driver")
         return None
-    all_gpus = discover_gpus(driver_root)
-    selection = select(all_gpus, request.devices, host.get("SLURM_STEP_GPUS") or host.get("SLURM_JOB_GPUS"),
-                       lambda: _mig_devices(_find_binary(driver_root, "nvidia-smi", host)))
+    all_gpus, selection = _selection(request, driver_root, host)
     result = Plan()
     if not Path(driver_root, "dev/nvidia-uvm").exists() and "compute" in request.capabilities:
         log.warning("the nvidia_uvm kernel module is not loaded: CUDA programs will fail to start")
@@ -325,15 +322,20 @@ def cdi_devices(request: Request, host: Mapping[str, str], driver_root: str) -> 
     built-in hook sets for the same request (a container sharing the node's /dev sees every GPU)."""
     if request.devices == "none":
         return [], {}
-    all_gpus = discover_gpus(driver_root)
-    selection = select(all_gpus, request.devices, host.get("SLURM_STEP_GPUS") or host.get("SLURM_JOB_GPUS"),
-                       lambda: _mig_devices(_find_binary(driver_root, "nvidia-smi", host)))
+    all_gpus, selection = _selection(request, driver_root, host)
     environment = _cuda_visible_devices(selection, all_gpus)
     if request.devices == "all":
         names = [str(gpu.number) for gpu in selection.gpus] if environment else ["all"]
     else:
         names = [token.strip() for token in request.devices.split(",") if token.strip()]
     return [f"{CDI_KIND}={name}" for name in names], environment
+
+
+def _selection(request: Request, driver_root: str, host: Mapping[str, str]) -> tuple[list[Gpu], Selection]:
+    """The node's GPUs, and those the request names (the job's under Slurm). Raises NvidiaError."""
+    all_gpus = discover_gpus(driver_root)
+    return all_gpus, select(all_gpus, request.devices, host.get("SLURM_STEP_GPUS") or host.get("SLURM_JOB_GPUS"),
+                            lambda: _mig_devices(_find_binary(driver_root, "nvidia-smi", host)))
 
 
 def _cuda_visible_devices(selection: Selection, all_gpus: list[Gpu]) -> dict[str, str]:

@@ -192,28 +192,22 @@ class BlobCache:
         Raises:
             DigestMismatch: the downloaded content has another digest; nothing is kept.
         """
-        found = self.lookup(digest)
+        found = self._present(digest, download, growing)
         if found:
             return found
-        if digest in self._refused:
-            return self._fetch_privately(digest, download, growing)
         with self._lock(digest):
-            found = self.lookup(digest)
+            found = self._present(digest, download, growing)
             if found:
                 return found
-            if digest in self._refused:
-                return self._fetch_privately(digest, download, growing)
             with ExitStack() as stack:
                 announcer = None
                 if self.shared:
                     announcer = stack.enter_context(downloads.announced(self.locks, hex_of(digest)))
                     downloads.wait_for_others(self.locks, digest, size, announcer,
                                               lambda: self.lookup(digest) is not None or digest in self._refused)
-                    found = self.lookup(digest)
+                    found = self._present(digest, download, growing)
                     if found:
                         return found
-                    if digest in self._refused:
-                        return self._fetch_privately(digest, download, growing)
                 committed = self._download(digest, download, growing, announcer)
             if committed is not None:
                 return committed
@@ -222,6 +216,15 @@ class BlobCache:
         if found is None:
             raise HydriaError(f"{self.path(digest)} was replaced while the blob downloaded",
                               hint="import again: the blob then goes to your private cache")
+        return found
+
+    def _present(self, digest: str, download: Callable[[Writer], None],
+                 growing: GrowingBlob | None) -> CachedBlob | None:
+        """The blob when it is here; where the entry here will not do, the private cache's (fetched
+        there); None when it is to be downloaded here."""
+        found = self.lookup(digest)
+        if found is None and digest in self._refused:
+            return self._fetch_privately(digest, download, growing)
         return found
 
     def _download(self, digest: str, download: Callable[[Writer], None], growing: GrowingBlob | None,

@@ -24,6 +24,7 @@ import os
 from hydria.errors import HydriaError
 from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime.fstab import MountEntry
+from hydria.runtime.mounts import resolve_in_root
 
 if TYPE_CHECKING:
     import pwd
@@ -97,8 +98,6 @@ def device_mounts(devices: Sequence[DeviceNode], root: str) -> list[MountEntry]:
     container's ``/dev`` (the host's, by default) shows that node at its path already.
 
     Raises HydriaError: the node would have to be made in the host's ``/dev``."""
-    from hydria.runtime.mounts import resolve_in_root
-
     mounts = []
     for node in devices:
         inside = resolve_in_root(root, node.path)
