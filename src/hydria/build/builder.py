@@ -1,0 +1,411 @@
+"""``hydria build``: a Dockerfile's stages, built in order, each instruction's result cached.
+
+Only the stages the target needs are built (its ``FROM`` chain and its ``COPY --from`` sources).
+A stage starts from a registry image (imported once into the build cache as a squashfs, the
+lowest folder of every step), from ``scratch``, or from an earlier stage. Instructions that change
+files (``RUN``, ``COPY``, ``ADD``, ``WORKDIR``) run in build/sandbox.py and become layers; the
+others change the config (build/state.py). Every instruction extends the stage's key; a step whose
+key the cache knows is not run again (build/cache.py).
+
+Each step is shown as ``docker build --progress=plain`` shows it: ``#N [STAGE K/M] INSTRUCTION``,
+its output, then ``#N DONE 1.2s`` or ``#N CACHED``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
+from pathlib import Path
+
+from hydria.build import copying, dockerfile, ignore, sandbox, steps
+from hydria.build.cache import BuildCache, key_of
+from hydria.build.dockerfile import Dockerfile, Instruction, Stage
+from hydria.build.layers import Layer, is_empty, write_layer
+from hydria.build.state import (
+    DEFAULT_PATH,
+    LAYER_MEDIA_TYPE,
+    PROXY_ARGS,
+    LayerRef,
+    StageImage,
+    apply_config,
+    resolve_path,
+)
+from hydria.build.words import expand
+from hydria.config import Settings
+from hydria.errors import HydriaError, InvalidArgument
+from hydria.image import manifest as mf
+from hydria.log import Logger
+from hydria.record import Record
+
+log = Logger(__name__)
+FILE_STEPS = frozenset({"RUN", "COPY", "ADD", "WORKDIR"})
+
+
+class BuildFailed(HydriaError):
+    """A ``RUN`` that exited with a status other than 0."""
+
+
+class BuildOptions(Record):
+    context: str
+    dockerfile: str | None = None
+    build_args: Mapping[str, str] = {}
+    target: str | None = None
+    platform: str | None = None
+    no_cache: bool = False
+
+
+class Built(Record):
+    image: StageImage
+    uri: str  # what the image is called in messages and in its provenance
+
+
+def build(options: BuildOptions, settings: Settings, stack: ExitStack) -> Built:
+    """Build the target stage. Raises HydriaError (DockerfileError, BuildFailed, ...)."""
+    context = os.path.abspath(options.context)
+    if not os.path.isdir(context):
+        raise InvalidArgument(options.context, hint="the build context is a folder (often '.')")
+    path = options.dockerfile or os.path.join(context, "Dockerfile")
+    parsed = dockerfile.read(path)
+    builder = _Builder(parsed, context, path, options, settings, stack)
+    stage = builder.target_stage()
+    image = builder.build_stage(stage)
+    builder.warn_unused_args()
+    return Built(image, f"build of {os.path.relpath(path)}")
+
+
+def _ignore_patterns(context: str, dockerfile_path: str) -> tuple[ignore.Pattern, ...]:
+    """``Dockerfile.dockerignore`` beside the Dockerfile, else the context's ``.dockerignore``."""
+    for candidate in (f"{dockerfile_path}.dockerignore", os.path.join(context, ".dockerignore")):
+        try:
+            with open(candidate) as handle:
+                return tuple(ignore.parse(handle.read()))
+        except FileNotFoundError:
+            continue
+        except (OSError, UnicodeDecodeError) as e:
+            raise HydriaError(f"cannot read {candidate}: {e}") from None
+    return ()
+
+
+class _Builder:
+    def __init__(self, parsed: Dockerfile, context: str, path: str, options: BuildOptions, settings: Settings,
+                 stack: ExitStack) -> None:
+        self.parsed = parsed
+        self.options = options
+        self.settings = settings
+        self.stack = stack
+        self.cache = BuildCache(settings.cache_path)
+        self.platform = mf.parse_platform(options.platform)
+        self.context = copying.SourceRoot(context, "the build context", _ignore_patterns(context, path))
+        self.built: dict[int, StageImage] = {}
+        self.building: set[int] = set()
+        self.pulled: dict[str, StageImage] = {}
+        self.used_args: set[str] = set()
+        self.proxies = {k: v for k, v in options.build_args.items() if k in PROXY_ARGS}
+        self.step_number = 0
+        self.global_args = self._global_args()
+
+    # --- stages ---------------------------------------------------------------------------------
+
+    def _global_args(self) -> dict[str, str]:
+        platform = f"{self.platform.os}/{self.platform.architecture}"
+        values = {"TARGETPLATFORM": platform, "TARGETOS": self.platform.os, "TARGETARCH": self.platform.architecture,
+                  "TARGETVARIANT": self.platform.variant or "", "BUILDPLATFORM": platform,
+                  "BUILDOS": self.platform.os, "BUILDARCH": self.platform.architecture, "BUILDVARIANT": ""}
+        for instruction in self.parsed.global_args:
+            for argument in instruction.arguments:
+                name, equals, default = argument.partition("=")
+                if name in self.options.build_args:
+                    values[name] = self.options.build_args[name]
+                    self.used_args.add(name)
+                elif equals:
+                    values[name] = expand(default, values, self.parsed.escape)
+        return values
+
+    def target_stage(self) -> Stage:
+        if self.options.target is None:
+            return self.parsed.stages[-1]
+        stage = self.parsed.stage(self.options.target)
+        if stage is None:
+            names = ", ".join(s.name for s in self.parsed.stages if s.name) or "none"
+            raise InvalidArgument(f"--target {self.options.target}", hint=f"the Dockerfile's stages: {names}")
+        return stage
+
+    def build_stage(self, stage: Stage) -> StageImage:
+        if stage.number in self.built:
+            return self.built[stage.number]
+        self.building.add(stage.number)
+        image = self._from(stage)
+        total = len(stage.instructions)
+        label = stage.name or str(stage.number)
+        for number, instruction in enumerate(stage.instructions, 1):
+            self._dispatch(instruction, image, f"{label} {number}/{total}")
+        self.building.discard(stage.number)
+        self.built[stage.number] = image
+        return image
+
+    def _from(self, stage: Stage) -> StageImage:
+        word = expand(stage.base, self.global_args, self.parsed.escape)
+        if not word:
+            raise stage.instruction.error(f"{stage.base!r} expands to nothing",
+                                          hint="give the ARG a default, or --build-arg NAME=IMAGE")
+        self._show(f"[{stage.name or stage.number}] FROM {word}")
+        earlier = self.parsed.stage(word)
+        if earlier is not None and earlier.number < stage.number:
+            image = self.build_stage(earlier).derived()
+        elif word.lower() == "scratch":
+            image = StageImage({"Env": [f"PATH={DEFAULT_PATH}"]}, self.platform, key_of("scratch", str(self.platform)))
+        else:
+            platform = self.platform
+            if stage.platform is not None:
+                platform = mf.parse_platform(expand(stage.platform, self.global_args, self.parsed.escape).split("/")[-1])
+            image = self.pull(word, platform, stage.instruction).derived()
+        for trigger_text in image.config.pop("OnBuild", None) or []:
+            trigger = dockerfile.parse_trigger(trigger_text, stage.instruction.where)
+            self._dispatch(trigger, image, f"{stage.name or stage.number} ONBUILD")
+        return image
+
+    def pull(self, word: str, platform: mf.Platform, instruction: Instruction) -> StageImage:
+        """A registry image (``debian:12``, ``nvcr.io/nvidia/pytorch:24.01-py3``) as a stage base."""
+        from hydria.image.importer import blob_cache, write_image
+        from hydria.image.progress import Progress
+        from hydria.image.reference import RegistryImage, parse
+        from hydria.image.sources.registry import RegistrySource
+        from hydria.image.squashfs import squash_plan
+
+        known = self.pulled.get(f"{word} {platform}")
+        if known is not None:
+            return known
+        try:
+            ref = parse(f"docker://{word}")
+        except HydriaError as e:
+            raise instruction.error(f"{word}: {e}", hint=e.hint) from None
+        assert isinstance(ref, RegistryImage)
+        progress = Progress(live=False)
+        source = RegistrySource(ref, self.settings, blob_cache(self.settings), progress)
+        self.stack.callback(source.close)
+        resolved = source.resolve(platform)
+        digest = resolved.digest or ""
+        config = resolved.config
+        inner = dict(config.get("config") or {})
+        diff_ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
+        if len(diff_ids) != len(resolved.layers):
+            raise instruction.error(f"{word}: the image config lists {len(diff_ids)} layers, its manifest "
+                                    f"{len(resolved.layers)}", hint="the image is malformed")
+        squashfs = self.cache.base_image(digest)
+
+        def base_squashfs() -> str:
+            if not squashfs.exists():
+                self._note(f"importing {ref.uri} for the build")
+                resolved.fetch_layers()
+                try:
+                    # lz4: the lowest folder of every step, read often, written once
+                    write_image(resolved, squashfs, squash_plan("-comp lz4", self.settings.max_processors),
+                                progress=progress)
+                except HydriaError:
+                    if not squashfs.exists():  # else another build made it first
+                        raise
+            return str(squashfs)
+
+        image = StageImage(inner, platform, key_of("image", digest, str(platform)),
+                           [LayerRef(d, diff) for d, diff in zip(resolved.layers, diff_ids)],
+                           list(config.get("history") or []), base_squashfs, resolved.open_blob)
+        self.pulled[f"{word} {platform}"] = image
+        return image
+
+    # --- instructions ----------------------------------------------------------------------------
+
+    def _dispatch(self, instruction: Instruction, image: StageImage, position: str) -> None:
+        keyword = instruction.keyword
+        if keyword == "ARG":
+            self._arg(instruction, image)
+            image.record(instruction, empty=True)
+        elif keyword in FILE_STEPS:
+            self._file_step(instruction, image, position)
+        else:
+            what = apply_config(instruction, image, self.parsed.escape)
+            image.key = key_of(image.key, keyword, what)
+            image.record(instruction, empty=True)
+
+    def _arg(self, instruction: Instruction, image: StageImage) -> None:
+        for argument in instruction.arguments:
+            name, equals, default = argument.partition("=")
+            if name in self.options.build_args:
+                image.args[name] = self.options.build_args[name]
+                self.used_args.add(name)
+            elif equals:
+                image.args[name] = expand(default, image.variables, self.parsed.escape)
+            elif name in self.global_args:
+                image.args[name] = self.global_args[name]
+            image.key = key_of(image.key, "ARG", name, image.args.get(name))
+
+    def warn_unused_args(self) -> None:
+        unused = sorted(set(self.options.build_args) - self.used_args - PROXY_ARGS)
+        if unused:
+            log.warning("--build-arg %s: no ARG of the stages built takes it", ", ".join(unused))
+
+    def _file_step(self, instruction: Instruction, image: StageImage, position: str) -> None:
+        self._show(f"[{position}] {instruction.text.splitlines()[0]}")
+        started = time.monotonic()
+        work = self.cache.work_folder()
+        try:
+            scratch = work / "scratch"
+            scratch.mkdir()
+            key, action = self._plan(instruction, image, str(scratch))
+            hit, cached = (False, None) if self.options.no_cache else self.cache.step(key)
+            if hit:
+                self._add_layer(image, cached)
+                image.key = key
+                image.record(instruction, empty=cached is None)
+                print(f"#{self.step_number} CACHED", file=sys.stderr, flush=True)
+                return
+            layer = self._run(instruction, image, action, work)
+            self.cache.remember(key, layer, instruction.text)
+            self._add_layer(image, layer)
+            image.key = key
+            image.record(instruction, empty=layer is None)
+        finally:
+            self.cache.clear_work([work])
+        print(f"#{self.step_number} DONE {time.monotonic() - started:.1f}s", file=sys.stderr, flush=True)
+
+    def _add_layer(self, image: StageImage, layer: Layer | None) -> None:
+        if layer is not None:
+            image.layers.append(LayerRef(mf.Descriptor(layer.digest, layer.size, LAYER_MEDIA_TYPE), layer.diff_id,
+                                         str(self.cache.tree(layer.diff_id))))
+
+    def _run(self, instruction: Instruction, image: StageImage, action: Callable[[str], int], work: Path) -> Layer | None:
+        upper, overlay_work = work / "upper", work / "work"
+        upper.mkdir()
+        overlay_work.mkdir()
+        base = image.base_squashfs() if image.base_squashfs is not None else None
+        step = sandbox.StepRoot(tuple(image.trees()), base, str(upper), str(overlay_work), str(work / "scratch"))
+        status = sandbox.in_step(step, self.settings, action)
+        if status != 0:
+            command = instruction.text if len(instruction.text) < 300 else instruction.text[:300] + "..."
+            raise BuildFailed(f"{instruction.where}: {command}: exited with status {status}",
+                              hint="the steps before it are cached: fix it and build again")
+        if is_empty(str(upper)):
+            return None
+        owners = {}
+        owners_file = work / "scratch" / "owners.json"
+        if owners_file.exists():
+            owners = {path: (uid, gid) for path, (uid, gid) in json.loads(owners_file.read_text()).items()}
+        blob = work / "blob"
+        with open(blob, "wb") as handle:
+            layer = write_layer(str(upper), handle, owners)
+        self.cache.keep_layer(upper, blob, layer)
+        return layer
+
+    def _plan(self, instruction: Instruction, image: StageImage, scratch: str) -> tuple[str, Callable[[str], int]]:
+        """The step's cache key and the action that does it in the mounted root."""
+        keyword, escape = instruction.keyword, self.parsed.escape
+        if keyword == "WORKDIR":
+            path = resolve_path(image.workdir, expand(instruction.arguments[0], image.variables, escape))
+            image.config["WorkingDir"] = path.rstrip("/") or "/"
+            return key_of(image.key, "WORKDIR", path), _owners_action(scratch, lambda root: copying.make_folder(root, path))
+        if keyword == "RUN":
+            return self._plan_run(instruction, image, scratch)
+        return self._plan_copy(instruction, image, scratch)
+
+    def _plan_run(self, instruction: Instruction, image: StageImage, scratch: str) -> tuple[str, Callable[[str], int]]:
+        network = instruction.flag("network") or "default"
+        if network not in ("default", "host", "none"):
+            raise instruction.error(f"--network={network}: not supported", hint="--network=default, host or none")
+        if instruction.flag("security") not in (None, "sandbox"):
+            raise instruction.error("--security=insecure is not supported", hint="a build step has no more rights than its user")
+        argv, own_mounts = steps.run_argv(instruction, image, scratch)
+        mounts = steps.run_mounts(instruction, image.variables, self.parsed.escape, self.context.path,
+                                  self.cache.mount_folder)
+        environment = steps.run_environment(image, self.proxies)
+        user = str(image.config.get("User") or "")
+        if user not in ("", "root", "0", "0:0", "root:root"):
+            log.warning("%s: USER %s: RUN runs as root (one user ID is mapped: the files it makes belong to "
+                        "root in the image)", instruction.where, user)
+        command = sandbox.Command(tuple(argv), environment, image.workdir, network != "none",
+                                  tuple(own_mounts + mounts))
+        key = key_of(image.key, "RUN", argv, steps.keyed_environment(environment), image.workdir, network,
+                     [tuple(m) for m in mounts if m.kind != "cache"], [m.target for m in mounts if m.kind == "cache"])
+        return key, sandbox.run_command(command, str(self.cache.root / "work"), os.path.join(os.path.dirname(scratch), "upper"))
+
+    def _plan_copy(self, instruction: Instruction, image: StageImage, scratch: str) -> tuple[str, Callable[[str], int]]:
+        keyword, escape, variables = instruction.keyword, self.parsed.escape, image.variables
+        if instruction.flag("keep-git-dir") is not None:
+            raise instruction.error("git sources are not supported yet", hint="clone in a RUN, or copy from the context")
+        words = [expand(word, variables, escape) for word in instruction.arguments]
+        destination = resolve_path(image.workdir, words[-1] if len(words) > 1 else words[0])
+        sources = words[:-1]
+        source_root, source_key, mount = self._source_root(instruction, image, scratch, sources)
+        chmod = steps.parse_chmod(instruction, instruction.flag("chmod"))
+        chown = instruction.flag("chown")
+        chown = expand(chown, variables, escape) if chown is not None else None
+        unpack = keyword == "ADD"
+
+        def copy(root: str) -> dict[str, copying.Owner]:
+            reading = source_root
+            if mount is not None:
+                path = sandbox.mount_layers(mount[0], mount[1], scratch, "from", self.settings)
+                reading = source_root._replace(path=path)
+            owner = copying.owner_of(root, chown) if chown else None
+            return copying.copy(reading, sources, destination, root, chmod=chmod, owner=owner, unpack=unpack)
+
+        key = key_of(image.key, keyword, source_key, sources, destination, chmod, chown)
+        return key, _owners_action(scratch, copy)
+
+    def _source_root(self, instruction: Instruction, image: StageImage, scratch: str, sources: list[str]
+                     ) -> tuple[copying.SourceRoot, str, tuple[tuple[str, ...], str | None] | None]:
+        """Where a COPY reads, the digest of what it reads, and the layers to mount for it
+        (``--from``), if any."""
+        source_from = instruction.flag("from")
+        excludes = tuple(p for text in instruction.flags.get("exclude", []) for p in ignore.parse(text))
+        heredocs = {f"<<{h.name}": h for h in instruction.heredocs}
+        if heredocs:
+            folder = os.path.join(scratch, "heredocs")
+            os.mkdir(folder)
+            for index, word in enumerate(sources):
+                if word in heredocs:
+                    name = f"heredoc{index}"
+                    with open(os.path.join(folder, name), "w") as handle:
+                        handle.write(heredocs[word].content)
+                    sources[index] = name
+            root = copying.SourceRoot(folder, "the Dockerfile's heredocs")
+            return root, steps.sources_digest(root, sources), None
+        if source_from is None:
+            root = self.context._replace(patterns=self.context.patterns + excludes)
+            return root, steps.sources_digest(root, sources), None
+        name = expand(source_from, image.variables, self.parsed.escape)
+        stage = self.parsed.stage(name)
+        if stage is not None:
+            if stage.number in self.building:
+                raise instruction.error(f"--from={name}: the stage is being built (it copies from itself, "
+                                        "or from a stage that copies from it)")
+            source = self.build_stage(stage)
+        else:
+            source = self.pull(name, self.platform, instruction)
+        base = source.base_squashfs() if source.base_squashfs is not None else None
+        root = copying.SourceRoot("", f"--from={name}", excludes)
+        return root, key_of(source.key, sources), (tuple(source.trees()), base)
+
+    # --- output ----------------------------------------------------------------------------------
+
+    def _show(self, text: str) -> None:
+        self.step_number += 1
+        print(f"#{self.step_number} {text}", file=sys.stderr, flush=True)
+
+    def _note(self, text: str) -> None:
+        print(f"#{self.step_number} {text}", file=sys.stderr, flush=True)
+
+
+def _owners_action(scratch: str, work: Callable[[str], Mapping[str, copying.Owner]]) -> Callable[[str], int]:
+    """An action that does ``work`` on the root and leaves the owners it chose for the layer."""
+
+    def action(root: str) -> int:
+        owners = work(root)
+        with open(os.path.join(scratch, "owners.json"), "w") as handle:
+            json.dump({path: [owner.uid, owner.gid] for path, owner in owners.items()}, handle)
+        return 0
+
+    return action
+

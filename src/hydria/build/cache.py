@@ -1,0 +1,109 @@
+"""The build cache: what each build step made, found again by the step's key.
+
+Under ``HYDRIA_CACHE_PATH/build`` (``build.UID`` where that cache is shared by several users; the
+folder is the user's own, mode 0700):
+
+* ``steps/KEY.json``: a step's result, ``{"layer": {digest, diff_id, size} | null}``; the key
+  hashes the key before it (the stage's base, then every instruction), the instruction with its
+  variables expanded, and what it reads (the files of a ``COPY``, by their digests);
+* ``blobs/HEX``: the layers (gzip tars), pushed and squashed as they are;
+* ``trees/HEX``: the same layers as overlay folders, the lower folders of later steps;
+* ``bases/HEX.sqsh``: the base images (by manifest digest), the lowest folder;
+* ``mounts/ID``: the folders of ``RUN --mount=type=cache``;
+* ``work/``: the folders of builds under way.
+
+A step counts as cached only while its blob and tree are both there; ``hydria cache prune``
+removes steps with their layers (build/prune.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from hydria.build.layers import Layer
+from hydria.paths import ensure_dir, is_own_private_dir
+from hydria.trees import delete_tree
+
+FOLDERS = ("steps", "blobs", "trees", "bases", "mounts", "work")
+
+
+def key_of(*parts: object) -> str:
+    """A step key: the SHA-256 of ``parts`` as JSON."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def hex_of(digest: str) -> str:
+    return digest.partition(":")[2]
+
+
+class BuildCache:
+    def __init__(self, cache_path: str) -> None:
+        parent = ensure_dir(cache_path, setting="HYDRIA_CACHE_PATH", private=False)
+        name = "build" if is_own_private_dir(parent) else f"build.{os.geteuid()}"
+        self.root = Path(ensure_dir(os.path.join(parent, name), setting="HYDRIA_CACHE_PATH"))
+        for folder in FOLDERS:
+            (self.root / folder).mkdir(mode=0o700, exist_ok=True)
+
+    def blob(self, digest: str) -> Path:
+        return self.root / "blobs" / hex_of(digest)
+
+    def tree(self, diff_id: str) -> Path:
+        return self.root / "trees" / hex_of(diff_id)
+
+    def base_image(self, manifest_digest: str) -> Path:
+        return self.root / "bases" / f"{hex_of(manifest_digest)}.sqsh"
+
+    def mount_folder(self, name: str) -> Path:
+        path = self.root / "mounts" / hashlib.sha256(name.encode()).hexdigest()[:32]
+        path.mkdir(mode=0o755, exist_ok=True)
+        return path
+
+    def work_folder(self) -> Path:
+        import tempfile
+
+        return Path(tempfile.mkdtemp(prefix="step.", dir=self.root / "work"))
+
+    def step(self, key: str) -> tuple[bool, Layer | None]:
+        """Whether step ``key`` is cached, and the layer it made (None: it changed no file). A
+        step whose layer is gone counts as not cached."""
+        try:
+            with open(self.root / "steps" / f"{key}.json") as handle:
+                record = json.load(handle)
+        except (OSError, ValueError):
+            return False, None
+        if not isinstance(record, dict) or "layer" not in record:
+            return False, None
+        layer = record["layer"]
+        if layer is None:
+            return True, None
+        try:
+            found = Layer(str(layer["digest"]), str(layer["diff_id"]), int(layer["size"]))
+        except (TypeError, KeyError, ValueError):
+            return False, None
+        present = self.blob(found.digest).is_file() and self.tree(found.diff_id).is_dir()
+        return present, found if present else None
+
+    def remember(self, key: str, layer: Layer | None, created_by: str) -> None:
+        record = {"layer": layer._asdict() if layer else None, "created_by": created_by}
+        path = self.root / "steps" / f"{key}.json"
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        partial.write_text(json.dumps(record))
+        os.replace(partial, path)
+
+    def keep_layer(self, upper: Path, blob: Path, layer: Layer) -> None:
+        """Move a step's upper folder and blob (both in a work folder) to their cache names."""
+        os.replace(blob, self.blob(layer.digest))
+        tree = self.tree(layer.diff_id)
+        if tree.is_dir():
+            delete_tree(upper)  # the same changes made before: keep the first
+        else:
+            os.rename(upper, tree)
+
+    def clear_work(self, folders: Sequence[Path]) -> None:
+        for folder in folders:
+            if folder.exists():
+                delete_tree(folder)

@@ -1,0 +1,275 @@
+"""``COPY`` and ``ADD`` as Docker's builder does them, run in a step's mounted root.
+
+* sources are paths (with ``filepath.Match`` wildcards) under a source root: the build context
+  (``.dockerignore`` applied), or another stage's or image's root (``--from``); a source's own
+  symlinks are followed inside its root, symlinks within a copied folder stay links;
+* a folder's contents are copied, not the folder; several sources, a wildcard or a destination
+  ending in ``/`` make the destination a folder; a relative destination is under ``WORKDIR``;
+* files keep their permission bits and modification times (``--chmod`` sets the bits of all);
+  everything belongs to root unless ``--chown`` (names looked up in the image's own
+  ``/etc/passwd`` and ``/etc/group``), folders made on the way too;
+* ``ADD`` unpacks a local tar archive (plain, gzip, bzip2, xz) into the destination, keeping its
+  owners, as a layer would be: no path outside the destination, no device nodes.
+
+Every path written is resolved inside the root (runtime/mounts.resolve_in_root), so a link in the
+image cannot send a copy outside it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import stat
+import tarfile
+from collections.abc import Sequence
+
+from hydria.build import ignore
+from hydria.errors import HydriaError
+from hydria.image.flatten import UnsafeLayer, clean_path
+from hydria.record import Record
+from hydria.runtime.mounts import resolve_in_root
+
+WILDCARDS = frozenset("*?[")
+FOLDER_MODE = 0o755
+
+
+class CopyError(HydriaError):
+    """A source that is not there, or a destination that cannot take it."""
+
+
+class SourceRoot(Record):
+    """Where sources are read: ``path`` on the host; ``patterns``: .dockerignore's (the context)."""
+
+    path: str
+    name: str  # "the build context", "stage build", for messages
+    patterns: tuple[ignore.Pattern, ...] = ()
+
+
+class Owner(Record):
+    uid: int
+    gid: int
+
+
+def matches(source_root: SourceRoot, source: str) -> list[str]:
+    """The relative paths that ``source`` names in the source root, wildcards expanded and
+    excluded paths left out. Raises CopyError when nothing matches."""
+    cleaned = os.path.normpath("/" + source).lstrip("/")
+    if not cleaned or cleaned == ".":
+        return [""]
+    parts = cleaned.split("/")
+    found = [""]
+    for part in parts:
+        following = []
+        for prefix in found:
+            if not (WILDCARDS & set(part)):
+                following.append(f"{prefix}/{part}" if prefix else part)
+                continue
+            folder = resolve_in_root(source_root.path, prefix)
+            try:
+                names = sorted(os.listdir(folder))
+            except OSError:
+                continue
+            following += [f"{prefix}/{name}" if prefix else name for name in names if fnmatch.fnmatchcase(name, part)]
+        found = following
+    present = [path for path in found if os.path.lexists(resolve_in_root(source_root.path, path))]
+    kept = [path for path in present if ignore.excluding_rule(path, source_root.patterns) is None]
+    if kept:
+        return kept
+    if present:
+        rule = ignore.excluding_rule(present[0], source_root.patterns)
+        raise CopyError(f"{source}: not in {source_root.name}: excluded by the .dockerignore rule {rule!r}",
+                        hint="change .dockerignore, or copy another path")
+    raise CopyError(f"{source}: no such file or directory in {source_root.name}",
+                    hint="sources are relative to the build context (the folder given to hydria build)"
+                    if not source_root.patterns or source_root.name == "the build context" else None)
+
+
+def copy(source_root: SourceRoot, sources: Sequence[str], destination: str, root: str, *,
+         chmod: int | None = None, owner: Owner | None = None, unpack: bool = False) -> dict[str, Owner]:
+    """Copy ``sources`` into ``root`` at ``destination`` (absolute, in the container). Returns
+    the owner of each path made (relative to the root), for the layer."""
+    found = [(source, path) for source in sources for path in matches(source_root, source)]
+    into_folder = destination.endswith("/") or len(found) > 1 or any(WILDCARDS & set(s) for s in sources)
+    target = destination.rstrip("/") or "/"
+    if not into_folder and os.path.isdir(resolve_in_root(root, target)):
+        into_folder = True
+    writer = _Writer(root, chmod, owner)
+    for _, relative in found:
+        host = resolve_in_root(source_root.path, relative)
+        if os.path.isdir(host):
+            writer.folder(target)
+            writer.tree(host, target, source_root, relative)
+        elif unpack and _is_archive(host):
+            writer.folder(target)
+            writer.unpack(host, target)
+        else:
+            name = os.path.basename(relative) if relative else os.path.basename(host)
+            writer.entry(host, os.path.join(target, name) if into_folder else target)
+    return writer.owners
+
+
+def owner_of(root: str, text: str) -> Owner:
+    """``--chown=USER[:GROUP]``: IDs, or names of the image's own ``/etc/passwd`` and
+    ``/etc/group`` (a user's group is its primary one, a numeric user's group the same number)."""
+    user, _, group = text.partition(":")
+    uid, primary = _lookup(root, "/etc/passwd", user, text)
+    gid = _lookup(root, "/etc/group", group, text)[0] if group else primary
+    return Owner(uid, gid)
+
+
+def _lookup(root: str, table: str, name: str, text: str) -> tuple[int, int]:
+    """The ID of ``name`` in ``table`` (and, for passwd, its primary group)."""
+    if name.isdigit():
+        return int(name), int(name)
+    try:
+        with open(resolve_in_root(root, table), errors="replace") as handle:
+            for line in handle:
+                fields = line.rstrip("\n").split(":")
+                if len(fields) >= 3 and fields[0] == name and fields[2].isdigit():
+                    return int(fields[2]), int(fields[3]) if len(fields) > 3 and fields[3].isdigit() else int(fields[2])
+    except OSError:
+        pass
+    raise CopyError(f"--chown={text}: the image has no {'user' if table.endswith('passwd') else 'group'} {name!r} "
+                    f"in {table}", hint="give numeric IDs (--chown=1000:1000), or create it in an earlier RUN")
+
+
+def make_folder(root: str, path: str) -> dict[str, Owner]:
+    """``WORKDIR``: the folder and its parents, where missing."""
+    writer = _Writer(root, None, None)
+    writer.folder(path)
+    return writer.owners
+
+
+def _is_archive(path: str) -> bool:
+    try:
+        return os.path.isfile(path) and tarfile.is_tarfile(path)
+    except OSError:
+        return False
+
+
+class _Writer:
+    def __init__(self, root: str, chmod: int | None, owner: Owner | None) -> None:
+        self.root = root
+        self.chmod = chmod
+        self.owner = owner
+        self.owners: dict[str, Owner] = {}
+
+    def _made(self, host: str, owner: Owner | None = None) -> None:
+        relative = os.path.relpath(host, self.root)
+        chosen = owner or self.owner
+        if chosen is not None:
+            self.owners[relative] = chosen
+
+    def folder(self, path: str) -> str:
+        """Make ``path`` and its missing parents; its host path."""
+        parts = [p for p in path.split("/") if p]
+        current = "/"
+        for part in parts:
+            current = os.path.join(current, part)
+            host = resolve_in_root(self.root, current)
+            if os.path.isdir(host):
+                continue
+            if os.path.lexists(host):
+                raise CopyError(f"cannot make the folder {current}: a file is there")
+            os.mkdir(host, FOLDER_MODE if self.chmod is None else self.chmod)
+            self._made(host)
+        return resolve_in_root(self.root, path)
+
+    def _place(self, path: str) -> str:
+        """The host path for ``path``, its parent made and anything in its place removed."""
+        parent = self.folder(os.path.dirname(path) or "/")
+        host = os.path.join(parent, os.path.basename(path))
+        if os.path.lexists(host) and not os.path.isdir(host) or os.path.islink(host):
+            os.unlink(host)
+        return host
+
+    def entry(self, source: str, path: str, mode: int | None = None) -> None:
+        info = os.lstat(source)
+        host = self._place(path)
+        if stat.S_ISLNK(info.st_mode):
+            os.symlink(os.readlink(source), host)
+        elif stat.S_ISREG(info.st_mode):
+            self._file(source, host, info)
+        elif stat.S_ISDIR(info.st_mode):
+            if not os.path.isdir(host):
+                os.mkdir(host)
+            os.chmod(host, stat.S_IMODE(info.st_mode) if self.chmod is None else self.chmod)
+        else:
+            return  # sockets, FIFOs and devices of a context are not copied
+        if not stat.S_ISLNK(info.st_mode):
+            os.utime(host, ns=(info.st_atime_ns, info.st_mtime_ns))
+        self._made(host)
+
+    def _file(self, source: str, host: str, info: os.stat_result) -> None:
+        if os.path.isdir(host):
+            raise CopyError(f"cannot copy {source} over the folder {os.path.relpath(host, self.root)}")
+        with open(source, "rb") as reading:
+            fd = os.open(host, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with open(fd, "wb") as writing:
+                while chunk := reading.read(1 << 20):
+                    writing.write(chunk)
+        os.chmod(host, stat.S_IMODE(info.st_mode) if self.chmod is None else self.chmod)
+
+    def tree(self, folder: str, target: str, source_root: SourceRoot, relative: str) -> None:
+        """The contents of ``folder`` into ``target``, excluded paths left out."""
+        with os.scandir(folder) as scanned:
+            entries = sorted(scanned, key=lambda e: e.name)
+        for entry in entries:
+            inner = f"{relative}/{entry.name}" if relative else entry.name
+            excluded = ignore.excluding_rule(inner, source_root.patterns) is not None
+            is_folder = entry.is_dir(follow_symlinks=False)
+            if excluded and not (is_folder and ignore.may_hold_included(inner, source_root.patterns)):
+                continue
+            path = os.path.join(target, entry.name)
+            if is_folder:
+                if not excluded:
+                    self.entry(entry.path, path)
+                self.tree(entry.path, path, source_root, inner)
+                if not excluded:
+                    info = entry.stat(follow_symlinks=False)
+                    os.utime(resolve_in_root(self.root, path), ns=(info.st_atime_ns, info.st_mtime_ns))
+            elif not excluded:
+                self.entry(entry.path, path)
+
+    def unpack(self, archive: str, target: str) -> None:
+        """``ADD`` of a local archive: its entries under ``target``, with their owners."""
+        try:
+            with tarfile.open(archive) as tar:
+                for member in tar:
+                    self._member(tar, member, target, archive)
+        except (tarfile.TarError, EOFError, OSError) as e:
+            raise CopyError(f"cannot unpack {os.path.basename(archive)}: {e}") from None
+
+    def _member(self, tar: tarfile.TarFile, member: tarfile.TarInfo, target: str, archive: str) -> None:
+        try:
+            relative = clean_path(member.name, os.path.basename(archive))
+        except UnsafeLayer as e:
+            raise CopyError(str(e).replace("layer", "archive", 1)) from None
+        if not relative:
+            return
+        path = os.path.join(target, relative)
+        owner = self.owner or Owner(member.uid, member.gid)
+        if member.isdir():
+            host = self.folder(path)
+            os.chmod(host, member.mode & 0o7777 | 0o700)
+        elif member.issym():
+            host = self._place(path)
+            os.symlink(member.linkname, host)
+        elif member.islnk():
+            linked = clean_path(member.linkname, os.path.basename(archive))
+            host = self._place(path)
+            os.link(resolve_in_root(self.root, os.path.join(target, linked)), host, follow_symlinks=False)
+        elif member.isreg():
+            host = self._place(path)
+            content = tar.extractfile(member)
+            assert content is not None
+            fd = os.open(host, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with open(fd, "wb") as writing:
+                while chunk := content.read(1 << 20):
+                    writing.write(chunk)
+            os.chmod(host, member.mode & 0o7777 | 0o400)
+        else:
+            return  # devices and FIFOs: not in an unprivileged build
+        if not member.issym():
+            os.utime(host, (member.mtime, member.mtime), follow_symlinks=False)
+        self._made(host, owner)

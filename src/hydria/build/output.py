@@ -1,0 +1,130 @@
+"""A built image written out: as a squashfs image file (hydria's own import pipeline: the layers
+merged and squashed, the runtime files from the config), or as an OCI image layout (the layers as
+they are, a config and a manifest), which ``hydria import oci://DIR``, podman and skopeo read.
+
+Outputs replace an earlier build's (as ``docker build -t`` moves a tag), but only once complete:
+an interrupted build leaves the earlier file or layout as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from hydria.build.cache import BuildCache, hex_of
+from hydria.build.state import StageImage, now
+from hydria.config import Settings
+from hydria.errors import HydriaError
+from hydria.image import manifest as mf
+
+CONFIG_MEDIA_TYPE = "application/vnd.oci.image.config.v1+json"
+MANIFEST_MEDIA_TYPE = "application/vnd.oci.image.manifest.v1+json"
+INDEX_MEDIA_TYPE = "application/vnd.oci.image.index.v1+json"
+REF_ANNOTATION = "org.opencontainers.image.ref.name"
+
+
+def image_config(image: StageImage) -> dict[str, Any]:
+    """The OCI image config of a built stage."""
+    config: dict[str, Any] = {
+        "created": now(),
+        "architecture": image.platform.architecture,
+        "os": image.platform.os,
+        "config": {k: v for k, v in image.config.items() if v is not None},
+        "rootfs": {"type": "layers", "diff_ids": [layer.diff_id for layer in image.layers]},
+        "history": image.history,
+    }
+    if image.platform.variant:
+        config["variant"] = image.platform.variant
+    if image.author:
+        config["author"] = image.author
+    return config
+
+
+def _json(document: object) -> bytes:
+    return json.dumps(document, separators=(",", ":")).encode()
+
+
+def manifest_of(config: bytes, image: StageImage) -> bytes:
+    return _json({
+        "schemaVersion": 2,
+        "mediaType": MANIFEST_MEDIA_TYPE,
+        "config": {"mediaType": CONFIG_MEDIA_TYPE, "digest": _digest(config), "size": len(config)},
+        "layers": [{"mediaType": layer.descriptor.media_type, "digest": layer.descriptor.digest,
+                    "size": layer.descriptor.size} for layer in image.layers],
+    })
+
+
+def _digest(data: bytes) -> str:
+    return f"sha256:{hashlib.sha256(data).hexdigest()}"
+
+
+def opener(image: StageImage, cache: BuildCache) -> Any:
+    """How to read a layer: this build's from the build cache, the base image's as its source does."""
+
+    @contextmanager
+    def open_blob(descriptor: mf.Descriptor) -> Iterator[mf.Blob]:
+        path = cache.blob(descriptor.digest)
+        if path.is_file():
+            with open(path, "rb") as handle:
+                yield handle
+            return
+        if image.open_base_blob is None:
+            raise HydriaError(f"layer {descriptor.digest} is gone from the build cache",
+                              hint="build again (hydria build --no-cache)")
+        with image.open_base_blob(descriptor) as blob:
+            yield blob
+
+    return open_blob
+
+
+def write_squashfs(image: StageImage, cache: BuildCache, target: Path, uri: str, settings: Settings) -> None:
+    """The image as a squashfs file at ``target``, replacing one that is there."""
+    from hydria.image.importer import write_image
+    from hydria.image.squashfs import squash_plan
+
+    resolved = mf.ResolvedImage(uri, image_config(image), tuple(layer.descriptor for layer in image.layers),
+                                opener(image, cache))
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    try:
+        write_image(resolved, partial, squash_plan(settings.squash_options, settings.max_processors))
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def write_oci_layout(image: StageImage, cache: BuildCache, folder: Path, reference: str) -> str:
+    """The image as an OCI image layout in ``folder`` (made, or replaced where it holds one);
+    returns the manifest's digest."""
+    if folder.exists() and not (folder / "oci-layout").is_file() and any(folder.iterdir()):
+        raise HydriaError(f"--oci {folder}: the folder holds something other than an OCI image layout",
+                          hint="give a new or empty folder")
+    partial = folder.with_name(f".{folder.name}.{os.getpid()}.partial")
+    blobs = partial / "blobs" / "sha256"
+    blobs.mkdir(parents=True)
+    try:
+        open_blob = opener(image, cache)
+        for layer in image.layers:
+            with open_blob(layer.descriptor) as blob, open(blobs / hex_of(layer.descriptor.digest), "wb") as out:
+                shutil.copyfileobj(blob, out, 1 << 20)
+        config = _json(image_config(image))
+        manifest = manifest_of(config, image)
+        (blobs / hex_of(_digest(config))).write_bytes(config)
+        (blobs / hex_of(_digest(manifest))).write_bytes(manifest)
+        (partial / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
+        index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE,
+                 "manifests": [{"mediaType": MANIFEST_MEDIA_TYPE, "digest": _digest(manifest), "size": len(manifest),
+                                "annotations": {REF_ANNOTATION: reference}}]}
+        (partial / "index.json").write_bytes(_json(index))
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.rename(partial, folder)
+    finally:
+        if partial.exists():
+            shutil.rmtree(partial)
+    return _digest(manifest)

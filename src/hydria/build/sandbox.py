@@ -1,0 +1,271 @@
+"""Where a build step runs: a user namespace in which the build is root (one ID mapped: the
+user's, as ``hydria start --root``), the stage's layers as the lower folders of the kernel's
+overlay, and an upper folder of the step's own that collects what it changes (build/layers.py).
+
+A step runs in a forked child, which mounts and then either does a Python action on the root
+(``COPY``, ``ADD``, ``WORKDIR``) or runs a command (``RUN``) in a grandchild that pivots into the
+root. ``RUN`` gets the host's ``/proc``, ``/sys``, ``/dev``, ``/etc/hosts`` and ``/etc/resolv.conf``
+(and its ``--mount``s); the child removes them again, and the mount points it had to create,
+before the upper folder becomes a layer, so that none of them ends up in the image.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable, Mapping, Sequence
+
+from hydria.config import Settings
+from hydria.errors import HydriaError
+from hydria.record import Record
+from hydria.runtime import fstab, namespaces, rootfs, seccomp
+from hydria.runtime import syscalls as sc
+from hydria.runtime.mounts import MountFailed, mount_entries, resolve_in_root
+
+RUN_FSTAB = """\
+/proc /proc none x-create=dir,rbind,rw,rslave 0 -1
+/sys /sys none x-create=dir,rbind,ro,rslave 0 -1
+/dev /dev none x-create=dir,rbind,rw,nosuid,noexec,rslave 0 -1
+/etc/hosts /etc/hosts none x-create=file,bind,ro,nosuid,nodev,private 0 -1
+/etc/resolv.conf /etc/resolv.conf none x-create=file,bind,ro,nosuid,nodev,private,nofail,silent 0 -1
+"""
+# apt drops to its _apt user to download, which one mapped ID cannot be (as identity.apt_as_root)
+APT_AS_ROOT = 'APT::Sandbox::User "root";\n'
+APT_CONF = "/etc/apt/apt.conf.d/zz-hydria-build"
+FAILED = 125  # the child's exit status when hydria itself failed (its error is in the work folder)
+
+
+class StepRoot(Record):
+    """The folders of one step: ``lowers`` top first (layer trees; the base image's squashfs is
+    mounted below them), ``upper`` and ``work`` for the overlay, ``scratch`` for mount points."""
+
+    lowers: tuple[str, ...]
+    base_image: str | None
+    upper: str
+    work: str
+    scratch: str
+
+
+class RunMount(Record):
+    """A ``RUN --mount``: ``kind`` "bind", "cache" or "tmpfs"; ``source`` a host path."""
+
+    kind: str
+    target: str
+    source: str | None = None
+    writable: bool = False
+
+
+class Command(Record):
+    argv: tuple[str, ...]
+    environment: Mapping[str, str]
+    workdir: str
+    network: bool = True
+    mounts: tuple[RunMount, ...] = ()
+
+
+def _settings_for_build(settings: Settings) -> Settings:
+    return settings._replace(remap_root=True, unshare_net=False, unshare_ipc=False, unshare_uts=False,
+                             unshare_pid=False)
+
+
+def in_step(step: StepRoot, settings: Settings, action: Callable[[str], int]) -> int:
+    """Run ``action(root)`` in a child that has mounted the step's root; its exit status.
+    Raises the HydriaError the child raised."""
+    error_file = os.path.join(step.scratch, "error.json")
+    child = os.fork()
+    if child == 0:
+        status = FAILED
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the step; this one cleans up
+            root = _mount_step(step, settings)
+            status = action(root)
+        except HydriaError as e:
+            with open(error_file, "w") as handle:
+                json.dump({"message": str(e), "hint": e.hint}, handle)
+        except BaseException as e:  # noqa: BLE001  a child must never return into the parent's code
+            with open(error_file, "w") as handle:
+                json.dump({"message": f"build step failed: {e!r}", "hint": None}, handle)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(status)
+    status = _wait(child)
+    if status == FAILED and os.path.exists(error_file):
+        with open(error_file) as handle:
+            error = json.load(handle)
+        os.unlink(error_file)
+        raise HydriaError(error["message"], hint=error["hint"])
+    return status
+
+
+def _wait(child: int) -> int:
+    while True:
+        try:
+            _, status = os.waitpid(child, 0)
+            return os.waitstatus_to_exitcode(status) if status & 0x7F == 0 else 128 + (status & 0x7F)
+        except KeyboardInterrupt:
+            os.kill(child, signal.SIGTERM)
+            os.waitpid(child, 0)
+            raise
+
+
+def _mount_step(step: StepRoot, settings: Settings) -> str:
+    namespaces.enter(_settings_for_build(settings), os.getuid(), os.getgid())
+    sc.prctl(sc.PR_SET_DUMPABLE, 0)  # its /proc/PID/root (the host's) stays closed to the step's programs
+    return mount_layers(step.lowers, step.base_image, step.scratch, "root", settings, (step.upper, step.work))
+
+
+def mount_layers(lowers: Sequence[str], base_image: str | None, scratch: str, name: str, settings: Settings,
+                 writable: tuple[str, str] | None = None) -> str:
+    """Mount layer folders (top first) over a base image at ``scratch/name``, with an upper and
+    work folder (``writable``), or read-only (``COPY --from`` a stage); its path."""
+    folders = list(lowers)
+    if base_image is not None:
+        base = os.path.join(scratch, f"{name}.base")
+        os.makedirs(base, exist_ok=True)
+        rootfs.mount_squashfs(base_image, base, 0, 0, settings.fast_reader)
+        folders.append(base)
+    if not folders:
+        empty = os.path.join(scratch, f"{name}.empty")
+        os.makedirs(empty, exist_ok=True)
+        folders.append(empty)
+    if writable is None and len(folders) == 1:
+        return folders[0]  # read only by hydria's copy: no overlay needed
+    # Short names for the lower folders (the mount's options are limited to a page).
+    links = os.path.join(scratch, f"{name}.lower")
+    os.makedirs(links, exist_ok=True)
+    for number, folder in enumerate(folders):
+        os.symlink(folder, os.path.join(links, str(number)))
+    target = os.path.join(scratch, name)
+    os.makedirs(target, exist_ok=True)
+    options = f"lowerdir={':'.join(str(n) for n in range(len(folders)))},userxattr,xino=off"
+    if writable is not None:
+        options += f",upperdir={writable[0]},workdir={writable[1]}"
+    os.chdir(links)
+    try:
+        sc.mount("overlay", target, "overlay", sc.MS_NOSUID | sc.MS_NODEV | (0 if writable else sc.MS_RDONLY), options)
+    except OSError as e:
+        raise HydriaError(f"cannot mount the build's overlay: {e.strerror}",
+                          hint="builds need the kernel's overlay in user namespaces (Linux 5.11 or newer) "
+                               "and HYDRIA_CACHE_PATH on a local disk (not NFS)") from None
+    finally:
+        os.chdir("/")
+    return target
+
+
+def run_command(command: Command, build_root: str, upper: str) -> Callable[[str], int]:
+    """The action that runs ``command`` in the step's root and removes its mounts afterwards
+    (``upper``: the step's upper folder, where making the mount points copied folders up)."""
+
+    def action(root: str) -> int:
+        created: list[str] = []
+        targets = _mount_for_run(root, command, build_root, created)
+        child = os.fork()
+        if child == 0:
+            try:
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                _exec_in(root, command)
+            finally:
+                os._exit(127)
+        status = _wait(child)
+        for target in reversed(targets):
+            sc.umount2(target, sc.MNT_DETACH)
+        for path in reversed(created):  # deepest first: what was made only to mount on
+            try:
+                os.rmdir(path) if os.path.isdir(path) and not os.path.islink(path) else os.unlink(path)
+            except OSError:
+                pass  # the command put something there: it stays, as in Docker
+        _drop_copied_up(root, upper, [os.path.dirname(path) for path in [*targets, *created]])
+        return status
+
+    return action
+
+
+def _drop_copied_up(root: str, upper: str, folders: list[str]) -> None:
+    """Folders that the overlay copied up only because a mount point was made in them: empty in
+    the upper folder, not opaque, and still in a lower layer. Removed from the upper folder, the
+    lower ones show again, so the layer does not carry them."""
+    from hydria.build.layers import is_opaque
+
+    for folder in sorted(set(folders), key=len, reverse=True):
+        while folder.startswith(root + "/"):
+            relative = os.path.relpath(folder, root)
+            copied = os.path.join(upper, relative)
+            try:
+                if os.listdir(copied) or is_opaque(copied):
+                    break
+                os.rmdir(copied)
+            except OSError:
+                break
+            if not os.path.isdir(folder):  # it was no lower layer's: keep it as the command left it
+                os.mkdir(copied)
+                break
+            folder = os.path.dirname(folder)
+
+
+def _missing_on_the_way(root: str, target: str) -> list[str]:
+    """The host paths of ``target`` and its parents that do not exist yet, outermost first."""
+    missing = []
+    path = target
+    while path not in ("", "/"):
+        host = resolve_in_root(root, path)
+        if os.path.lexists(host):
+            break
+        missing.append(host)
+        path = os.path.dirname(path)
+    return list(reversed(missing))
+
+
+def _mount_for_run(root: str, command: Command, build_root: str, created: list[str]) -> list[str]:
+    entries = fstab.parse(RUN_FSTAB, "build mounts")
+    if os.path.isdir(resolve_in_root(root, "/etc/apt/apt.conf.d")):
+        conf = os.path.join(build_root, "apt-as-root.conf")
+        with open(conf, "w") as handle:
+            handle.write(APT_AS_ROOT)
+        entries.append(fstab.MountEntry(conf, APT_CONF, "none", ("x-create=file", "bind", "ro")))
+    for mount in command.mounts:
+        if mount.kind == "tmpfs":
+            entries.append(fstab.MountEntry("tmpfs", mount.target, "tmpfs", ("x-create=dir", "mode=1777")))
+        else:
+            options = ("x-create=dir" if os.path.isdir(mount.source or "") else "x-create=file", "rbind",
+                       "rw" if mount.writable else "ro")
+            entries.append(fstab.MountEntry(mount.source or "", mount.target, "none", options))
+    targets = []
+    for entry in entries:
+        try:
+            missing = _missing_on_the_way(root, entry.target)
+        except MountFailed:
+            missing = []
+        mount_entries([entry._replace(passno=0)], root, 0, "/")
+        created += missing
+        host = resolve_in_root(root, entry.target)
+        if os.path.ismount(host):
+            targets.append(host)
+    return targets
+
+
+def _exec_in(root: str, command: Command) -> None:
+    """In the grandchild: a mount namespace of its own, pivot into ``root``, the seccomp filter
+    that lets package managers chown, then the command."""
+    sc.unshare(sc.CLONE_NEWNS | (0 if command.network else sc.CLONE_NEWNET))
+    os.chdir(root)
+    sc.pivot_root(".", ".")
+    sc.umount2(".", sc.MNT_DETACH)
+    os.chdir("/")
+    try:
+        os.chdir(command.workdir)
+    except OSError as e:
+        print(f"[ERROR] cannot enter the working directory {command.workdir}: {e.strerror}", file=sys.stderr)
+        os._exit(FAILED - 1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
+    seccomp.install()
+    try:
+        os.execvpe(command.argv[0], list(command.argv), dict(command.environment))
+    except OSError as e:
+        print(f"[ERROR] cannot run {command.argv[0]}: {e.strerror}", file=sys.stderr)
+        os._exit(127)
+

@@ -1,0 +1,91 @@
+"""``hydria build [-f DOCKERFILE] [-t NAME] [-o IMAGE.sqsh] [--oci DIR] [--build-arg K=V]...
+[--target STAGE] [--platform P] [--no-cache] CONTEXT``: build an image from a Dockerfile, as an
+ordinary user, without a daemon (docs/build.md)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from contextlib import ExitStack
+from pathlib import Path
+
+from hydria.config import Settings
+from hydria.errors import InvalidArgument, UsageError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-f", "--file", dest="dockerfile", metavar="DOCKERFILE",
+                        help="the Dockerfile (default: CONTEXT/Dockerfile)")
+    parser.add_argument("-t", "--tag", metavar="NAME[:TAG]",
+                        help="name the image; the image file is NAME+TAG.sqsh unless -o names another")
+    parser.add_argument("-o", "--output", metavar="IMAGE.sqsh", help="write the image as this squashfs file")
+    parser.add_argument("--oci", metavar="DIR", help="write the image as an OCI image layout in DIR")
+    parser.add_argument("--build-arg", dest="build_args", action="append", default=[], metavar="KEY[=VALUE]",
+                        help="a value for an ARG of the Dockerfile (a bare KEY takes yours from the environment)")
+    parser.add_argument("--target", metavar="STAGE", help="build this stage (default: the last)")
+    parser.add_argument("--platform", metavar="PLATFORM", help="the platform of the base images (default: this machine's)")
+    parser.add_argument("--no-cache", action="store_true", help="run every step, whatever the build cache holds")
+    parser.add_argument("context", metavar="CONTEXT", help="the build context: the folder COPY and ADD read from")
+
+
+def build_args(items: list[str]) -> dict[str, str]:
+    """``--build-arg KEY=VALUE``, or ``KEY`` for the caller's own value (left out where unset, as Docker)."""
+    values = {}
+    for item in items:
+        name, equals, value = item.partition("=")
+        if not name:
+            raise UsageError(f"--build-arg {item}: no name", hint="--build-arg KEY=VALUE")
+        if equals:
+            values[name] = value
+        elif name in os.environ:
+            values[name] = os.environ[name]
+    return values
+
+
+def _outputs(options: argparse.Namespace) -> tuple[Path | None, Path | None, str]:
+    """The image file, the OCI layout and the image's name."""
+    from hydria.image.reference import RegistryImage, parse
+
+    name = "latest"
+    image_file = Path(options.output) if options.output else None
+    if options.tag:
+        try:
+            ref = parse(f"docker://{options.tag}")
+        except Exception:  # noqa: BLE001  any parse error is a bad name
+            raise InvalidArgument(f"-t {options.tag}", hint="a name such as myapp or myapp:1.0") from None
+        assert isinstance(ref, RegistryImage)
+        name = options.tag
+        if image_file is None:
+            image_file = Path(ref.default_output())
+    oci = Path(options.oci) if options.oci else None
+    if image_file is None and oci is None:
+        raise UsageError("say where the image goes: -t NAME, -o IMAGE.sqsh or --oci DIR",
+                         hint="e.g. hydria build -t myapp .")
+    if image_file is not None:
+        from hydria.paths import check_output_folder
+
+        image_file = Path(os.path.abspath(image_file))
+        check_output_folder(image_file)
+    return image_file, oci, name
+
+
+def run(options: argparse.Namespace, settings: Settings) -> int:
+    from hydria.build import output
+    from hydria.build.builder import BuildOptions, build
+    from hydria.build.cache import BuildCache
+    from hydria.log import Logger
+
+    log = Logger("hydria")
+    image_file, oci, name = _outputs(options)
+    request = BuildOptions(options.context, options.dockerfile, build_args(options.build_args), options.target,
+                           options.platform, options.no_cache)
+    with ExitStack() as stack:
+        built = build(request, settings, stack)
+        cache = BuildCache(settings.cache_path)
+        if oci is not None:
+            digest = output.write_oci_layout(built.image, cache, oci, name.rpartition(":")[2] if ":" in name else "latest")
+            log.info("Wrote the OCI image layout %s (%s)", oci, digest)
+        if image_file is not None:
+            output.write_squashfs(built.image, cache, image_file, built.uri, settings)
+            log.info("Wrote %s", image_file)
+    return 0
