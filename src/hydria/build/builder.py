@@ -98,6 +98,7 @@ class _Builder:
         self.settings = settings
         self.stack = stack
         self.cache = BuildCache(settings.cache_path)
+        self.cache.clear_abandoned()
         self.platform = mf.parse_platform(options.platform)
         self.context = copying.SourceRoot(context, "the build context", _ignore_patterns(context, path))
         self.built: dict[int, StageImage] = {}

@@ -63,9 +63,18 @@ class BuildCache:
         return path
 
     def work_folder(self) -> Path:
+        """A new folder for a step, named after this node and process (:meth:`clear_abandoned`)."""
         import tempfile
 
-        return Path(tempfile.mkdtemp(prefix="step.", dir=self.root / "work"))
+        return Path(tempfile.mkdtemp(prefix=f"step.{os.uname().nodename}.{os.getpid()}.", dir=self.root / "work"))
+
+    def clear_abandoned(self) -> None:
+        """Remove the step folders of builds on this node whose process is gone (killed)."""
+        node = os.uname().nodename
+        for folder in (self.root / "work").glob(f"step.{node}.*"):
+            pid = folder.name[len(f"step.{node}."):].partition(".")[0]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                delete_tree(folder)
 
     def step(self, key: str) -> tuple[bool, Layer | None]:
         """Whether step ``key`` is cached, and the layer it made (None: it changed no file). A

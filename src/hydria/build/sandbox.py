@@ -79,6 +79,7 @@ def in_step(step: StepRoot, settings: Settings, action: Callable[[str], int]) ->
         status = FAILED
         try:
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the step; this one cleans up
+            sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)  # hydria killed: the step goes with it
             root = _mount_step(step, settings)
             status = action(root)
         except HydriaError as e:
@@ -91,7 +92,11 @@ def in_step(step: StepRoot, settings: Settings, action: Callable[[str], int]) ->
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(status)
-    status = _wait(child)
+    try:
+        status = _wait(child)
+    except BaseException:  # Ctrl-C, SIGTERM: the step stops with hydria
+        _stop(child)
+        raise
     if status == FAILED and os.path.exists(error_file):
         with open(error_file) as handle:
             error = json.load(handle)
@@ -101,14 +106,24 @@ def in_step(step: StepRoot, settings: Settings, action: Callable[[str], int]) ->
 
 
 def _wait(child: int) -> int:
+    _, status = os.waitpid(child, 0)
+    return os.waitstatus_to_exitcode(status) if status & 0x7F == 0 else 128 + (status & 0x7F)
+
+
+def _stop(child: int) -> None:
+    """End ``child`` and wait for it, whatever signals come meanwhile."""
+    try:
+        os.kill(child, signal.SIGKILL)
+    except ProcessLookupError:
+        return
     while True:
         try:
-            _, status = os.waitpid(child, 0)
-            return os.waitstatus_to_exitcode(status) if status & 0x7F == 0 else 128 + (status & 0x7F)
-        except KeyboardInterrupt:
-            os.kill(child, signal.SIGTERM)
             os.waitpid(child, 0)
-            raise
+            return
+        except ChildProcessError:
+            return
+        except KeyboardInterrupt:
+            continue
 
 
 def _mount_step(step: StepRoot, settings: Settings) -> str:
@@ -162,14 +177,22 @@ def run_command(command: Command, build_root: str, upper: str) -> Callable[[str]
     def action(root: str) -> int:
         created: list[str] = []
         targets = _mount_for_run(root, command, build_root, created)
+        sc.unshare(sc.CLONE_NEWPID)  # the command is PID 1: when it ends, whatever it left running ends too
         child = os.fork()
         if child == 0:
             try:
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
+                sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
                 _exec_in(root, command)
+            except OSError as e:
+                print(f"[ERROR] cannot start the step's command: {e}", file=sys.stderr, flush=True)
             finally:
                 os._exit(127)
-        status = _wait(child)
+        try:
+            status = _wait(child)
+        except BaseException:
+            _stop(child)
+            raise
         for target in reversed(targets):
             sc.umount2(target, sc.MNT_DETACH)
         for path in reversed(created):  # deepest first: what was made only to mount on
@@ -247,13 +270,16 @@ def _mount_for_run(root: str, command: Command, build_root: str, created: list[s
 
 
 def _exec_in(root: str, command: Command) -> None:
-    """In the grandchild: a mount namespace of its own, pivot into ``root``, the seccomp filter
-    that lets package managers chown, then the command."""
+    """In the grandchild, PID 1 of its PID namespace: a mount namespace of its own, pivot into
+    ``root``, a ``/proc`` of the namespace, the seccomp filter that lets package managers chown,
+    then the command."""
     sc.unshare(sc.CLONE_NEWNS | (0 if command.network else sc.CLONE_NEWNET))
     os.chdir(root)
     sc.pivot_root(".", ".")
     sc.umount2(".", sc.MNT_DETACH)
     os.chdir("/")
+    # over the host's (the kernel lets a namespace mount a /proc only where one is fully visible)
+    sc.mount("proc", "/proc", "proc", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC)
     try:
         os.chdir(command.workdir)
     except OSError as e:

@@ -66,6 +66,9 @@ def run_mounts(instruction: Instruction, variables: Mapping[str, str], escape: s
             name, equals, value = part.partition("=")
             fields[name.strip().lower()] = value if equals else "true"
         kind = fields.pop("type", "bind")
+        if kind not in ("cache", "tmpfs", "bind"):
+            raise instruction.error(f"--mount type={kind} is not supported",
+                                    hint="hydria build mounts type=cache, type=bind and type=tmpfs")
         target = fields.pop("target", fields.pop("dst", fields.pop("destination", "")))
         if not target:
             raise instruction.error(f"--mount={text}: no target", hint="e.g. --mount=type=cache,target=/root/.cache")
@@ -87,9 +90,6 @@ def run_mounts(instruction: Instruction, variables: Mapping[str, str], escape: s
                 raise instruction.error(f"--mount={text}: writable bind mounts are not supported",
                                         hint="a bind mount of the build context is read-only")
             mounts.append(RunMount("bind", target, host))
-        else:
-            raise instruction.error(f"--mount type={kind} is not supported",
-                                    hint="hydria build mounts type=cache, type=bind and type=tmpfs")
     return mounts
 
 
