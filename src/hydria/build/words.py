@@ -126,6 +126,8 @@ def _variable(scanner: _Scanner) -> str:
         raise SubstitutionError(f"bad substitution in {scanner.text!r}: ${{ without a variable name",
                                 hint="write ${NAME}, or \\$ for a literal dollar sign")
     operator = scanner.next()
+    if operator == "":
+        raise SubstitutionError(f"missing }} in {scanner.text!r}", hint="close the ${...}")
     if operator == "}":
         return scanner.variables.get(name, "")
     colon = operator == ":"
