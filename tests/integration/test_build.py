@@ -309,3 +309,23 @@ CMD ["tool"]
             assert mine.get(field) == theirs.get(field), field
     finally:
         subprocess.run(["podman", "rmi", "-f", f"{tag}:podman", f"{tag}:hydria"], capture_output=True, check=False)
+
+
+def test_hydria_cache_lists_and_prunes_the_build_cache(debian: PublishedImage, workspace: Workspace) -> None:
+    context = make_context(workspace, {"Dockerfile": f"""FROM {base_of(debian)}
+RUN --mount=type=cache,target=/root/.cache echo data > /root/.cache/kept && echo layer > /layer.txt
+"""})
+    built(workspace, "-o", "one.sqsh", str(context))
+    listed = json.loads(workspace.run("cache", "list", "--json").stdout)
+    assert listed["build"] == {"layer": 1, "base": 1, "mount": 1} and listed["build_bytes"] > 0
+    fresh = workspace.run("cache", "prune")
+    assert fresh.returncode == 0 and "removed 0 file(s)" in fresh.stdout  # all used in the last minutes
+    long_ago = time.time() - 3600
+    for path in (workspace.cache / "build").glob("*/*"):
+        os.utime(path, (long_ago, long_ago), follow_symlinks=False)
+    pruned = workspace.run("cache", "prune")
+    assert pruned.returncode == 0, pruned.stderr
+    assert json.loads(workspace.run("cache", "list", "--json").stdout)["build"] == {"layer": 0, "base": 0, "mount": 0}
+    assert not list((workspace.cache / "build" / "trees").iterdir())
+    again = built(workspace, "-o", "one.sqsh", str(context))
+    assert "CACHED" not in again and " DONE " in again

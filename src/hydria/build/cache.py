@@ -25,7 +25,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hydria.build.layers import Layer
+from hydria.image.prune import Item, item, regular_files
 from hydria.paths import ensure_dir, is_own_private_dir
+from hydria.record import Record
 from hydria.trees import delete_tree
 
 FOLDERS = ("steps", "blobs", "trees", "bases", "mounts", "work")
@@ -93,7 +95,10 @@ class BuildCache:
             found = Layer(str(layer["digest"]), str(layer["diff_id"]), int(layer["size"]))
         except (TypeError, KeyError, ValueError):
             return False, None
-        present = self.blob(found.digest).is_file() and self.tree(found.diff_id).is_dir()
+        blob = self.blob(found.digest)
+        present = blob.is_file() and self.tree(found.diff_id).is_dir()
+        if present:
+            os.utime(blob)  # used now: hydria cache prune takes the least recently used first
         return present, found if present else None
 
     def remember(self, key: str, layer: Layer | None, created_by: str) -> None:
@@ -116,3 +121,63 @@ class BuildCache:
         for folder in folders:
             if folder.exists():
                 delete_tree(folder)
+
+
+def folder_size(path: Path) -> int:
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except OSError:
+                continue
+    return total
+
+
+class Entry(Record):
+    """What ``hydria cache`` lists and prunes of the build cache: a layer (its blob and its tree),
+    a base image, or a ``RUN --mount=type=cache`` folder."""
+
+    kind: str  # "layer", "base", "mount"
+    item: Item
+    tree: Path | None = None
+
+
+def entries(cache_path: str) -> list[Entry]:
+    """The build cache's entries, where this user has one (none is made)."""
+    parent = Path(cache_path)
+    roots = [parent / name for name in ("build", f"build.{os.geteuid()}") if is_own_private_dir(parent / name)]
+    found: list[Entry] = []
+    for root in roots:
+        trees = _trees_by_blob(root)
+        for path, info in regular_files((root / "blobs").iterdir()):
+            tree = trees.get(path.name)
+            size = info.st_size + (folder_size(tree) if tree else 0)
+            found.append(Entry("layer", Item(path, size, max(info.st_atime, info.st_mtime)), tree))
+        for path, info in regular_files((root / "bases").glob("*.sqsh")):
+            found.append(Entry("base", item(path, info)))
+        for path in (root / "mounts").iterdir():
+            info = path.stat()
+            found.append(Entry("mount", Item(path, folder_size(path), info.st_mtime), path))
+    return found
+
+
+def _trees_by_blob(root: Path) -> dict[str, Path]:
+    """Each layer blob's tree, from the steps that made them."""
+    trees = {}
+    for step in (root / "steps").glob("*.json"):
+        try:
+            layer = json.loads(step.read_text()).get("layer")
+            trees[hex_of(str(layer["digest"]))] = root / "trees" / hex_of(str(layer["diff_id"]))
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            continue
+    return trees
+
+
+def remove_entries(chosen: Sequence[Entry]) -> None:
+    """Remove the entries (a layer's step then no longer counts as cached: its blob is gone)."""
+    for entry in chosen:
+        if entry.kind != "mount":
+            entry.item.path.unlink(missing_ok=True)
+        if entry.tree is not None and entry.tree.exists():
+            delete_tree(entry.tree)

@@ -1,6 +1,7 @@
 """``hydria cache ACTION``: what this user keeps in the cache (``HYDRIA_CACHE_PATH``).
 
-* ``list [--json]``: the blobs and the kept images (docs/import.md), their sizes;
+* ``list [--json]``: the blobs, the kept images (docs/import.md) and the build cache (layers, base
+  images and ``RUN --mount=type=cache`` folders of ``hydria build``: docs/build.md), their sizes;
 * ``prune [--to SIZE] [--dry-run]``: remove the least recently used of them down to SIZE (default
   0: all that may go), never a kept image a container of this node has mounted, nor anything used
   in the last ``GRACE`` seconds (an import may be about to read it). In a shared cache only the
@@ -14,6 +15,7 @@ import json
 import os
 from pathlib import Path
 
+from hydria.build import cache as build_cache
 from hydria.cli.store import size_argument
 from hydria.config import Settings
 from hydria.image.imagecache import SUFFIX, ImageCache
@@ -36,20 +38,28 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     root = Path(settings.cache_path)
     kept = ImageCache(root, settings.cache_images).directory
     blobs, images = _own_files(root / "blobs" / "sha256", "*"), _own_files(kept, f"*{SUFFIX}")
+    built = build_cache.entries(str(root))
     if options.action == "list":
         blob_bytes, image_bytes = sum(i.size for i in blobs), sum(i.size for i in images)
+        build_bytes = sum(e.item.size for e in built)
         if options.json:
             print(json.dumps({"path": str(root), "blobs": len(blobs), "blob_bytes": blob_bytes,
-                              "images": len(images), "image_bytes": image_bytes}, indent=1))
+                              "images": len(images), "image_bytes": image_bytes,
+                              "build": {kind: sum(1 for e in built if e.kind == kind)
+                                        for kind in ("layer", "base", "mount")},
+                              "build_bytes": build_bytes}, indent=1))
         else:
             print(f"{root}: {len(blobs)} blob(s), {blob_bytes / 1e6:.1f} MB; "
-                  f"{len(images)} kept image(s), {image_bytes / 1e6:.1f} MB")
+                  f"{len(images)} kept image(s), {image_bytes / 1e6:.1f} MB; "
+                  f"build cache (hydria build) {len(built)} entries, {build_bytes / 1e6:.1f} MB")
         return 0
-    gone = victims([*blobs, *images], options.to, GRACE)
+    gone = victims([*blobs, *images, *(e.item for e in built)], options.to, GRACE)
     if not options.dry_run:
-        remove(gone)
+        chosen = {i.path for i in gone}
+        remove([i for i in gone if i.path not in {e.item.path for e in built}])
+        build_cache.remove_entries([e for e in built if e.item.path in chosen])
     verb = "would remove" if options.dry_run else "removed"
-    left = sum(i.size for i in (*blobs, *images)) - sum(i.size for i in gone)
+    left = sum(i.size for i in (*blobs, *images, *(e.item for e in built))) - sum(i.size for i in gone)
     print(f"{verb} {len(gone)} file(s), {sum(i.size for i in gone) / 1e6:.1f} MB; "
           f"your share of {root} is {left / 1e6:.1f} MB")
     return 0
