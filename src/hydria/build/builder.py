@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
@@ -63,14 +62,15 @@ class Built(Record):
     uri: str  # what the image is called in messages and in its provenance
 
 
-def build(options: BuildOptions, settings: Settings, stack: ExitStack) -> Built:
-    """Build the target stage. Raises HydriaError (DockerfileError, BuildFailed, ...)."""
+def build(options: BuildOptions, settings: Settings, stack: ExitStack, show: Callable[[str], None]) -> Built:
+    """Build the target stage, telling ``show`` each step. Raises HydriaError (DockerfileError,
+    BuildFailed, ...)."""
     context = os.path.abspath(options.context)
     if not os.path.isdir(context):
         raise InvalidArgument(options.context, hint="the build context is a folder (often '.')")
     path = options.dockerfile or os.path.join(context, "Dockerfile")
     parsed = dockerfile.read(path)
-    builder = _Builder(parsed, context, path, options, settings, stack)
+    builder = _Builder(parsed, context, path, options, settings, stack, show)
     stage = builder.target_stage()
     image = builder.build_stage(stage)
     builder.warn_unused_args()
@@ -92,8 +92,9 @@ def _ignore_patterns(context: str, dockerfile_path: str) -> tuple[ignore.Pattern
 
 class _Builder:
     def __init__(self, parsed: Dockerfile, context: str, path: str, options: BuildOptions, settings: Settings,
-                 stack: ExitStack) -> None:
+                 stack: ExitStack, show: Callable[[str], None]) -> None:
         self.parsed = parsed
+        self.show = show
         self.options = options
         self.settings = settings
         self.stack = stack
@@ -261,7 +262,7 @@ class _Builder:
                 self._add_layer(image, cached)
                 image.key = key
                 image.record(instruction, empty=cached is None)
-                print(f"#{self.step_number} CACHED", file=sys.stderr, flush=True)
+                self.show(f"#{self.step_number} CACHED")
                 return
             layer = self._run(instruction, image, action, work)
             self.cache.remember(key, layer, instruction.text)
@@ -270,7 +271,7 @@ class _Builder:
             image.record(instruction, empty=layer is None)
         finally:
             self.cache.clear_work([work])
-        print(f"#{self.step_number} DONE {time.monotonic() - started:.1f}s", file=sys.stderr, flush=True)
+        self.show(f"#{self.step_number} DONE {time.monotonic() - started:.1f}s")
 
     def _add_layer(self, image: StageImage, layer: Layer | None) -> None:
         if layer is not None:
@@ -393,10 +394,10 @@ class _Builder:
 
     def _show(self, text: str) -> None:
         self.step_number += 1
-        print(f"#{self.step_number} {text}", file=sys.stderr, flush=True)
+        self.show(f"#{self.step_number} {text}")
 
     def _note(self, text: str) -> None:
-        print(f"#{self.step_number} {text}", file=sys.stderr, flush=True)
+        self.show(f"#{self.step_number} {text}")
 
 
 def _owners_action(scratch: str, work: Callable[[str], Mapping[str, copying.Owner]]) -> Callable[[str], int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -80,7 +81,7 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     request = BuildOptions(options.context, options.dockerfile, build_args(options.build_args), options.target,
                            options.platform, options.no_cache)
     with ExitStack() as stack:
-        built = build(request, settings, stack)
+        built = build(request, settings, stack, show=lambda line: print(line, file=sys.stderr, flush=True))
         cache = BuildCache(settings.cache_path)
         if oci is not None:
             digest = output.write_oci_layout(built.image, cache, oci, name.rpartition(":")[2] if ":" in name else "latest")

@@ -1,8 +1,7 @@
 """Images from a registry through the OCI distribution API (``docker://``).
 
-Authentication escalates as registries ask: anonymous, then, on a 401, a Bearer token from the
-``WWW-Authenticate`` realm (with the user's credentials when there are any) or Basic credentials.
-A token is kept for the whole import, so every blob reuses it. Blobs are downloaded into the blob
+Requests and their authentication go through image/sources/registryhttp.py; a token is kept for
+the whole import, so every blob reuses it. Blobs are downloaded into the blob
 cache, verified as they stream, and the merge reads each layer while it downloads
 (:mod:`hydria.image.growing`); layers download in merge order, as many at once as the merge needs,
 up to ``HYDRIA_MAX_CONNECTIONS`` (:mod:`hydria.image.sources.pacing`).
@@ -10,18 +9,13 @@ up to ``HYDRIA_MAX_CONNECTIONS`` (:mod:`hydria.image.sources.pacing`).
 
 from __future__ import annotations
 
-import base64
-import getpass
-import json
 import re
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from pathlib import Path
 
 import httpx
 
@@ -32,39 +26,27 @@ from hydria.image.cache import BlobCache, Writer, digest_of
 from hydria.image.growing import GrowingBlob
 from hydria.image.progress import Progress
 from hydria.image.reference import RegistryImage
-from hydria.image.sources import credentials
 from hydria.image.sources.httpbody import body_chunks
 from hydria.image.sources.pacing import DownloadQueue
+from hydria.image.sources.registryhttp import (
+    STALL,
+    AccessDenied,
+    RegistryError,
+    RegistryHttp,
+    describe,
+)
 from hydria.log import Logger
+
+__all__ = ["AccessDenied", "RegistryError", "RegistrySource"]  # the errors, where importers find them
 
 log = Logger(__name__)
 
 # A blob download that breaks off is resumed where it stopped this many times, plus
 # HYDRIA_TRANSFER_RETRIES (enroot's GNU parallel runs a failed layer download twice more).
 RESUMES = 2
-# Every read from a registry is bounded (docs/import.md, "Slow and stalled registries"): no byte for
-# STALL seconds (or HYDRIA_TRANSFER_TIMEOUT, when shorter) is a stall; a blob that gets fewer
-# than LOW_SPEED bytes in STALL seconds is cut, as curl's low-speed limit does for enroot; a
-# manifest or token must arrive whole within STALL seconds (or HYDRIA_TRANSFER_TIMEOUT).
-STALL = 60
+# Every blob read is bounded too (docs/import.md, "Slow and stalled registries"): a blob that gets
+# fewer than LOW_SPEED bytes in STALL seconds is cut, as curl's low-speed limit does for enroot.
 LOW_SPEED = 1024
-MAX_DOCUMENT = 32 << 20
-# What sending a request can raise besides transport errors: a URL that is none (a realm of
-# "::::", a redirect's Location), a host that idna refuses (UnicodeError), a redirect loop.
-_UNSENDABLE = (httpx.HTTPError, httpx.InvalidURL, UnicodeError)
-
-_REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-            405: "Method Not Allowed", 408: "Request Timeout", 429: "Too Many Requests",
-            500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable",
-            504: "Gateway Timeout"}
-
-
-class RegistryError(HydriaError):
-    """The registry could not be reached or refused a request."""
-
-
-class AccessDenied(RegistryError):
-    """The registry refused these credentials (or no credentials) for the image."""
 
 
 class Interrupted(HydriaError):
@@ -95,21 +77,6 @@ def _range_start(response: httpx.Response, offset: int) -> int:
     return offset
 
 
-def _describe(error: Exception, stall: float) -> str:
-    """An httpx error in words (a read timeout's message is empty)."""
-    if isinstance(error, httpx.TimeoutException):
-        return f"no data for {stall:g} s"
-    return str(error) or type(error).__name__
-
-
-def parse_challenge(header: str) -> tuple[str, dict[str, str]]:
-    """``Bearer realm="...",service="..."`` -> ("bearer", {"realm": ..., "service": ...})."""
-    scheme, _, rest = header.strip().partition(" ")
-    params = {key.lower(): quoted if quoted or not plain else plain
-              for key, quoted, plain in re.findall(r'(\w+)\s*=\s*(?:"([^"]*)"|([^\s,]+))', rest)}
-    return scheme.lower(), params
-
-
 class RegistrySource:
     """Resolves ``ref`` for a platform and fetches its blobs into ``cache``."""
 
@@ -117,13 +84,9 @@ class RegistrySource:
                  progress: Progress | None = None, *, anonymous: bool = False) -> None:
         """``anonymous``: never send credentials (the image store's imports, docs/store.md)."""
         self.ref = ref
-        self.anonymous = anonymous
         self.settings = settings
         self.cache = cache
-        self.scheme = "https"
-        self.authorization: str | None = None
-        self._login: tuple[str, str] | None = None
-        self._login_resolved = False
+        self.http = RegistryHttp(ref, settings, anonymous=anonymous, connections=settings.max_connections or None)
         self.progress = progress or Progress(live=False)
         self._pending: dict[str, Future[None]] = {}
         self._growing: dict[str, GrowingBlob] = {}
@@ -134,14 +97,6 @@ class RegistrySource:
         self._sockets: set[socket.socket] = set()  # of the blob downloads under way
         self._sockets_lock = threading.Lock()
         self._layers = DownloadQueue(self._start_layer, settings.max_connections)
-        limit = settings.max_connections or None
-        self.stall = min(STALL, settings.transfer_timeout or STALL)
-        self.client = httpx.Client(
-            timeout=httpx.Timeout(self.stall, connect=settings.connect_timeout or None),
-            follow_redirects=True,
-            limits=httpx.Limits(max_connections=limit, max_keepalive_connections=limit),
-            transport=httpx.HTTPTransport(retries=settings.transfer_retries),
-        )
 
     def close(self) -> None:
         """End the downloads still running (an interrupt, an error elsewhere) at once: their next
@@ -156,155 +111,7 @@ class RegistrySource:
                 except OSError:
                     pass  # closed meanwhile
         self._pool.shutdown(wait=True, cancel_futures=True)
-        self.client.close()
-
-    # --- HTTP with authentication -------------------------------------------------------------
-
-    def _url(self, path: str) -> str:
-        return f"{self.scheme}://{self.ref.registry}/v2/{self.ref.repository}/{path}"
-
-    @contextmanager
-    def _request(self, path: str, accept: str | None = None, offset: int = 0) -> Iterator[httpx.Response]:
-        """GET ``path`` (from byte ``offset`` on, if the registry honours ranges)."""
-        headers = {"Accept": accept} if accept else {}
-        if offset:
-            headers["Range"] = f"bytes={offset}-"
-        for attempt in range(self.settings.transfer_retries + 1):
-            response = self._send(path, headers)
-            if response.status_code == 401 and "WWW-Authenticate" in response.headers \
-                    and self.authorization is None:
-                response.close()
-                self._authenticate(response.headers["WWW-Authenticate"])
-                response = self._send(path, headers)
-            if response.status_code >= 500 and attempt < self.settings.transfer_retries:
-                response.close()
-                time.sleep(min(2 ** attempt, 10))
-                continue
-            break
-        try:
-            if response.status_code >= 400:
-                response.read()
-                raise self._http_error(response)
-            yield response
-        finally:
-            response.close()
-
-    def _send(self, path: str, headers: dict[str, str]) -> httpx.Response:
-        if self.authorization:
-            headers = {**headers, "Authorization": self.authorization}
-        try:
-            return self.client.send(self.client.build_request("GET", self._url(path), headers=headers), stream=True)
-        except httpx.ConnectError as e:
-            if self.scheme == "https" and self.settings.allow_http:
-                log.debug("https to %s failed (%s); trying plain http", self.ref.registry, e)
-                self.scheme = "http"
-                return self._send(path, headers)
-            peer = self._peer(e)
-            hint = "check the registry address and your network"
-            if "SSL" in str(e) or "ssl" in str(e):
-                hint = "if this registry serves plain HTTP, set HYDRIA_ALLOW_HTTP=y (insecure)"
-            elif not peer.startswith("registry "):
-                hint = "the registry sends its downloads there: the registry's storage is down or unreachable from here"
-            raise RegistryError(f"Could not connect to {peer}: {e}", hint=hint) from None
-        except httpx.ConnectTimeout as e:
-            raise RegistryError(f"Could not connect to {self._peer(e)}: timed out after "
-                                f"{self.settings.connect_timeout} s",
-                                hint="raise HYDRIA_CONNECT_TIMEOUT or check the network") from None
-        except httpx.TooManyRedirects:
-            raise RegistryError(f"registry {self.ref.registry}: too many redirects for {self._url(path)}",
-                                hint="the registry or a proxy in front of it redirects in a loop") from None
-        except httpx.TransportError as e:
-            raise RegistryError(f"Could not talk to {self._peer(e)}: {_describe(e, self.stall)}") from None
-        except _UNSENDABLE as e:
-            raise RegistryError(f"Could not talk to registry {self.ref.registry}: {e}",
-                                hint="check the registry's address in the image URI") from None
-
-    def _peer(self, error: httpx.HTTPError) -> str:
-        """Who failed to answer: the registry, or the address it redirected to (blob storage)."""
-        try:
-            url = error.request.url
-        except RuntimeError:  # no request attached
-            return f"registry {self.ref.registry}"
-        address = f"{url.host}:{url.port}" if url.port else url.host
-        if self.ref.registry in (address, url.host):
-            return f"registry {self.ref.registry}"
-        return f"{address} (where registry {self.ref.registry} redirected)"
-
-    def _http_error(self, response: httpx.Response) -> RegistryError:
-        code = response.status_code
-        message = f"URL {response.request.url} returned error code: {code} {_REASONS.get(code, response.reason_phrase)}"
-        if code in (401, 403):
-            who = f"as {self._login[0]}" if self._login else "anonymously"
-            return AccessDenied(message, hint=f"access denied {who}: check the image name and your "
-                                 f"credentials: {self._credentials_state()}")
-        if code == 404:
-            return RegistryError(message, hint=f"{self.ref.repository}:{self.ref.reference} does not exist "
-                                 f"on {self.ref.registry}: check the image name and tag")
-        return RegistryError(message)
-
-    def _credentials_state(self) -> str:
-        """Which credentials file was read and what it has for this registry (for hints)."""
-        path = Path(self.settings.config_path, ".credentials")
-        try:
-            return credentials.describe(credentials.load(path), path, self.ref.registry)
-        except HydriaError as e:
-            return e.message
-
-    def _credentials(self) -> tuple[str, str] | None:
-        if self._login_resolved or self.anonymous:
-            return self._login
-        self._login_resolved = True
-        entries = credentials.load(Path(self.settings.config_path, ".credentials"))
-        entry = credentials.find(entries, self.ref.registry, self.ref.user)
-        user = self.ref.user or (entry.login if entry else None)
-        if user is None:
-            return None
-        password = credentials.password_of(entry) if entry else None
-        if password is None:
-            if not sys.stdin.isatty():
-                raise RegistryError(
-                    f"no password for {user} at {self.ref.registry}",
-                    hint=f"add 'machine {credentials.host_of(self.ref.registry)} login {user} password ...' "
-                         f"to {self.settings.config_path}/.credentials")
-            password = getpass.getpass(f"Password for {user}@{self.ref.registry}: ")
-        self._login = (user, password)
-        return self._login
-
-    def _authenticate(self, challenge: str) -> None:
-        scheme, params = parse_challenge(challenge)
-        login = self._credentials()
-        if scheme == "basic":
-            if login is None:
-                raise AccessDenied(f"registry {self.ref.registry} requires a login",
-                                    hint=f"add your credentials: {self._credentials_state()}")
-            self.authorization = "Basic " + base64.b64encode(f"{login[0]}:{login[1]}".encode()).decode()
-            return
-        if scheme != "bearer":
-            raise RegistryError(f"Unsupported authentication method {scheme}")
-        realm = params.pop("realm", None)
-        if not realm:
-            raise RegistryError(f"Could not parse authentication realm from {self.ref.registry}")
-        try:
-            request = self.client.build_request("GET", realm, params=params)
-            response = self.client.send(request, auth=login, stream=True)
-        except _UNSENDABLE as e:
-            raise RegistryError(f"Could not get a token from {realm}: {e}") from None
-        try:
-            if response.status_code >= 400:
-                who = f"as {login[0]}" if login else "anonymously"
-                raise AccessDenied(f"authentication {who} at {realm} failed: {response.status_code}",
-                                    hint=f"check your credentials: {self._credentials_state()}")
-            data = self._read_document(response, f"the token from {realm}")
-        finally:
-            response.close()
-        try:
-            document = json.loads(data)
-            token = document.get("token") or document.get("access_token")
-        except (ValueError, AttributeError):
-            token = None
-        if not token:
-            raise RegistryError(f"the token server {realm} returned no token")
-        self.authorization = f"Bearer {token}"
+        self.http.close()
 
     # --- resolution and blobs -----------------------------------------------------------------
 
@@ -341,32 +148,13 @@ class RegistrySource:
         return self._manifests[reference]
 
     def _fetch_manifest(self, reference: str, where: str) -> tuple[object, str, str]:
-        with self._request(f"manifests/{reference}", mf.ACCEPT) as response:
-            data = self._read_document(response, f"the manifest of {where}")
+        with self.http.request(f"manifests/{reference}", accept=mf.ACCEPT) as response:
+            data = self.http.read_document(response, f"the manifest of {where}")
             header = response.headers.get("Content-Type")
         if reference.startswith("sha256:") and digest_of(data) != reference:
             raise RegistryError(f"Checksum mismatch: manifest {reference} of {where}")
         document = mf.load_json(data, f"the manifest of {where}")
         return document, mf.media_type_of(document, header), digest_of(data)
-
-    def _read_document(self, response: httpx.Response, what: str) -> bytes:
-        """A small body (manifest, token), which must arrive whole within the transfer timeout
-        (STALL seconds by default) and be at most MAX_DOCUMENT bytes. Raises RegistryError."""
-        limit = self.settings.transfer_timeout or STALL
-        deadline = time.monotonic() + limit
-        data = bytearray()
-        try:
-            for chunk in response.iter_bytes():
-                data += chunk
-                if len(data) > MAX_DOCUMENT:
-                    raise RegistryError(f"{what} is larger than {MAX_DOCUMENT >> 20} MiB; not a manifest")
-                if time.monotonic() > deadline:
-                    raise RegistryError(f"{what} did not arrive within {limit} s",
-                                        hint="the registry is stalled or very slow; HYDRIA_TRANSFER_TIMEOUT sets the limit")
-        except httpx.TransportError as e:
-            raise RegistryError(f"Could not read {what}: {_describe(e, self.stall)}",
-                                hint="the registry is stalled or the network broke; try again") from None
-        return bytes(data)
 
     def fetch(self, descriptors: list[mf.Descriptor], *, wait: bool = True) -> None:
         """Download the blobs the cache lacks, in parallel, in the given order; without ``wait``
@@ -421,7 +209,7 @@ class RegistrySource:
                 except _BrokenOff as broken:
                     if self._closing.is_set():
                         raise Interrupted(f"the download of {descriptor.digest} was stopped") from None
-                    received, error = broken.received, _describe(broken.error, self.stall)
+                    received, error = broken.received, describe(broken.error, self.http.stall)
                     if attempt < resumes:
                         log.warning("Download of %s broke off after %d bytes (%s); resuming",
                                     descriptor.digest, received, error)
@@ -447,7 +235,7 @@ class RegistrySource:
         received = offset
         window_start, window_bytes = time.monotonic(), 0  # for the low-speed limit
         try:
-            with self._request(f"blobs/{descriptor.digest}", offset=offset) as response, self._tracked(response):
+            with self.http.request(f"blobs/{descriptor.digest}", offset=offset) as response, self._tracked(response):
                 skip = offset - _range_start(response, offset)
                 for chunk in body_chunks(response):
                     if self._closing.is_set():
