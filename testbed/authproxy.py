@@ -7,6 +7,9 @@
   clients with the right Basic credentials always.
 * ``mode="basic"``: requests need the Basic credentials themselves.
 
+A push (``POST``, ``PATCH``, ``PUT``, ``DELETE``) is challenged for the scope ``pull,push``, whose
+token only clients with the Basic credentials get.
+
 It counts token requests, so tests can check that one token serves every blob.
 """
 
@@ -29,6 +32,7 @@ class AuthProxy(RegistryFront):
         self.realm = realm  # the Bearer realm to announce (default: this front's /token)
         self.user, self.password, self.anonymous = user, password, anonymous
         self.tokens: set[str] = set()
+        self.push_tokens: set[str] = set()  # handed to clients with the credentials
         self.token_requests = 0
         super().__init__(upstream, host)
 
@@ -50,7 +54,26 @@ class AuthProxy(RegistryFront):
                 else:
                     self._challenge()
 
-            def _challenge(self) -> None:
+            def _push(self, method: str) -> None:
+                if proxy._allowed(self.headers.get("Authorization", ""), push=True):
+                    self._forward(method)
+                else:
+                    self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                    self._challenge("pull,push")
+
+            def do_POST(self) -> None:
+                self._push("POST")
+
+            def do_PATCH(self) -> None:
+                self._push("PATCH")
+
+            def do_PUT(self) -> None:
+                self._push("PUT")
+
+            def do_DELETE(self) -> None:
+                self._push("DELETE")
+
+            def _challenge(self, actions: str = "pull") -> None:
                 match = re.match(r"/v2/(.+)/(manifests|blobs)/", self.path)
                 repository = match.group(1) if match else ""
                 if proxy.mode == "basic":
@@ -58,17 +81,20 @@ class AuthProxy(RegistryFront):
                 else:
                     realm = proxy.realm if proxy.realm is not None else f"http://{proxy.address}/token"
                     header = (f'Bearer realm="{realm}",service="hydria-test",'
-                              f'scope="repository:{repository}:pull"')
+                              f'scope="repository:{repository}:{actions}"')
                 self._reply(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}', {"WWW-Authenticate": header})
 
             def _token(self) -> None:
                 proxy.token_requests += 1
-                if not (proxy._basic_ok(self.headers.get("Authorization", "")) or
-                        proxy.anonymous and "Authorization" not in self.headers):
+                credentialed = proxy._basic_ok(self.headers.get("Authorization", ""))
+                if not (credentialed or proxy.anonymous and "Authorization" not in self.headers
+                        and "push" not in self.path):
                     self._reply(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}')
                     return
                 token = secrets.token_hex(16)
                 proxy.tokens.add(token)
+                if credentialed:
+                    proxy.push_tokens.add(token)
                 self._reply(200, f'{{"token":"{token}"}}'.encode(), {"Content-Type": "application/json"})
 
             def _forward(self, method: str) -> None:
@@ -88,7 +114,7 @@ class AuthProxy(RegistryFront):
         expected = base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
         return header == f"Basic {expected}"
 
-    def _allowed(self, header: str) -> bool:
+    def _allowed(self, header: str, push: bool = False) -> bool:
         if self.mode == "basic":
             return self._basic_ok(header)
-        return header.startswith("Bearer ") and header[len("Bearer "):] in self.tokens
+        return header.startswith("Bearer ") and header[len("Bearer "):] in (self.push_tokens if push else self.tokens)

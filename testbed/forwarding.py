@@ -12,20 +12,28 @@ import httpx
 
 from testbed.registry import free_port
 
-REQUEST_HEADERS = ("accept", "range")
-ANSWER_HEADERS = ("Content-Type", "Docker-Content-Digest", "Content-Length", "Content-Range")
+REQUEST_HEADERS = ("accept", "range", "content-type", "content-range")
+ANSWER_HEADERS = ("Content-Type", "Docker-Content-Digest", "Content-Length", "Content-Range", "Range",
+                  "Docker-Upload-UUID")
 
 
 def forward(handler: BaseHTTPRequestHandler, upstream: str, method: str, *,
             request_headers: tuple[str, ...] = REQUEST_HEADERS, limit: int | None = None) -> bool:
-    """Answer ``handler``'s request with ``upstream``'s answer. With ``limit``, a longer body
-    stops after that many bytes and the connection closes, as when a network breaks: True then."""
+    """Answer ``handler``'s request (and its body: a push's) with ``upstream``'s answer, upload
+    locations pointing back here. With ``limit``, a longer body stops after that many bytes and
+    the connection closes, as when a network breaks: True then."""
     headers = {k: v for k, v in handler.headers.items() if k.lower() in request_headers}
-    with httpx.stream(method, f"http://{upstream}{handler.path}", headers=headers, timeout=60) as response:
+    body = handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
+    with httpx.stream(method, f"http://{upstream}{handler.path}", headers=headers, content=body,
+                      timeout=60) as response:
         handler.send_response(response.status_code)
         for key in ANSWER_HEADERS:
             if key in response.headers:
                 handler.send_header(key, response.headers[key])
+        if "Location" in response.headers:
+            address = handler.server.server_address  # an IPv4 server's (HOST, PORT)
+            here = f"{address[0]}:{address[1]}"  # type: ignore[index]
+            handler.send_header("Location", response.headers["Location"].replace(upstream, here))
         handler.end_headers()
         if method != "GET":
             return False

@@ -210,7 +210,7 @@ def test_a_broken_dockerfile_gets_a_clear_error(debian: PublishedImage, workspac
 def test_build_says_where_the_image_goes_and_what_is_missing(workspace: Workspace) -> None:
     context = make_context(workspace, {"x": ""})
     result = build(workspace, str(context))
-    assert result.returncode == 1 and "say where the image goes: -t NAME, -o IMAGE.sqsh or --oci DIR" in result.stderr
+    assert result.returncode == 1 and "say where the image goes: -t NAME, -o IMAGE.sqsh, --oci DIR or --push URI" in result.stderr
     result = build(workspace, "-o", "x.sqsh", str(context))
     assert result.returncode == 1 and "No such file or directory" in result.stderr and "Dockerfile" in result.stderr
 

@@ -213,7 +213,7 @@ class _Builder:
             return str(squashfs)
 
         image = StageImage(inner, platform, key_of("image", digest, str(platform)),
-                           [LayerRef(d, diff) for d, diff in zip(resolved.layers, diff_ids)],
+                           [LayerRef(d, diff, origin=ref.uri) for d, diff in zip(resolved.layers, diff_ids)],
                            list(config.get("history") or []), base_squashfs, resolved.open_blob)
         self.pulled[f"{word} {platform}"] = image
         return image

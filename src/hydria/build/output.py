@@ -9,6 +9,7 @@ an interrupted build leaves the earlier file or layout as it was.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ from hydria.build.state import StageImage, now
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.image import manifest as mf
+from hydria.image.push import PushBlob, PushImage
 
 CONFIG_MEDIA_TYPE = "application/vnd.oci.image.config.v1+json"
 MANIFEST_MEDIA_TYPE = "application/vnd.oci.image.manifest.v1+json"
@@ -50,13 +52,12 @@ def _json(document: object) -> bytes:
     return json.dumps(document, separators=(",", ":")).encode()
 
 
-def manifest_of(config: bytes, image: StageImage) -> bytes:
+def manifest_of(config: bytes, layers: list[mf.Descriptor]) -> bytes:
     return _json({
         "schemaVersion": 2,
         "mediaType": MANIFEST_MEDIA_TYPE,
         "config": {"mediaType": CONFIG_MEDIA_TYPE, "digest": _digest(config), "size": len(config)},
-        "layers": [{"mediaType": layer.descriptor.media_type, "digest": layer.descriptor.digest,
-                    "size": layer.descriptor.size} for layer in image.layers],
+        "layers": [{"mediaType": d.media_type, "digest": d.digest, "size": d.size} for d in layers],
     })
 
 
@@ -113,7 +114,7 @@ def write_oci_layout(image: StageImage, cache: BuildCache, folder: Path, referen
             with open_blob(layer.descriptor) as blob, open(blobs / hex_of(layer.descriptor.digest), "wb") as out:
                 shutil.copyfileobj(blob, out, 1 << 20)
         config = _json(image_config(image))
-        manifest = manifest_of(config, image)
+        manifest = manifest_of(config, [layer.descriptor for layer in image.layers])
         (blobs / hex_of(_digest(config))).write_bytes(config)
         (blobs / hex_of(_digest(manifest))).write_bytes(manifest)
         (partial / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
@@ -128,3 +129,87 @@ def write_oci_layout(image: StageImage, cache: BuildCache, folder: Path, referen
         if partial.exists():
             shutil.rmtree(partial)
     return _digest(manifest)
+
+
+def build_record(image: StageImage, name: str) -> dict[str, Any]:
+    """What a push needs of a built image: its config, its layers and where they came from."""
+    return {"name": name, "config": image_config(image),
+            "layers": [{"digest": layer.descriptor.digest, "size": layer.descriptor.size,
+                        "media_type": layer.descriptor.media_type, "origin": layer.origin}
+                       for layer in image.layers]}
+
+
+def record_name(image: StageImage, cache: BuildCache, name: str) -> None:
+    """Remember the image built as ``-t NAME``, for ``hydria push NAME``."""
+    record = build_record(image, name)
+    path = cache.root / "images" / f"{hashlib.sha256(name.encode()).hexdigest()[:32]}.json"
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial.write_bytes(_json(record))
+    os.replace(partial, path)
+
+
+def named(cache: BuildCache, name: str) -> dict[str, Any] | None:
+    """What :func:`record_name` remembered of ``name``."""
+    path = cache.root / "images" / f"{hashlib.sha256(name.encode()).hexdigest()[:32]}.json"
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and record.get("name") == name else None
+
+
+def push_image(record: dict[str, Any], cache: BuildCache, settings: Settings, registry: str) -> PushImage:
+    """A built image to push: this build's layers from the build cache, the base image's from
+    the blob cache (fetched again from their registry where it no longer has them; mounted from
+    their repository where it is on the ``registry`` pushed to)."""
+    from hydria.image.importer import blob_cache
+    from hydria.image.reference import RegistryImage, parse
+
+    blobs = blob_cache(settings)
+    config = _json(record["config"])
+    layers = [mf.Descriptor(str(entry["digest"]), int(entry["size"]), str(entry["media_type"]))
+              for entry in record["layers"]]
+    origins = {str(entry["digest"]): entry.get("origin") for entry in record["layers"]}
+
+    def opener(descriptor: mf.Descriptor) -> Any:
+        @contextmanager
+        def open_blob() -> Iterator[mf.Blob]:
+            path = cache.blob(descriptor.digest)
+            if path.is_file():
+                with open(path, "rb") as handle:
+                    yield handle
+                return
+            found = blobs.lookup(descriptor.digest)
+            if found is None and origins.get(descriptor.digest):
+                from hydria.image.sources.registry import RegistrySource
+
+                origin = parse(str(origins[descriptor.digest]))
+                assert isinstance(origin, RegistryImage)
+                source = RegistrySource(origin, settings, blobs)
+                try:
+                    source.fetch([descriptor])
+                finally:
+                    source.close()
+                found = blobs.lookup(descriptor.digest)
+            if found is None:
+                raise HydriaError(f"layer {descriptor.digest} is in neither cache",
+                                  hint="build the image again, then push it")
+            with blobs.reading(found, descriptor.digest) as blob:
+                yield blob
+
+        return open_blob
+
+    def mount_from(digest: str) -> str | None:
+        origin = origins.get(digest)
+        ref = parse(str(origin)) if origin else None
+        return ref.repository if isinstance(ref, RegistryImage) and ref.registry == registry else None
+
+    config_descriptor = mf.Descriptor(_digest(config), len(config), CONFIG_MEDIA_TYPE)
+
+    @contextmanager
+    def open_config() -> Iterator[mf.Blob]:
+        yield io.BytesIO(config)
+
+    return PushImage(manifest_of(config, layers), (*(PushBlob(d, opener(d), mount_from(d.digest)) for d in layers),
+                                PushBlob(config_descriptor, open_config)))

@@ -36,6 +36,7 @@ class LayerRef:
     descriptor: mf.Descriptor
     diff_id: str
     tree: str | None = None
+    origin: str | None = None  # the registry image (URI) a base image's layer came from
 
 
 @dataclass

@@ -21,6 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="name the image; the image file is NAME+TAG.sqsh unless -o names another")
     parser.add_argument("-o", "--output", metavar="IMAGE.sqsh", help="write the image as this squashfs file")
     parser.add_argument("--oci", metavar="DIR", help="write the image as an OCI image layout in DIR")
+    parser.add_argument("--push", metavar="URI", help="push the image to docker://[USER@][REGISTRY#]REPOSITORY[:TAG]")
     parser.add_argument("--build-arg", dest="build_args", action="append", default=[], metavar="KEY[=VALUE]",
                         help="a value for an ARG of the Dockerfile (a bare KEY takes yours from the environment)")
     parser.add_argument("--target", metavar="STAGE", help="build this stage (default: the last)")
@@ -59,8 +60,8 @@ def _outputs(options: argparse.Namespace) -> tuple[Path | None, Path | None, str
         if image_file is None:
             image_file = Path(ref.default_output())
     oci = Path(options.oci) if options.oci else None
-    if image_file is None and oci is None:
-        raise UsageError("say where the image goes: -t NAME, -o IMAGE.sqsh or --oci DIR",
+    if image_file is None and oci is None and not options.push:
+        raise UsageError("say where the image goes: -t NAME, -o IMAGE.sqsh, --oci DIR or --push URI",
                          hint="e.g. hydria build -t myapp .")
     if image_file is not None:
         from hydria.paths import check_output_folder
@@ -78,6 +79,11 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
 
     log = Logger("hydria")
     image_file, oci, name = _outputs(options)
+    destination = None
+    if options.push:
+        from hydria.cli.push import destination_of
+
+        destination = destination_of(options.push)
     request = BuildOptions(options.context, options.dockerfile, build_args(options.build_args), options.target,
                            options.platform, options.no_cache)
     with ExitStack() as stack:
@@ -86,7 +92,14 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
         if oci is not None:
             digest = output.write_oci_layout(built.image, cache, oci, name.rpartition(":")[2] if ":" in name else "latest")
             log.info("Wrote the OCI image layout %s (%s)", oci, digest)
+        if options.tag:
+            output.record_name(built.image, cache, name)
         if image_file is not None:
             output.write_squashfs(built.image, cache, image_file, built.uri, settings)
             log.info("Wrote %s", image_file)
+        if destination is not None:
+            from hydria.cli.push import push_to
+
+            push_to(output.push_image(output.build_record(built.image, name), cache, settings, destination.registry),
+                    destination, settings)
     return 0

@@ -32,6 +32,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("import", "Import a container image", "hydria.cli.import_"),
     Command("load", "Import and create a container in one step", "hydria.cli.load"),
     Command("build", "Build an image from a Dockerfile, without root or a daemon", "hydria.cli.build"),
+    Command("push", "Push an image you built (or an OCI layout) to a registry", "hydria.cli.push"),
     Command("digest", "Show the digest of a registry image", "hydria.cli.digest"),
     Command("create", "Create a container from an image file", "hydria.cli.create"),
     Command("start", "Start a container and run a command in it", "hydria.cli.start"),
