@@ -329,3 +329,36 @@ RUN --mount=type=cache,target=/root/.cache echo data > /root/.cache/kept && echo
     assert not list((workspace.cache / "build" / "trees").iterdir())
     again = built(workspace, "-o", "one.sqsh", str(context))
     assert "CACHED" not in again and " DONE " in again
+
+
+def test_add_downloads_a_url_and_checks_its_checksum(debian: PublishedImage, workspace: Workspace,
+                                                     tmp_path: Path) -> None:
+    import functools
+    import hashlib
+    import http.server
+    import threading
+
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "tool.tar.gz").write_bytes(tar_of({"inside": ("x", 0)}))
+    digest = hashlib.sha256((served / "tool.tar.gz").read_bytes()).hexdigest()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/tool.tar.gz"
+    try:
+        context = make_context(workspace, {"Dockerfile": f"FROM {base_of(debian)}\n"
+                                                         f"ADD --checksum=sha256:{digest} {url} /opt/\n"})
+        built(workspace, "-o", "url.sqsh", str(context))
+        listing = subprocess.run(["unsquashfs", "-lln", str(workspace.out / "url.sqsh")], capture_output=True,
+                                 text=True, check=True).stdout
+        line = next(line for line in listing.splitlines() if line.endswith("/opt/tool.tar.gz"))
+        assert line.startswith("-rw-------")  # downloaded as it is, not unpacked
+        (context / "Dockerfile").write_text(f"FROM {base_of(debian)}\nADD --checksum=sha256:{'0' * 64} {url} /opt/\n")
+        result = build(workspace, "-o", "bad.sqsh", str(context))
+        assert result.returncode == 1 and f"the download is sha256:{digest}, --checksum says" in result.stderr
+        (context / "Dockerfile").write_text(f"FROM {base_of(debian)}\nCOPY {url} /opt/\n")
+        result = build(workspace, "-o", "bad.sqsh", str(context))
+        assert result.returncode == 1 and "COPY takes no URLs" in result.stderr
+    finally:
+        server.shutdown()

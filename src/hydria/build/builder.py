@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from pathlib import Path
 
-from hydria.build import copying, dockerfile, ignore, sandbox, steps
+from hydria.build import copying, dockerfile, download, ignore, sandbox, steps
 from hydria.build.cache import BuildCache, key_of
 from hydria.build.dockerfile import Dockerfile, Instruction, Stage
 from hydria.build.layers import Layer, is_empty, write_layer
@@ -339,11 +339,18 @@ class _Builder:
         words = [expand(word, variables, escape) for word in instruction.arguments]
         destination = resolve_path(image.workdir, words[-1] if len(words) > 1 else words[0])
         sources = words[:-1]
-        source_root, source_key, mount = self._source_root(instruction, image, scratch, sources)
+        urls = [word for word in sources if download.is_url(word)]
+        if urls:
+            source_root, source_key = self._downloads(instruction, scratch, sources)
+            mount = None
+        else:
+            if instruction.flag("checksum") is not None:
+                raise instruction.error("--checksum is for URLs", hint="ADD --checksum=sha256:HEX URL DESTINATION")
+            source_root, source_key, mount = self._source_root(instruction, image, scratch, sources)
         chmod = steps.parse_chmod(instruction, instruction.flag("chmod"))
         chown = instruction.flag("chown")
         chown = expand(chown, variables, escape) if chown is not None else None
-        unpack = keyword == "ADD"
+        unpack = keyword == "ADD" and not urls  # a downloaded archive stays as it is, as in Docker
 
         def copy(root: str) -> dict[str, copying.Owner]:
             reading = source_root
@@ -355,6 +362,20 @@ class _Builder:
 
         key = key_of(image.key, keyword, source_key, sources, destination, chmod, chown)
         return key, _owners_action(scratch, copy)
+
+    def _downloads(self, instruction: Instruction, scratch: str, sources: list[str]) -> tuple[copying.SourceRoot, str]:
+        """``ADD URL...``: the files downloaded (``sources`` become their names), and their digest."""
+        if instruction.keyword != "ADD":
+            raise instruction.error("COPY takes no URLs", hint="ADD downloads a URL")
+        if not all(download.is_url(word) for word in sources):
+            raise instruction.error("URLs and local files in one ADD", hint="give them in separate ADD instructions")
+        folder = os.path.join(scratch, "downloads")
+        os.mkdir(folder)
+        checksum = instruction.flag("checksum")
+        for index, url in enumerate(sources):
+            sources[index] = download.fetch(instruction, url, folder, checksum, self.settings)
+        root = copying.SourceRoot(folder, "the downloads")
+        return root, steps.sources_digest(root, sources)
 
     def _source_root(self, instruction: Instruction, image: StageImage, scratch: str, sources: list[str]
                      ) -> tuple[copying.SourceRoot, str, tuple[tuple[str, ...], str | None] | None]:
