@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -87,7 +88,9 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     request = BuildOptions(options.context, options.dockerfile, build_args(options.build_args), options.target,
                            options.platform, options.no_cache)
     with ExitStack() as stack:
+        started = time.monotonic()
         built = build(request, settings, stack, show=lambda line: print(line, file=sys.stderr, flush=True))
+        log.info("Built in %.2f s", time.monotonic() - started)
         cache = BuildCache(settings.cache_path)
         if oci is not None:
             digest = output.write_oci_layout(built.image, cache, oci, name.rpartition(":")[2] if ":" in name else "latest")
