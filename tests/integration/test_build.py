@@ -249,7 +249,8 @@ def test_ctrl_c_or_kill_stops_the_running_step_and_leaves_nothing(debian: Publis
     assert not [p for p in live_processes(workspace.user, wait=0) if "sleep" in p]  # nor what the step left running
     if signum == signal.SIGKILL:  # nothing could clean up: the next build does
         built(workspace, "--oci", "other", str(make_context(workspace, {"Dockerfile": "FROM scratch\n"}, "empty")))
-    assert not list((workspace.cache / "build" / "work").glob("step.*"))
+    left = list((workspace.cache / "build" / "work").glob("step.*"))
+    assert not left, (left, process.stdout.read())
 
 
 EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -317,7 +318,7 @@ RUN --mount=type=cache,target=/root/.cache echo data > /root/.cache/kept && echo
 """})
     built(workspace, "-o", "one.sqsh", str(context))
     listed = json.loads(workspace.run("cache", "list", "--json").stdout)
-    assert listed["build"] == {"layer": 1, "base": 1, "mount": 1} and listed["build_bytes"] > 0
+    assert listed["build"] == {"layer": 1, "base": 1, "output": 1, "mount": 1} and listed["build_bytes"] > 0
     fresh = workspace.run("cache", "prune")
     assert fresh.returncode == 0 and "removed 0 file(s)" in fresh.stdout  # all used in the last minutes
     long_ago = time.time() - 3600
@@ -325,7 +326,8 @@ RUN --mount=type=cache,target=/root/.cache echo data > /root/.cache/kept && echo
         os.utime(path, (long_ago, long_ago), follow_symlinks=False)
     pruned = workspace.run("cache", "prune")
     assert pruned.returncode == 0, pruned.stderr
-    assert json.loads(workspace.run("cache", "list", "--json").stdout)["build"] == {"layer": 0, "base": 0, "mount": 0}
+    assert json.loads(workspace.run("cache", "list", "--json").stdout)["build"] == {
+        "layer": 0, "base": 0, "output": 0, "mount": 0}
     assert not list((workspace.cache / "build" / "trees").iterdir())
     again = built(workspace, "-o", "one.sqsh", str(context))
     assert "CACHED" not in again and " DONE " in again
@@ -362,3 +364,23 @@ def test_add_downloads_a_url_and_checks_its_checksum(debian: PublishedImage, wor
         assert result.returncode == 1 and "COPY takes no URLs" in result.stderr
     finally:
         server.shutdown()
+
+
+def test_a_context_of_any_depth_is_copied(debian: PublishedImage, workspace: Workspace) -> None:
+    levels = 1100  # past Python's recursion limit, within PATH_MAX
+    context = make_context(workspace, {"Dockerfile": f"FROM {base_of(debian)}\nCOPY tree /tree\n"})
+    folder = os.open(context, os.O_RDONLY)
+    for name in ["tree", *["d"] * levels]:  # made level by level: pathlib's mkdir recurses
+        os.mkdir(name, dir_fd=folder)
+        os.chown(name, workspace.user.uid, workspace.user.gid, dir_fd=folder)
+        inner = os.open(name, os.O_RDONLY, dir_fd=folder)
+        os.close(folder)
+        folder = inner
+    leaf = os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=folder)
+    os.write(leaf, b"deep\n")
+    os.close(leaf)
+    os.close(folder)
+    built(workspace, "-o", "deep.sqsh", str(context))
+    deep = "/".join(["d"] * levels)
+    out = workspace.run("start", str(workspace.out / "deep.sqsh"), "cat", f"/tree/{deep}/leaf.txt")
+    assert out.stdout == "deep\n", out.stderr[-500:]

@@ -9,6 +9,7 @@ folder is the user's own, mode 0700):
 * ``blobs/HEX``: the layers (gzip tars), pushed and squashed as they are;
 * ``trees/HEX``: the same layers as overlay folders, the lower folders of later steps;
 * ``bases/HEX.sqsh``: the base images (by manifest digest), the lowest folder;
+* ``outputs/KEY.sqsh``: the image files built (linked to ``-o``), for an unchanged rebuild;
 * ``mounts/ID``: the folders of ``RUN --mount=type=cache``;
 * ``work/``: the folders of builds under way.
 
@@ -30,7 +31,7 @@ from hydria.paths import ensure_dir, is_own_private_dir
 from hydria.record import Record
 from hydria.trees import delete_tree
 
-FOLDERS = ("steps", "blobs", "trees", "bases", "mounts", "work")
+FOLDERS = ("steps", "blobs", "trees", "bases", "outputs", "mounts", "work")
 
 
 def key_of(*parts: object) -> str:
@@ -58,6 +59,9 @@ class BuildCache:
 
     def base_image(self, manifest_digest: str) -> Path:
         return self.root / "bases" / f"{hex_of(manifest_digest)}.sqsh"
+
+    def output(self, key: str) -> Path:
+        return self.root / "outputs" / f"{key}.sqsh"
 
     def mount_folder(self, name: str) -> Path:
         path = self.root / "mounts" / hashlib.sha256(name.encode()).hexdigest()[:32]
@@ -118,9 +122,20 @@ class BuildCache:
             os.rename(upper, tree)
 
     def clear_work(self, folders: Sequence[Path]) -> None:
-        for folder in folders:
-            if folder.exists():
-                delete_tree(folder)
+        """Remove step folders, to the end even if Ctrl-C comes meanwhile (then raised after):
+        Python may run the handler of a signal that another thread took only once the step's
+        process has ended, in the middle of this."""
+        interrupted: KeyboardInterrupt | None = None
+        while True:
+            try:
+                for folder in folders:
+                    if folder.exists():
+                        delete_tree(folder)
+                break
+            except KeyboardInterrupt as e:
+                interrupted = e
+        if interrupted is not None:
+            raise interrupted
 
 
 def folder_size(path: Path) -> int:
@@ -136,9 +151,9 @@ def folder_size(path: Path) -> int:
 
 class Entry(Record):
     """What ``hydria cache`` lists and prunes of the build cache: a layer (its blob and its tree),
-    a base image, or a ``RUN --mount=type=cache`` folder."""
+    a base image, an image file built, or a ``RUN --mount=type=cache`` folder."""
 
-    kind: str  # "layer", "base", "mount"
+    kind: str  # "layer", "base", "output", "mount"
     item: Item
     tree: Path | None = None
 
@@ -154,8 +169,9 @@ def entries(cache_path: str) -> list[Entry]:
             tree = trees.get(path.name)
             size = info.st_size + (folder_size(tree) if tree else 0)
             found.append(Entry("layer", Item(path, size, max(info.st_atime, info.st_mtime)), tree))
-        for path, info in regular_files((root / "bases").glob("*.sqsh")):
-            found.append(Entry("base", item(path, info)))
+        for kind, folder in (("base", "bases"), ("output", "outputs")):
+            for path, info in regular_files((root / folder).glob("*.sqsh")):
+                found.append(Entry(kind, item(path, info)))
         for path in (root / "mounts").iterdir():
             info = path.stat()
             found.append(Entry("mount", Item(path, folder_size(path), info.st_mtime), path))

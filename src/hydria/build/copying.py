@@ -161,19 +161,22 @@ class _Writer:
             self.owners[relative] = chosen
 
     def folder(self, path: str) -> str:
-        """Make ``path`` and its missing parents; its host path."""
-        parts = [p for p in path.split("/") if p]
+        """Make ``path`` and its missing parents; its host path. One step per part of the path
+        (links of the image resolved inside the root where met), so any depth costs linear time."""
+        host = self.root
         current = "/"
-        for part in parts:
+        for part in [p for p in path.split("/") if p not in ("", ".")]:
             current = os.path.join(current, part)
-            host = resolve_in_root(self.root, current)
-            if os.path.isdir(host):
-                continue
-            if os.path.lexists(host):
-                raise CopyError(f"cannot make the folder {current}: a file is there")
-            os.mkdir(host, FOLDER_MODE if self.chmod is None else self.chmod)
-            self._made(host)
-        return resolve_in_root(self.root, path)
+            candidate = os.path.join(host, part)
+            if part == ".." or os.path.islink(candidate):
+                candidate = resolve_in_root(self.root, current)
+            if not os.path.isdir(candidate):
+                if os.path.lexists(candidate):
+                    raise CopyError(f"cannot make the folder {current}: a file is there")
+                os.mkdir(candidate, FOLDER_MODE if self.chmod is None else self.chmod)
+                self._made(candidate)
+            host = candidate
+        return host
 
     def _place(self, path: str) -> str:
         """The host path for ``path``, its parent made and anything in its place removed."""
@@ -183,9 +186,12 @@ class _Writer:
             os.unlink(host)
         return host
 
-    def entry(self, source: str, path: str, mode: int | None = None) -> None:
+    def entry(self, source: str, path: str) -> None:
+        """Copy ``source`` (a host path) to ``path`` in the container."""
+        self._entry_at(source, self._place(path))
+
+    def _entry_at(self, source: str, host: str) -> None:
         info = os.lstat(source)
-        host = self._place(path)
         if stat.S_ISLNK(info.st_mode):
             os.symlink(os.readlink(source), host)
         elif stat.S_ISREG(info.st_mode):
@@ -211,25 +217,48 @@ class _Writer:
         os.chmod(host, stat.S_IMODE(info.st_mode) if self.chmod is None else self.chmod)
 
     def tree(self, folder: str, target: str, source_root: SourceRoot, relative: str) -> None:
-        """The contents of ``folder`` into ``target``, excluded paths left out."""
-        with os.scandir(folder) as scanned:
-            entries = sorted(scanned, key=lambda e: e.name)
-        for entry in entries:
-            inner = f"{relative}/{entry.name}" if relative else entry.name
-            excluded = ignore.excluding_rule(inner, source_root.patterns) is not None
-            is_folder = entry.is_dir(follow_symlinks=False)
-            if excluded and not (is_folder and ignore.may_hold_included(inner, source_root.patterns)):
-                continue
-            path = os.path.join(target, entry.name)
+        """The contents of ``folder`` into ``target``, excluded paths left out. Without recursion
+        and without resolving each path from the root again (a context may be any depth): a
+        folder's entries go into the host folder made for it. A folder of the image that is a
+        link to a folder is followed (inside the root), as Docker merges into it. The folders'
+        times are set last, deepest first, as writing into a folder changes its time."""
+        times: list[tuple[str, os.stat_result]] = []
+        pending = [(folder, resolve_in_root(self.root, target), relative)]
+        while pending:
+            source, destination, inner = pending.pop()
+            with os.scandir(source) as scanned:
+                entries = sorted(scanned, key=lambda e: e.name)
+            for entry in entries:
+                path = f"{inner}/{entry.name}" if inner else entry.name
+                excluded = ignore.excluding_rule(path, source_root.patterns) is not None
+                is_folder = entry.is_dir(follow_symlinks=False)
+                if excluded and not (is_folder and ignore.may_hold_included(path, source_root.patterns)):
+                    continue
+                host = self._slot(os.path.join(destination, entry.name), is_folder)
+                if not excluded:
+                    self._entry_at(entry.path, host)
+                elif is_folder and not os.path.isdir(host):
+                    os.mkdir(host, FOLDER_MODE)  # on the way to what a "!" pattern includes
+                    self._made(host)
+                if is_folder:
+                    pending.append((entry.path, host, path))
+                    if not excluded:
+                        times.append((host, entry.stat(follow_symlinks=False)))
+        for host, info in reversed(times):
+            os.utime(host, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+    def _slot(self, host: str, is_folder: bool) -> str:
+        """Where an entry of a copied folder goes: ``host``, emptied of what may not stay there,
+        or, for a folder over an image's link to a folder, the folder linked to (in the root)."""
+        if os.path.islink(host):
             if is_folder:
-                if not excluded:
-                    self.entry(entry.path, path)
-                self.tree(entry.path, path, source_root, inner)
-                if not excluded:
-                    info = entry.stat(follow_symlinks=False)
-                    os.utime(resolve_in_root(self.root, path), ns=(info.st_atime_ns, info.st_mtime_ns))
-            elif not excluded:
-                self.entry(entry.path, path)
+                followed = resolve_in_root(self.root, "/" + os.path.relpath(host, self.root))
+                if os.path.isdir(followed) and not os.path.islink(followed):
+                    return followed
+            os.unlink(host)
+        elif os.path.lexists(host) and not os.path.isdir(host):
+            os.unlink(host)
+        return host
 
     def unpack(self, archive: str, target: str) -> None:
         """``ADD`` of a local archive: its entries under ``target``, with their owners."""

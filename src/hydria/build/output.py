@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from hydria.build.cache import BuildCache, hex_of
+from hydria.build.cache import BuildCache, hex_of, key_of
 from hydria.build.state import StageImage, now
 from hydria.config import Settings
 from hydria.errors import HydriaError
@@ -85,15 +85,28 @@ def opener(image: StageImage, cache: BuildCache) -> Any:
 
 
 def write_squashfs(image: StageImage, cache: BuildCache, target: Path, uri: str, settings: Settings) -> None:
-    """The image as a squashfs file at ``target``, replacing one that is there."""
-    from hydria.image.importer import write_image
+    """The image as a squashfs file at ``target``, replacing one that is there. The build cache
+    keeps it (``outputs/KEY.sqsh``, by its layers, the config fields that make its runtime files
+    and the squash options), so an unchanged rebuild links it again instead of squashing again."""
+    from hydria.anonfile import link_or_copy
+    from hydria.image.importer import OutputExists, write_image
     from hydria.image.squashfs import squash_plan
 
-    resolved = mf.ResolvedImage(uri, image_config(image), tuple(layer.descriptor for layer in image.layers),
-                                opener(image, cache))
+    config = image_config(image)
+    key = key_of([layer.diff_id for layer in image.layers], config["config"], settings.squash_options, uri)
+    kept = cache.output(key)
+    if kept.is_file():
+        os.utime(kept)  # used now, for hydria cache prune
+    else:
+        resolved = mf.ResolvedImage(uri, config, tuple(layer.descriptor for layer in image.layers),
+                                    opener(image, cache))
+        try:
+            write_image(resolved, kept, squash_plan(settings.squash_options, settings.max_processors))
+        except OutputExists:
+            pass  # another build of the same image made it first
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
-        write_image(resolved, partial, squash_plan(settings.squash_options, settings.max_processors))
+        link_or_copy(kept, partial)
         os.replace(partial, target)
     finally:
         partial.unlink(missing_ok=True)

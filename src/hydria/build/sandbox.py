@@ -85,6 +85,9 @@ def in_step(step: StepRoot, settings: Settings, action: Callable[[str], int]) ->
         except HydriaError as e:
             with open(error_file, "w") as handle:
                 json.dump({"message": str(e), "hint": e.hint}, handle)
+        except OSError as e:  # a file system error no check anticipated: one line, not a traceback
+            with open(error_file, "w") as handle:
+                json.dump({"message": f"build step failed: {e.strerror}: {e.filename}", "hint": None}, handle)
         except BaseException as e:  # noqa: BLE001  a child must never return into the parent's code
             with open(error_file, "w") as handle:
                 json.dump({"message": f"build step failed: {e!r}", "hint": None}, handle)

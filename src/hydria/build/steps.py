@@ -104,15 +104,19 @@ def walk(source_root: SourceRoot, sources: Sequence[str]) -> Iterator[tuple[str,
 
 
 def _inside(source_root: SourceRoot, folder: str, relative: str) -> Iterator[tuple[str, str]]:
-    with os.scandir(folder) as scanned:
-        entries = sorted(scanned, key=lambda e: e.name)
-    for entry in entries:
-        inner = f"{relative}/{entry.name}" if relative else entry.name
-        excluded = ignore.excluding_rule(inner, source_root.patterns) is not None
-        if not excluded:
-            yield inner, entry.path
-        if entry.is_dir(follow_symlinks=False) and (not excluded or ignore.may_hold_included(inner, source_root.patterns)):
-            yield from _inside(source_root, entry.path, inner)
+    """What a copy reads inside ``folder``, in the copy's order, without recursion."""
+    pending = [(folder, relative)]
+    while pending:
+        current, inner = pending.pop()
+        with os.scandir(current) as scanned:
+            entries = sorted(scanned, key=lambda e: e.name)
+        for entry in entries:
+            path = f"{inner}/{entry.name}" if inner else entry.name
+            excluded = ignore.excluding_rule(path, source_root.patterns) is not None
+            if not excluded:
+                yield path, entry.path
+            if entry.is_dir(follow_symlinks=False) and (not excluded or ignore.may_hold_included(path, source_root.patterns)):
+                pending.append((entry.path, path))
 
 
 def sources_digest(source_root: SourceRoot, sources: Sequence[str]) -> str:

@@ -46,7 +46,7 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
             print(json.dumps({"path": str(root), "blobs": len(blobs), "blob_bytes": blob_bytes,
                               "images": len(images), "image_bytes": image_bytes,
                               "build": {kind: sum(1 for e in built if e.kind == kind)
-                                        for kind in ("layer", "base", "mount")},
+                                        for kind in ("layer", "base", "output", "mount")},
                               "build_bytes": build_bytes}, indent=1))
         else:
             print(f"{root}: {len(blobs)} blob(s), {blob_bytes / 1e6:.1f} MB; "
