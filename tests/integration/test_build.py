@@ -81,6 +81,10 @@ RUN <<EOF
 set -e
 echo heredoc > /app/heredoc.txt
 EOF
+RUN <<EOF
+#!/usr/bin/python3
+open("/app/python.txt", "w").write("python heredoc\\n")
+EOF
 ONBUILD RUN echo triggered > /onbuild.txt
 
 FROM builder AS child
@@ -109,9 +113,11 @@ CMD ["cat", "/srv/app/made.txt"]
     image = workspace.out / "app+1.sqsh"
     assert workspace.run("start", str(image)).stdout == "hello from the builder\n"
     out = workspace.run("start", str(image), "sh", "-c",
-                        "cat /srv/app/heredoc.txt /srv/app/src/a.txt /srv/app/src/nested/b.txt /opt/data/inside.txt;"
+                        "cat /srv/app/heredoc.txt /srv/app/python.txt /srv/app/src/a.txt /srv/app/src/nested/b.txt "
+                        "/opt/data/inside.txt; test -e /.hydria-build-script || echo no-script;"
                         "test -e /srv/app/src/secret.key || echo no-secret; test -e /onbuild.txt || echo no-trigger")
-    assert out.stdout.splitlines() == ["heredoc", "a", "b", "packed", "no-secret", "no-trigger"], out.stderr
+    assert out.stdout.splitlines() == ["heredoc", "python heredoc", "a", "b", "packed", "no-script", "no-secret",
+                                       "no-trigger"], out.stderr
     listing = subprocess.run(["unsquashfs", "-lln", str(image)], capture_output=True, text=True, check=True).stdout
     assert "-rw-r----- 1234/55" in next(line for line in listing.splitlines() if line.endswith("/opt/owned.txt"))
     assert "7/7" in next(line for line in listing.splitlines() if line.endswith("/opt/data/inside.txt"))

@@ -25,8 +25,7 @@ SCRIPT_TARGET = "/.hydria-build-script"
 def run_environment(image: StageImage, proxies: Mapping[str, str]) -> dict[str, str]:
     """A ``RUN``'s environment: its ARGs, the proxy arguments given, then ENV (which wins), with
     Docker's default ``PATH`` where the image sets none."""
-    environment = {"PATH": DEFAULT_PATH, "HOME": "/root", **image.args, **proxies, **image.environment}
-    return environment
+    return {"PATH": DEFAULT_PATH, "HOME": "/root", **image.args, **proxies, **image.environment}
 
 
 def keyed_environment(environment: Mapping[str, str]) -> list[tuple[str, str]]:

@@ -68,19 +68,23 @@ def _words(scanner: _Scanner, *, split: bool) -> list[str]:
                 current, started = [], False
             continue
         started = True
-        if character == "'":
-            current.append(_single_quoted(scanner))
-        elif character == '"':
-            current.append(_double_quoted(scanner))
-        elif character == "$":
-            current.append(_variable(scanner))
-        elif character == scanner.escape:
-            current.append(scanner.next())
-        else:
-            current.append(character)
+        current.append(_piece(scanner, character))
     if started or not split:
         words.append("".join(current))
     return words
+
+
+def _piece(scanner: _Scanner, character: str) -> str:
+    """What ``character``, read outside double quotes, stands for (with what follows it)."""
+    if character == "'":
+        return _single_quoted(scanner)
+    if character == '"':
+        return _double_quoted(scanner)
+    if character == "$":
+        return _variable(scanner)
+    if character == scanner.escape:
+        return scanner.next()
+    return character
 
 
 def _single_quoted(scanner: _Scanner) -> str:
@@ -159,13 +163,4 @@ def _until_brace(scanner: _Scanner) -> str:
             raise SubstitutionError(f"missing }} in {scanner.text!r}", hint="close the ${...}")
         if character == "}":
             return "".join(out)
-        if character == "$":
-            out.append(_variable(scanner))
-        elif character == "'":
-            out.append(_single_quoted(scanner))
-        elif character == '"':
-            out.append(_double_quoted(scanner))
-        elif character == scanner.escape:
-            out.append(scanner.next())
-        else:
-            out.append(character)
+        out.append(_piece(scanner, character))
