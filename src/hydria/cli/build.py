@@ -12,7 +12,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from hydria.config import Settings
-from hydria.errors import InvalidArgument, UsageError
+from hydria.errors import HydriaError, InvalidArgument, UsageError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,18 +46,18 @@ def build_args(items: list[str]) -> dict[str, str]:
 
 
 def _outputs(options: argparse.Namespace) -> tuple[Path | None, Path | None, str]:
-    """The image file, the OCI layout and the image's name."""
+    """The image file, the OCI layout and the tag its manifest gets there."""
     from hydria.image.reference import RegistryImage, parse
 
-    name = "latest"
+    tag = "latest"
     image_file = Path(options.output) if options.output else None
     if options.tag:
         try:
             ref = parse(f"docker://{options.tag}")
-        except Exception:  # noqa: BLE001  any parse error is a bad name
+        except HydriaError:
             raise InvalidArgument(f"-t {options.tag}", hint="a name such as myapp or myapp:1.0") from None
         assert isinstance(ref, RegistryImage)
-        name = options.tag
+        tag = ref.tag or "latest"
         if image_file is None:
             image_file = Path(ref.default_output())
     oci = Path(options.oci) if options.oci else None
@@ -69,7 +69,7 @@ def _outputs(options: argparse.Namespace) -> tuple[Path | None, Path | None, str
 
         image_file = Path(os.path.abspath(image_file))
         check_output_folder(image_file)
-    return image_file, oci, name
+    return image_file, oci, tag
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
@@ -79,7 +79,7 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     from hydria.log import Logger
 
     log = Logger("hydria")
-    image_file, oci, name = _outputs(options)
+    image_file, oci, tag = _outputs(options)
     destination = None
     if options.push:
         from hydria.cli.push import destination_of
@@ -93,16 +93,16 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
         log.info("Built in %.2f s", time.monotonic() - started)
         cache = BuildCache(settings.cache_path)
         if oci is not None:
-            digest = output.write_oci_layout(built.image, cache, oci, name.rpartition(":")[2] if ":" in name else "latest")
+            digest = output.write_oci_layout(built.image, cache, oci, tag)
             log.info("Wrote the OCI image layout %s (%s)", oci, digest)
         if options.tag:
-            output.record_name(built.image, cache, name)
+            output.record_name(built.image, cache, options.tag)
         if image_file is not None:
             output.write_squashfs(built.image, cache, image_file, built.uri, settings)
             log.info("Wrote %s", image_file)
         if destination is not None:
             from hydria.cli.push import push_to
 
-            push_to(output.push_image(output.build_record(built.image, name), cache, settings, destination.registry),
-                    destination, settings)
+            record = output.build_record(built.image, options.tag or destination.uri)
+            push_to(output.push_image(record, cache, settings, destination.registry), destination, settings)
     return 0
