@@ -390,3 +390,20 @@ def test_a_context_of_any_depth_is_copied(debian: PublishedImage, workspace: Wor
     deep = "/".join(["d"] * levels)
     out = workspace.run("start", str(workspace.out / "deep.sqsh"), "cat", f"/tree/{deep}/leaf.txt")
     assert out.stdout == "deep\n", out.stderr[-500:]
+
+
+def test_an_sshd_image_for_multi_node_runs_builds_from_debian_packages(debian: PublishedImage,
+                                                                       workspace: Workspace) -> None:
+    context = make_context(workspace, {"Dockerfile": f"""FROM {base_of(debian)}
+RUN apt-get update -q && apt-get install -y -q --no-install-recommends openssh-server openssh-client && \\
+    rm -rf /var/lib/apt/lists/* && mkdir -p /run/sshd
+RUN ssh-keygen -A
+EXPOSE 22
+CMD ["/usr/sbin/sshd", "-D", "-e"]
+"""})
+    result = build(workspace, "-o", "sshd.sqsh", str(context))
+    assert result.returncode == 0, result.stderr
+    assert "Setting up openssh-server" in result.stdout  # the package's scripts ran (its sshd user, its keys)
+    out = workspace.run("start", "--root", str(workspace.out / "sshd.sqsh"), "sh", "-c",
+                        "/usr/sbin/sshd -t && echo config-ok; id -u sshd; ls /etc/ssh/ssh_host_ed25519_key.pub")
+    assert out.stdout.splitlines() == ["config-ok", "100", "/etc/ssh/ssh_host_ed25519_key.pub"], out.stderr
