@@ -26,7 +26,6 @@ from hydria.build.dockerfile import Dockerfile, Instruction, Stage
 from hydria.build.layers import Layer, is_empty, write_layer
 from hydria.build.state import (
     DEFAULT_PATH,
-    LAYER_MEDIA_TYPE,
     PROXY_ARGS,
     LayerRef,
     StageImage,
@@ -275,7 +274,7 @@ class _Builder:
 
     def _add_layer(self, image: StageImage, layer: Layer | None) -> None:
         if layer is not None:
-            image.layers.append(LayerRef(mf.Descriptor(layer.digest, layer.size, LAYER_MEDIA_TYPE), layer.diff_id,
+            image.layers.append(LayerRef(mf.Descriptor(layer.digest, layer.size, mf.OCI_LAYER_GZIP), layer.diff_id,
                                          str(self.cache.tree(layer.diff_id))))
 
     def _run(self, instruction: Instruction, image: StageImage, action: Callable[[str], int], work: Path) -> Layer | None:

@@ -10,6 +10,7 @@ folder is the user's own, mode 0700):
 * ``trees/HEX``: the same layers as overlay folders, the lower folders of later steps;
 * ``bases/HEX.sqsh``: the base images (by manifest digest), the lowest folder;
 * ``outputs/KEY.sqsh``: the image files built (linked to ``-o``), for an unchanged rebuild;
+* ``images/NAME.json``: the images built with ``-t NAME``, for ``hydria push NAME``;
 * ``mounts/ID``: the folders of ``RUN --mount=type=cache``;
 * ``work/``: the folders of builds under way.
 
@@ -26,21 +27,23 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hydria.build.layers import Layer
+from hydria.image.cache import DigestMismatch, hex_of
 from hydria.image.prune import Item, item, regular_files
 from hydria.paths import ensure_dir, is_own_private_dir
 from hydria.record import Record
 from hydria.trees import delete_tree
 
-FOLDERS = ("steps", "blobs", "trees", "bases", "outputs", "mounts", "work")
+FOLDERS = ("steps", "blobs", "trees", "bases", "outputs", "images", "mounts", "work")
+
+
+def _short_hash(name: str) -> str:
+    """A file name for any name: the first half of its SHA-256."""
+    return hashlib.sha256(name.encode()).hexdigest()[:32]
 
 
 def key_of(*parts: object) -> str:
     """A step key: the SHA-256 of ``parts`` as JSON."""
     return hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
-def hex_of(digest: str) -> str:
-    return digest.partition(":")[2]
 
 
 class BuildCache:
@@ -63,8 +66,12 @@ class BuildCache:
     def output(self, key: str) -> Path:
         return self.root / "outputs" / f"{key}.sqsh"
 
+    def named_image(self, name: str) -> Path:
+        """Where the image built as ``-t NAME`` is remembered."""
+        return self.root / "images" / f"{_short_hash(name)}.json"
+
     def mount_folder(self, name: str) -> Path:
-        path = self.root / "mounts" / hashlib.sha256(name.encode()).hexdigest()[:32]
+        path = self.root / "mounts" / _short_hash(name)
         path.mkdir(mode=0o755, exist_ok=True)
         return path
 
@@ -97,10 +104,10 @@ class BuildCache:
             return True, None
         try:
             found = Layer(str(layer["digest"]), str(layer["diff_id"]), int(layer["size"]))
-        except (TypeError, KeyError, ValueError):
+            blob, tree = self.blob(found.digest), self.tree(found.diff_id)
+        except (TypeError, KeyError, ValueError, DigestMismatch):
             return False, None
-        blob = self.blob(found.digest)
-        present = blob.is_file() and self.tree(found.diff_id).is_dir()
+        present = blob.is_file() and tree.is_dir()
         if present:
             os.utime(blob)  # used now: hydria cache prune takes the least recently used first
         return present, found if present else None
@@ -185,7 +192,7 @@ def _trees_by_blob(root: Path) -> dict[str, Path]:
         try:
             layer = json.loads(step.read_text()).get("layer")
             trees[hex_of(str(layer["digest"]))] = root / "trees" / hex_of(str(layer["diff_id"]))
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        except (OSError, ValueError, TypeError, KeyError, AttributeError, DigestMismatch):
             continue
     return trees
 

@@ -8,7 +8,6 @@ an interrupted build leaves the earlier file or layout as it was.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -18,17 +17,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from hydria.build.cache import BuildCache, hex_of, key_of
+from hydria.build.cache import BuildCache, key_of
 from hydria.build.state import StageImage, now
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.image import manifest as mf
+from hydria.image.cache import digest_of, hex_of
 from hydria.image.push import PushBlob, PushImage
-
-CONFIG_MEDIA_TYPE = "application/vnd.oci.image.config.v1+json"
-MANIFEST_MEDIA_TYPE = "application/vnd.oci.image.manifest.v1+json"
-INDEX_MEDIA_TYPE = "application/vnd.oci.image.index.v1+json"
-REF_ANNOTATION = "org.opencontainers.image.ref.name"
 
 
 def image_config(image: StageImage) -> dict[str, Any]:
@@ -55,14 +50,10 @@ def _json(document: object) -> bytes:
 def manifest_of(config: bytes, layers: list[mf.Descriptor]) -> bytes:
     return _json({
         "schemaVersion": 2,
-        "mediaType": MANIFEST_MEDIA_TYPE,
-        "config": {"mediaType": CONFIG_MEDIA_TYPE, "digest": _digest(config), "size": len(config)},
+        "mediaType": mf.OCI_MANIFEST,
+        "config": {"mediaType": mf.OCI_CONFIG, "digest": digest_of(config), "size": len(config)},
         "layers": [{"mediaType": d.media_type, "digest": d.digest, "size": d.size} for d in layers],
     })
-
-
-def _digest(data: bytes) -> str:
-    return f"sha256:{hashlib.sha256(data).hexdigest()}"
 
 
 def opener(image: StageImage, cache: BuildCache) -> Any:
@@ -128,12 +119,12 @@ def write_oci_layout(image: StageImage, cache: BuildCache, folder: Path, referen
                 shutil.copyfileobj(blob, out, 1 << 20)
         config = _json(image_config(image))
         manifest = manifest_of(config, [layer.descriptor for layer in image.layers])
-        (blobs / hex_of(_digest(config))).write_bytes(config)
-        (blobs / hex_of(_digest(manifest))).write_bytes(manifest)
+        (blobs / hex_of(digest_of(config))).write_bytes(config)
+        (blobs / hex_of(digest_of(manifest))).write_bytes(manifest)
         (partial / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
-        index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE,
-                 "manifests": [{"mediaType": MANIFEST_MEDIA_TYPE, "digest": _digest(manifest), "size": len(manifest),
-                                "annotations": {REF_ANNOTATION: reference}}]}
+        index = {"schemaVersion": 2, "mediaType": mf.OCI_INDEX,
+                 "manifests": [{"mediaType": mf.OCI_MANIFEST, "digest": digest_of(manifest), "size": len(manifest),
+                                "annotations": {mf.REF_ANNOTATION: reference}}]}
         (partial / "index.json").write_bytes(_json(index))
         if folder.exists():
             shutil.rmtree(folder)
@@ -141,7 +132,7 @@ def write_oci_layout(image: StageImage, cache: BuildCache, folder: Path, referen
     finally:
         if partial.exists():
             shutil.rmtree(partial)
-    return _digest(manifest)
+    return digest_of(manifest)
 
 
 def build_record(image: StageImage, name: str) -> dict[str, Any]:
@@ -155,8 +146,7 @@ def build_record(image: StageImage, name: str) -> dict[str, Any]:
 def record_name(image: StageImage, cache: BuildCache, name: str) -> None:
     """Remember the image built as ``-t NAME``, for ``hydria push NAME``."""
     record = build_record(image, name)
-    path = cache.root / "images" / f"{hashlib.sha256(name.encode()).hexdigest()[:32]}.json"
-    path.parent.mkdir(mode=0o700, exist_ok=True)
+    path = cache.named_image(name)
     partial = path.with_name(f".{path.name}.{os.getpid()}")
     partial.write_bytes(_json(record))
     os.replace(partial, path)
@@ -164,7 +154,7 @@ def record_name(image: StageImage, cache: BuildCache, name: str) -> None:
 
 def named(cache: BuildCache, name: str) -> dict[str, Any] | None:
     """What :func:`record_name` remembered of ``name``."""
-    path = cache.root / "images" / f"{hashlib.sha256(name.encode()).hexdigest()[:32]}.json"
+    path = cache.named_image(name)
     try:
         record = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -218,7 +208,7 @@ def push_image(record: dict[str, Any], cache: BuildCache, settings: Settings, re
         ref = parse(str(origin)) if origin else None
         return ref.repository if isinstance(ref, RegistryImage) and ref.registry == registry else None
 
-    config_descriptor = mf.Descriptor(_digest(config), len(config), CONFIG_MEDIA_TYPE)
+    config_descriptor = mf.Descriptor(digest_of(config), len(config), mf.OCI_CONFIG)
 
     @contextmanager
     def open_config() -> Iterator[mf.Blob]:

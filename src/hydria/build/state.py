@@ -20,7 +20,6 @@ from hydria.image import manifest as mf
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DEFAULT_SHELL = ("/bin/sh", "-c")
-LAYER_MEDIA_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip"
 # Docker's predefined proxy arguments: usable without an ARG, left out of the history and the cache key
 PROXY_ARGS = frozenset({"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "FTP_PROXY", "ftp_proxy",
                         "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"})

@@ -13,6 +13,9 @@ from hydria.record import Record
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
+OCI_LAYER_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
+REF_ANNOTATION = "org.opencontainers.image.ref.name"  # an image's name in an OCI layout's index
 DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 DOCKER_SCHEMA1 = ("application/vnd.docker.distribution.manifest.v1+json",

@@ -29,7 +29,6 @@ from hydria.record import Record
 
 log = Logger(__name__)
 CHUNK = 16 << 20
-MANIFEST_MEDIA_TYPE = "application/vnd.oci.image.manifest.v1+json"
 
 
 class PushBlob(Record):
@@ -64,7 +63,7 @@ def push(image: PushImage, ref: RegistryImage, settings: Settings, tell: Callabl
             tell(f"{blob.descriptor.digest[7:19]}  sent {blob.descriptor.size / 1e6:.1f} MB")
         tag = ref.tag or "latest"
         with http.request(f"manifests/{tag}", method="PUT", content=image.manifest,
-                          headers={"Content-Type": MANIFEST_MEDIA_TYPE}) as response:
+                          headers={"Content-Type": mf.OCI_MANIFEST}) as response:
             digest = str(response.headers.get("Docker-Content-Digest") or digest_of(image.manifest))
         return Pushed(digest, sent, skipped)
     finally:
@@ -171,15 +170,15 @@ def from_oci_layout(folder: str, name: str | None) -> PushImage:
     try:
         with open(os.path.join(folder, "index.json"), "rb") as handle:
             index = json.loads(handle.read(32 << 20))
-        entries = [e for e in index.get("manifests", []) if e.get("mediaType") == MANIFEST_MEDIA_TYPE
-                   and (name is None or (e.get("annotations") or {}).get("org.opencontainers.image.ref.name") == name)]
+        entries = [e for e in index.get("manifests", []) if e.get("mediaType") == mf.OCI_MANIFEST
+                   and (name is None or (e.get("annotations") or {}).get(mf.REF_ANNOTATION) == name)]
     except (OSError, ValueError, AttributeError) as e:
         raise InvalidImage(f"{folder} is not an OCI image layout: {e}") from None
     if len(entries) != 1:
         which = f"named {name!r}" if name else "(the layout holds several: name one, oci://DIR:NAME)"
         raise InvalidImage(f"{folder}: {len(entries)} image manifests {which}")
     manifest_data = read(str(entries[0]["digest"]))
-    manifest = mf.parse_manifest(mf.load_json(manifest_data, folder), MANIFEST_MEDIA_TYPE, folder)
+    manifest = mf.parse_manifest(mf.load_json(manifest_data, folder), mf.OCI_MANIFEST, folder)
 
     def opener(descriptor: mf.Descriptor) -> Callable[[], AbstractContextManager[mf.Blob]]:
         @contextmanager

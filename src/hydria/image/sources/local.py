@@ -18,7 +18,6 @@ from hydria.image import manifest as mf
 from hydria.image.cache import VerifyingReader, digest_of, hex_of
 from hydria.image.reference import LocalImage
 
-REF_ANNOTATION = "org.opencontainers.image.ref.name"
 _MAX_JSON = 16 << 20  # manifests and configs are small; refuse to read a huge "JSON" file
 
 
@@ -106,7 +105,7 @@ def _oci_layout(files: _Files, ref: LocalImage, want: mf.Platform) -> mf.Resolve
         raise InvalidImage(f"{files.where} is not an OCI image layout (no index.json)")
     index = files.json("index.json")
     entries = mf.parse_index(index, files.where)
-    names = [(m.get("annotations") or {}).get(REF_ANNOTATION) for m in index["manifests"]]
+    names = [(m.get("annotations") or {}).get(mf.REF_ANNOTATION) for m in index["manifests"]]
     if ref.ref is not None:
         chosen = [e for e, name in zip(entries, names) if name == ref.ref]  # one entry per manifest
         if not chosen:
