@@ -277,7 +277,7 @@ class _Builder:
             image.layers.append(LayerRef(mf.Descriptor(layer.digest, layer.size, mf.OCI_LAYER_GZIP), layer.diff_id,
                                          str(self.cache.tree(layer.diff_id))))
 
-    def _run(self, instruction: Instruction, image: StageImage, action: Callable[[str], int], work: Path) -> Layer | None:
+    def _run(self, instruction: Instruction, image: StageImage, action: sandbox.Action, work: Path) -> Layer | None:
         upper, overlay_work = work / "upper", work / "work"
         upper.mkdir()
         overlay_work.mkdir()
@@ -300,18 +300,18 @@ class _Builder:
         self.cache.keep_layer(upper, blob, layer)
         return layer
 
-    def _plan(self, instruction: Instruction, image: StageImage, scratch: str) -> tuple[str, Callable[[str], int]]:
+    def _plan(self, instruction: Instruction, image: StageImage, scratch: str) -> tuple[str, sandbox.Action]:
         """The step's cache key and the action that does it in the mounted root."""
         keyword, escape = instruction.keyword, self.parsed.escape
         if keyword == "WORKDIR":
             path = resolve_path(image.workdir, expand(instruction.arguments[0], image.variables, escape))
             image.config["WorkingDir"] = path.rstrip("/") or "/"
-            return key_of(image.key, "WORKDIR", path), _owners_action(scratch, lambda root: copying.make_folder(root, path))
+            return key_of(image.key, "WORKDIR", path), _owners_action(lambda root: copying.make_folder(root, path))
         if keyword == "RUN":
             return self._plan_run(instruction, image, scratch)
         return self._plan_copy(instruction, image, scratch)
 
-    def _plan_run(self, instruction: Instruction, image: StageImage, scratch: str) -> tuple[str, Callable[[str], int]]:
+    def _plan_run(self, instruction: Instruction, image: StageImage, scratch: str) -> tuple[str, sandbox.Action]:
         network = instruction.flag("network") or "default"
         if network not in ("default", "host", "none"):
             raise instruction.error(f"--network={network}: not supported", hint="--network=default, host or none")
@@ -329,9 +329,9 @@ class _Builder:
                                   tuple(own_mounts + mounts))
         key = key_of(image.key, "RUN", argv, steps.keyed_environment(environment), image.workdir, network,
                      [tuple(m) for m in mounts if m.kind != "cache"], [m.target for m in mounts if m.kind == "cache"])
-        return key, sandbox.run_command(command, str(self.cache.root / "work"), os.path.join(os.path.dirname(scratch), "upper"))
+        return key, sandbox.run_command(command)
 
-    def _plan_copy(self, instruction: Instruction, image: StageImage, scratch: str) -> tuple[str, Callable[[str], int]]:
+    def _plan_copy(self, instruction: Instruction, image: StageImage, scratch: str) -> tuple[str, sandbox.Action]:
         keyword, escape, variables = instruction.keyword, self.parsed.escape, image.variables
         if instruction.flag("keep-git-dir") is not None:
             raise instruction.error("git sources are not supported yet", hint="clone in a RUN, or copy from the context")
@@ -360,7 +360,7 @@ class _Builder:
             return copying.copy(reading, sources, destination, root, chmod=chmod, owner=owner, unpack=unpack)
 
         key = key_of(image.key, keyword, source_key, sources, destination, chmod, chown)
-        return key, _owners_action(scratch, copy)
+        return key, _owners_action(copy)
 
     def _downloads(self, instruction: Instruction, scratch: str, sources: list[str]) -> tuple[copying.SourceRoot, str]:
         """``ADD URL...``: the files downloaded (``sources`` become their names), and their digest."""
@@ -420,12 +420,12 @@ class _Builder:
         self.show(f"#{self.step_number} {text}")
 
 
-def _owners_action(scratch: str, work: Callable[[str], Mapping[str, copying.Owner]]) -> Callable[[str], int]:
+def _owners_action(work: Callable[[str], Mapping[str, copying.Owner]]) -> sandbox.Action:
     """An action that does ``work`` on the root and leaves the owners it chose for the layer."""
 
-    def action(root: str) -> int:
+    def action(root: str, step: sandbox.StepRoot) -> int:
         owners = work(root)
-        with open(os.path.join(scratch, "owners.json"), "w") as handle:
+        with open(os.path.join(step.scratch, "owners.json"), "w") as handle:
             json.dump({path: [owner.uid, owner.gid] for path, owner in owners.items()}, handle)
         return 0
 

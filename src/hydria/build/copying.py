@@ -84,6 +84,31 @@ def matches(source_root: SourceRoot, source: str) -> list[str]:
                     if not source_root.patterns or source_root.name == "the build context" else None)
 
 
+class Listed(Record):
+    """An entry of a source folder as a copy meets it."""
+
+    entry: os.DirEntry[str]
+    path: str  # relative to the source root
+    excluded: bool  # by .dockerignore or --exclude
+    descend: bool  # a folder the copy looks into (also an excluded one that a "!" pattern may reopen)
+
+
+def listing(source_root: SourceRoot, folder: str, inner: str) -> list[Listed]:
+    """The entries of ``folder`` (``inner`` in the source root) that a copy meets, in name order:
+    the copy itself and the digest of what it reads (build/steps.py) both walk with this."""
+    with os.scandir(folder) as scanned:
+        entries = sorted(scanned, key=lambda e: e.name)
+    met = []
+    for entry in entries:
+        path = f"{inner}/{entry.name}" if inner else entry.name
+        excluded = ignore.excluding_rule(path, source_root.patterns) is not None
+        descend = entry.is_dir(follow_symlinks=False) and (
+            not excluded or ignore.may_hold_included(path, source_root.patterns))
+        if not excluded or descend:
+            met.append(Listed(entry, path, excluded, descend))
+    return met
+
+
 def copy(source_root: SourceRoot, sources: Sequence[str], destination: str, root: str, *,
          chmod: int | None = None, owner: Owner | None = None, unpack: bool = False) -> dict[str, Owner]:
     """Copy ``sources`` into ``root`` at ``destination`` (absolute, in the container). Returns
@@ -226,24 +251,17 @@ class _Writer:
         pending = [(folder, resolve_in_root(self.root, target), relative)]
         while pending:
             source, destination, inner = pending.pop()
-            with os.scandir(source) as scanned:
-                entries = sorted(scanned, key=lambda e: e.name)
-            for entry in entries:
-                path = f"{inner}/{entry.name}" if inner else entry.name
-                excluded = ignore.excluding_rule(path, source_root.patterns) is not None
-                is_folder = entry.is_dir(follow_symlinks=False)
-                if excluded and not (is_folder and ignore.may_hold_included(path, source_root.patterns)):
-                    continue
-                host = self._slot(os.path.join(destination, entry.name), is_folder)
-                if not excluded:
-                    self._entry_at(entry.path, host)
-                elif is_folder and not os.path.isdir(host):
+            for met in listing(source_root, source, inner):
+                host = self._slot(os.path.join(destination, met.entry.name), met.descend)
+                if not met.excluded:
+                    self._entry_at(met.entry.path, host)
+                elif not os.path.isdir(host):
                     os.mkdir(host, FOLDER_MODE)  # on the way to what a "!" pattern includes
                     self._made(host)
-                if is_folder:
-                    pending.append((entry.path, host, path))
-                    if not excluded:
-                        times.append((host, entry.stat(follow_symlinks=False)))
+                if met.descend:
+                    pending.append((met.entry.path, host, met.path))
+                    if not met.excluded:
+                        times.append((host, met.entry.stat(follow_symlinks=False)))
         for host, info in reversed(times):
             os.utime(host, ns=(info.st_atime_ns, info.st_mtime_ns))
 

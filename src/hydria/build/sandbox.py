@@ -25,11 +25,11 @@ from hydria.runtime import syscalls as sc
 from hydria.runtime.mounts import MountFailed, mount_entries, resolve_in_root
 
 RUN_FSTAB = """\
-/proc /proc none x-create=dir,rbind,rw,rslave 0 -1
-/sys /sys none x-create=dir,rbind,ro,rslave 0 -1
-/dev /dev none x-create=dir,rbind,rw,nosuid,noexec,rslave 0 -1
-/etc/hosts /etc/hosts none x-create=file,bind,ro,nosuid,nodev,private 0 -1
-/etc/resolv.conf /etc/resolv.conf none x-create=file,bind,ro,nosuid,nodev,private,nofail,silent 0 -1
+/proc /proc none x-create=dir,rbind,rw,rslave 0 0
+/sys /sys none x-create=dir,rbind,ro,rslave 0 0
+/dev /dev none x-create=dir,rbind,rw,nosuid,noexec,rslave 0 0
+/etc/hosts /etc/hosts none x-create=file,bind,ro,nosuid,nodev,private 0 0
+/etc/resolv.conf /etc/resolv.conf none x-create=file,bind,ro,nosuid,nodev,private,nofail,silent 0 0
 """
 # apt drops to its _apt user to download, which one mapped ID cannot be (as identity.apt_as_root)
 APT_AS_ROOT = 'APT::Sandbox::User "root";\n'
@@ -70,8 +70,11 @@ def _settings_for_build(settings: Settings) -> Settings:
                              unshare_pid=False)
 
 
-def in_step(step: StepRoot, settings: Settings, action: Callable[[str], int]) -> int:
-    """Run ``action(root)`` in a child that has mounted the step's root; its exit status.
+Action = Callable[[str, StepRoot], int]  # does a step in its mounted root; the exit status
+
+
+def in_step(step: StepRoot, settings: Settings, action: Action) -> int:
+    """Run ``action(root, step)`` in a child that has mounted the step's root; its exit status.
     Raises the HydriaError the child raised."""
     error_file = os.path.join(step.scratch, "error.json")
     child = os.fork()
@@ -81,7 +84,7 @@ def in_step(step: StepRoot, settings: Settings, action: Callable[[str], int]) ->
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the step; this one cleans up
             sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)  # hydria killed: the step goes with it
             root = _mount_step(step, settings)
-            status = action(root)
+            status = action(root, step)
         except HydriaError as e:
             with open(error_file, "w") as handle:
                 json.dump({"message": str(e), "hint": e.hint}, handle)
@@ -173,13 +176,13 @@ def mount_layers(lowers: Sequence[str], base_image: str | None, scratch: str, na
     return target
 
 
-def run_command(command: Command, build_root: str, upper: str) -> Callable[[str], int]:
-    """The action that runs ``command`` in the step's root and removes its mounts afterwards
-    (``upper``: the step's upper folder, where making the mount points copied folders up)."""
+def run_command(command: Command) -> Action:
+    """The action that runs ``command`` in the step's root and removes its mounts afterwards (and
+    the folders the overlay copied up to its upper folder for their mount points)."""
 
-    def action(root: str) -> int:
+    def action(root: str, step: StepRoot) -> int:
         created: list[str] = []
-        targets = _mount_for_run(root, command, build_root, created)
+        targets = _mount_for_run(root, command, step.scratch, created)
         sc.unshare(sc.CLONE_NEWPID)  # the command is PID 1: when it ends, whatever it left running ends too
         child = os.fork()
         if child == 0:
@@ -203,7 +206,7 @@ def run_command(command: Command, build_root: str, upper: str) -> Callable[[str]
                 os.rmdir(path) if os.path.isdir(path) and not os.path.islink(path) else os.unlink(path)
             except OSError:
                 pass  # the command put something there: it stays, as in Docker
-        _drop_copied_up(root, upper, [os.path.dirname(path) for path in [*targets, *created]])
+        _drop_copied_up(root, step.upper, [os.path.dirname(path) for path in [*targets, *created]])
         return status
 
     return action
@@ -244,10 +247,10 @@ def _missing_on_the_way(root: str, target: str) -> list[str]:
     return list(reversed(missing))
 
 
-def _mount_for_run(root: str, command: Command, build_root: str, created: list[str]) -> list[str]:
+def _mount_for_run(root: str, command: Command, scratch: str, created: list[str]) -> list[str]:
     entries = fstab.parse(RUN_FSTAB, "build mounts")
     if os.path.isdir(resolve_in_root(root, "/etc/apt/apt.conf.d")):
-        conf = os.path.join(build_root, "apt-as-root.conf")
+        conf = os.path.join(scratch, "apt-as-root.conf")
         with open(conf, "w") as handle:
             handle.write(APT_AS_ROOT)
         entries.append(fstab.MountEntry(conf, APT_CONF, "none", ("x-create=file", "bind", "ro")))
@@ -264,7 +267,7 @@ def _mount_for_run(root: str, command: Command, build_root: str, created: list[s
             missing = _missing_on_the_way(root, entry.target)
         except MountFailed:
             missing = []
-        mount_entries([entry._replace(passno=0)], root, 0, "/")
+        mount_entries([entry], root, 0, "/")
         created += missing
         host = resolve_in_root(root, entry.target)
         if os.path.ismount(host):

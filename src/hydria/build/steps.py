@@ -11,8 +11,7 @@ import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from hydria.build import ignore
-from hydria.build.copying import SourceRoot, matches
+from hydria.build.copying import SourceRoot, listing, matches
 from hydria.build.dockerfile import Instruction
 from hydria.build.sandbox import RunMount
 from hydria.build.state import DEFAULT_PATH, PROXY_ARGS, StageImage
@@ -107,15 +106,11 @@ def _inside(source_root: SourceRoot, folder: str, relative: str) -> Iterator[tup
     pending = [(folder, relative)]
     while pending:
         current, inner = pending.pop()
-        with os.scandir(current) as scanned:
-            entries = sorted(scanned, key=lambda e: e.name)
-        for entry in entries:
-            path = f"{inner}/{entry.name}" if inner else entry.name
-            excluded = ignore.excluding_rule(path, source_root.patterns) is not None
-            if not excluded:
-                yield path, entry.path
-            if entry.is_dir(follow_symlinks=False) and (not excluded or ignore.may_hold_included(path, source_root.patterns)):
-                pending.append((entry.path, path))
+        for met in listing(source_root, current, inner):
+            if not met.excluded:
+                yield met.path, met.entry.path
+            if met.descend:
+                pending.append((met.entry.path, met.path))
 
 
 def sources_digest(source_root: SourceRoot, sources: Sequence[str]) -> str:
