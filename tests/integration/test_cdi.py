@@ -105,6 +105,34 @@ def test_device_nodes_under_their_own_names_environment_and_hooks_in_order(vendo
         in shared.stderr and "HYDRIA_RESTRICT_DEV=y" in shared.stderr
 
 
+# What nvidia-cdi-hook update-ldcache and disable-device-node-modification need: namespaces of the
+# hook's own and a bind mount in the container's root (an OCI runtime runs hooks with its privileges).
+PRIVILEGED_HOOK = """#!/bin/sh
+set -e
+bundle=$(sed -n 's/.*"bundle": "\\([^"]*\\)".*/\\1/p')
+root=$(sed -n 's/.*"root": {"path": "\\([^"]*\\)".*/\\1/p' "$bundle/config.json")
+/usr/bin/unshare --mount --uts --ipc --net --pid --fork /bin/true
+echo "the vendor's params" > "$bundle/params"
+touch "$root/etc/vendor-params"
+/bin/mount --bind "$bundle/params" "$root/etc/vendor-params"
+"""
+
+
+def test_hooks_run_with_the_capabilities_of_the_containers_user_namespace(vendor: Path, workspace: Workspace,
+                                                                          images: dict[str, Path]) -> None:
+    hook = vendor / "privileged-hook"
+    hook.write_text(PRIVILEGED_HOOK)
+    hook.chmod(0o755)
+    spec = {"cdiVersion": "0.6.0", "kind": "example.com/gpu", "devices": [{"name": "0", "containerEdits": {
+        "hooks": [{"hookName": "createContainer", "path": str(hook)}]}}]}
+    (vendor / "specs" / "gpu.json").write_text(json.dumps(spec))
+    result = workspace.run("start", "--device", "example.com/gpu=0", str(images["busybox"]), "sh", "-c",
+                           "cat /etc/vendor-params; grep -c CapEff:.0000000000000000 /proc/self/status",
+                           HYDRIA_CDI_SPEC_DIRS=str(vendor / "specs"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["the vendor's params", "1"]  # the program itself has none
+
+
 @pytest.mark.parametrize(("edits", "device", "message"), [
     ({"hooks": [{"hookName": "createContainer", "path": "/bin/sh", "args": ["sh", "-c", "echo broken >&2; exit 3"]}]},
      "example.com/x=a", "the createContainer hook sh -c echo broken >&2; exit 3 ("),

@@ -17,7 +17,6 @@ import sys
 
 from hydria.config import PREFIX, SPECS, Settings
 from hydria.errors import HydriaError
-from hydria.log import Logger
 from hydria.paths import listed, read_text
 from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime import syscalls as sc
@@ -26,7 +25,6 @@ from hydria.version import __version__
 if TYPE_CHECKING:
     from hydria.runtime.confscript import ConfOutput, ConfScript
 
-log = Logger(__name__)
 
 
 class HookFailed(HydriaError):
@@ -54,11 +52,7 @@ def run_hooks(settings: Settings, root: str, area: str, conf: ConfScript | None 
 
         env = hook_environment(settings, root, area)
         _write_mount_program(f"{area}/bin")
-        try:
-            sc.raise_ambient_capabilities()
-        except OSError as e:  # a kernel before 4.3: the hooks run, but cannot mount
-            log.warning("hooks run without capabilities (%s): their mounts will fail", e.strerror)
-        try:
+        with sc.ambient_capabilities("hooks"):
             for script in scripts:
                 result = subprocess.run([str(script)], env=env, stdin=subprocess.DEVNULL,
                                         stdout=subprocess.DEVNULL, check=False)
@@ -66,8 +60,6 @@ def run_hooks(settings: Settings, root: str, area: str, conf: ConfScript | None 
                     raise HookFailed(f"{script} exited with return code {result.returncode}")
             if conf is not None:
                 conf_output = conf.run(env)
-        finally:
-            sc.clear_ambient_capabilities()
     return HookOutput(read_text(environ_file), read_text(mounts_file), conf_output)
 
 

@@ -23,6 +23,7 @@ import os
 
 from hydria.errors import HydriaError
 from hydria.record import TYPE_CHECKING, Record
+from hydria.runtime import syscalls as sc
 from hydria.runtime.fstab import MountEntry
 from hydria.runtime.mounts import resolve_in_root
 
@@ -124,33 +125,41 @@ def environment_over(environment: dict[str, str], edits: Edits, kept: Iterable[s
 
 
 def run_hooks(hooks: Sequence[Hook], stages: Sequence[str], state: Mapping[str, object]) -> None:
-    """Run the hooks of ``stages`` in order, each with the OCI ``state`` on its standard input
-    and only its own environment, as OCI runtimes do. Raises HydriaError naming the hook's spec
-    when one fails, times out or cannot run."""
+    """Run the hooks of ``stages`` in order, each with the OCI ``state`` on its standard input,
+    only its own environment and the capabilities of the container's user namespace, as OCI
+    runtimes (rootless podman's too) run them: ``nvidia-cdi-hook update-ldcache`` makes namespaces
+    of its own, ``disable-device-node-modification`` mounts. Raises HydriaError naming the hook's
+    spec when one fails, times out or cannot run."""
     import json
-    import subprocess
 
     document = json.dumps(dict(state)).encode()
-    for hook in hooks:
-        if hook.stage not in stages:
-            continue
-        argv = list(hook.args) or [hook.path]
-        described = f"{hook.stage} hook {' '.join(argv)} ({hook.origin})"
-        try:
-            result = subprocess.run(argv, executable=hook.path, input=document, capture_output=True,
-                                    env=dict(entry.partition("=")[::2] for entry in hook.env),
-                                    timeout=hook.timeout, check=False)
-        except subprocess.TimeoutExpired:
-            raise HydriaError(f"the {described} did not end within {hook.timeout} s",
-                              hint="the device's vendor tool hangs: check the device and its driver") from None
-        except OSError as e:
-            raise HydriaError(f"cannot run the {described}: {e.strerror}",
-                              hint="install the vendor's tools the CDI spec names, or regenerate the spec") from None
-        if result.returncode != 0:
-            said = (result.stderr or result.stdout).decode(errors="replace").strip()[-1000:]
-            raise HydriaError(f"the {described} failed (exit status {result.returncode})"
-                              + (f": {said}" if said else ""),
-                              hint="the spec's vendor tool says why; regenerate the spec if the node changed")
+    chosen = [hook for hook in hooks if hook.stage in stages]
+    if chosen:
+        with sc.ambient_capabilities("the CDI specs' hooks"):
+            for hook in chosen:
+                _run_hook(hook, document)
+
+
+def _run_hook(hook: Hook, document: bytes) -> None:
+    import subprocess
+
+    argv = list(hook.args) or [hook.path]
+    described = f"{hook.stage} hook {' '.join(argv)} ({hook.origin})"
+    try:
+        result = subprocess.run(argv, executable=hook.path, input=document, capture_output=True,
+                                env=dict(entry.partition("=")[::2] for entry in hook.env),
+                                timeout=hook.timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise HydriaError(f"the {described} did not end within {hook.timeout} s",
+                          hint="the device's vendor tool hangs: check the device and its driver") from None
+    except OSError as e:
+        raise HydriaError(f"cannot run the {described}: {e.strerror}",
+                          hint="install the vendor's tools the CDI spec names, or regenerate the spec") from None
+    if result.returncode != 0:
+        said = (result.stderr or result.stdout).decode(errors="replace").strip()[-1000:]
+        raise HydriaError(f"the {described} failed (exit status {result.returncode})"
+                          + (f": {said}" if said else ""),
+                          hint="the spec's vendor tool says why; regenerate the spec if the node changed")
 
 
 def write_bundle(area: str, root: str, environment: Mapping[str, str], command: Sequence[str]) -> dict[str, object]:

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+
+from hydria.log import Logger
+from hydria.record import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -108,6 +115,21 @@ def clear_ambient_capabilities() -> None:
     """Undo :func:`raise_ambient_capabilities`: the programs started next get none."""
     prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
     _set_inheritable(all_permitted=False)
+
+
+@contextlib.contextmanager
+def ambient_capabilities(purpose: str) -> Iterator[None]:
+    """The programs started inside the block keep this process's capabilities (those of the
+    container's user namespace) across ``execve``, as OCI runtimes run their hooks; where the
+    kernel cannot (before 4.3), they run without, with a warning naming ``purpose``."""
+    try:
+        raise_ambient_capabilities()
+    except OSError as e:
+        Logger(__name__).warning("%s run without capabilities (%s): their mounts will fail", purpose, e.strerror)
+    try:
+        yield
+    finally:
+        clear_ambient_capabilities()
 
 
 def _set_inheritable(all_permitted: bool) -> ctypes.Array[_CapData]:
