@@ -39,8 +39,8 @@ def make_context(workspace: Workspace, files: dict[str, str | bytes], name: str 
     return context
 
 
-def build(workspace: Workspace, *args: str) -> subprocess.CompletedProcess[str]:
-    return workspace.run("build", *args, timeout=600)
+def build(workspace: Workspace, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return workspace.run("build", *args, timeout=600, **env)
 
 
 def built(workspace: Workspace, *args: str) -> str:

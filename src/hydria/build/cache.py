@@ -29,11 +29,15 @@ from pathlib import Path
 from hydria.build.layers import Layer
 from hydria.image.cache import DigestMismatch, hex_of
 from hydria.image.prune import Item, item, regular_files
+from hydria.log import Logger
 from hydria.paths import ensure_dir, is_own_private_dir
 from hydria.record import Record
 from hydria.trees import delete_tree
 
 FOLDERS = ("steps", "blobs", "trees", "bases", "outputs", "images", "mounts", "work")
+CLEAR_WAIT = 5  # seconds a stopped step's folder is tried again while its last processes end
+
+log = Logger(__name__)
 
 
 def _short_hash(name: str) -> str:
@@ -131,8 +135,13 @@ class BuildCache:
     def clear_work(self, folders: Sequence[Path]) -> None:
         """Remove step folders, to the end even if Ctrl-C comes meanwhile (then raised after):
         Python may run the handler of a signal that another thread took only once the step's
-        process has ended, in the middle of this."""
+        process has ended, in the middle of this. A stopped step's last processes may hold its
+        overlay a moment longer (its folders busy): tried again for a while, then left to the
+        next build (:meth:`clear_abandoned`)."""
+        import time
+
         interrupted: KeyboardInterrupt | None = None
+        give_up = time.monotonic() + CLEAR_WAIT
         while True:
             try:
                 for folder in folders:
@@ -141,6 +150,12 @@ class BuildCache:
                 break
             except KeyboardInterrupt as e:
                 interrupted = e
+            except OSError as e:
+                if time.monotonic() > give_up:
+                    log.warning("cannot remove a build step's folder (%s: %s); the next build removes it",
+                                e.filename, e.strerror)
+                    break
+                time.sleep(0.05)
         if interrupted is not None:
             raise interrupted
 

@@ -280,16 +280,22 @@ class _Writer:
 
     def unpack(self, archive: str, target: str) -> None:
         """``ADD`` of a local archive: its entries under ``target``, with their owners."""
+        name = os.path.basename(archive)
         try:
             with tarfile.open(archive) as tar:
                 for member in tar:
-                    self._member(tar, member, target, archive)
-        except (tarfile.TarError, EOFError, OSError) as e:
-            raise CopyError(f"cannot unpack {os.path.basename(archive)}: {e}") from None
+                    try:
+                        self._member(tar, member, target, name)
+                    except OSError as e:
+                        raise CopyError(f"cannot unpack {name}: entry {member.name!r}: {e.strerror}") from None
+        except (tarfile.TarError, EOFError) as e:
+            raise CopyError(f"cannot unpack {name}: {e}") from None
+        except OSError as e:
+            raise CopyError(f"cannot unpack {name}: {e.strerror}") from None
 
     def _member(self, tar: tarfile.TarFile, member: tarfile.TarInfo, target: str, archive: str) -> None:
         try:
-            relative = clean_path(member.name, os.path.basename(archive))
+            relative = clean_path(member.name, archive)
         except UnsafeLayer as e:
             raise CopyError(str(e).replace("layer", "archive", 1)) from None
         if not relative:
@@ -303,9 +309,15 @@ class _Writer:
             host = self._place(path)
             os.symlink(member.linkname, host)
         elif member.islnk():
-            linked = clean_path(member.linkname, os.path.basename(archive))
+            try:
+                linked = resolve_in_root(self.root, os.path.join(target, clean_path(member.linkname, archive)))
+            except UnsafeLayer as e:
+                raise CopyError(str(e).replace("layer", "archive", 1)) from None
+            if not os.path.lexists(linked) or os.path.isdir(linked) and not os.path.islink(linked):
+                raise CopyError(f"cannot unpack {archive}: entry {member.name!r} is a hard link to "
+                                f"{member.linkname!r}, which is no file the archive unpacked before it")
             host = self._place(path)
-            os.link(resolve_in_root(self.root, os.path.join(target, linked)), host, follow_symlinks=False)
+            os.link(linked, host, follow_symlinks=False)
         elif member.isreg():
             host = self._place(path)
             content = tar.extractfile(member)

@@ -81,7 +81,7 @@ def run_mounts(instruction: Instruction, variables: Mapping[str, str], escape: s
                 raise instruction.error(f"--mount={text}: from= is not supported yet",
                                         hint="copy what the step needs from the stage with COPY --from")
             source = fields.pop("source", fields.pop("src", "."))
-            host = resolve_in_root(context, source)
+            host = resolve_in_root(context, os.path.normpath("/" + source))  # as COPY's: ../x is x
             if not os.path.exists(host):
                 raise instruction.error(f"--mount={text}: {source} is not in the build context")
             if writable:

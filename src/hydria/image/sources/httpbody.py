@@ -11,12 +11,41 @@ parser did not see the body.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import httpcore
 import httpx
 
 CHUNK = 1 << 20
+# A download that gets fewer than LOW_SPEED bytes in a window of seconds is cut, as curl's
+# low-speed limit does for enroot (docs/import.md, "Slow and stalled registries").
+LOW_SPEED = 1024
+
+
+class Pace:
+    """The bounds of a download besides its read timeout: ``timeout`` seconds in all (from
+    ``started``, across resumed tries; 0: none), and at least LOW_SPEED bytes each ``window``
+    seconds, so that a server that trickles a byte now and then cannot keep it going for ever."""
+
+    def __init__(self, timeout: int, window: float, started: float | None = None) -> None:
+        now = time.monotonic()
+        self.timeout = timeout
+        self.window = window
+        self.deadline = (started or now) + timeout if timeout else None
+        self._window_start, self._window_bytes = now, 0
+
+    def too_slow(self, count: int) -> str | None:
+        """Count ``count`` bytes more; why the download must end now, or None."""
+        now = time.monotonic()
+        if self.deadline is not None and now > self.deadline:
+            return f"took longer than HYDRIA_TRANSFER_TIMEOUT ({self.timeout} s)"
+        self._window_bytes += count
+        if now - self._window_start >= self.window:
+            if self._window_bytes < LOW_SPEED:
+                return f"fewer than {LOW_SPEED} bytes in {self.window:g} s"
+            self._window_start, self._window_bytes = now, 0
+        return None
 
 
 def body_chunks(response: httpx.Response) -> Iterator[bytes]:

@@ -26,7 +26,7 @@ from hydria.image.cache import BlobCache, Writer, digest_of
 from hydria.image.growing import GrowingBlob
 from hydria.image.progress import Progress
 from hydria.image.reference import RegistryImage
-from hydria.image.sources.httpbody import body_chunks
+from hydria.image.sources.httpbody import Pace, body_chunks
 from hydria.image.sources.pacing import DownloadQueue
 from hydria.image.sources.registryhttp import (
     STALL,
@@ -44,9 +44,6 @@ log = Logger(__name__)
 # A blob download that breaks off is resumed where it stopped this many times, plus
 # HYDRIA_TRANSFER_RETRIES (enroot's GNU parallel runs a failed layer download twice more).
 RESUMES = 2
-# Every blob read is bounded too (docs/import.md, "Slow and stalled registries"): a blob that gets
-# fewer than LOW_SPEED bytes in STALL seconds is cut, as curl's low-speed limit does for enroot.
-LOW_SPEED = 1024
 
 
 class Interrupted(HydriaError):
@@ -195,8 +192,7 @@ class RegistrySource:
                 ended()
 
     def _download_to_cache(self, descriptor: mf.Descriptor, growing: GrowingBlob) -> None:
-        started = time.monotonic()
-        deadline = started + self.settings.transfer_timeout if self.settings.transfer_timeout else None
+        started = time.monotonic()  # HYDRIA_TRANSFER_TIMEOUT counts every try
 
         def download(out: Writer) -> None:
             self.progress.start(descriptor.digest, descriptor.size)
@@ -204,7 +200,7 @@ class RegistrySource:
             resumes = RESUMES + self.settings.transfer_retries
             for attempt in range(resumes + 1):
                 try:
-                    self._download_from(descriptor, received, out, deadline)
+                    self._download_from(descriptor, received, out, started)
                     return
                 except _BrokenOff as broken:
                     if self._closing.is_set():
@@ -226,14 +222,14 @@ class RegistrySource:
             raise
         self.progress.finish(descriptor.digest)
 
-    def _download_from(self, descriptor: mf.Descriptor, offset: int, out: Writer, deadline: float | None) -> None:
+    def _download_from(self, descriptor: mf.Descriptor, offset: int, out: Writer, started: float) -> None:
         """Write the blob from byte ``offset`` on to ``out`` (which has the bytes before).
 
         Raises:
             _BrokenOff: the connection broke; how many bytes ``out`` has now.
         """
         received = offset
-        window_start, window_bytes = time.monotonic(), 0  # for the low-speed limit
+        pace = Pace(self.settings.transfer_timeout, STALL, started)
         try:
             with self.http.request(f"blobs/{descriptor.digest}", offset=offset) as response, self._tracked(response):
                 skip = offset - _range_start(response, offset)
@@ -245,16 +241,10 @@ class RegistrySource:
                     out.write(chunk)
                     received += len(chunk)
                     self.progress.advance(descriptor.digest, len(chunk))
-                    now = time.monotonic()
-                    if deadline and now > deadline:
-                        raise RegistryError(f"downloading {descriptor.digest} took longer than "
-                                            f"HYDRIA_TRANSFER_TIMEOUT ({self.settings.transfer_timeout} s)")
-                    window_bytes += len(chunk)
-                    if now - window_start >= STALL:
-                        if window_bytes < LOW_SPEED:
-                            raise RegistryError(f"downloading {descriptor.digest}: fewer than {LOW_SPEED} bytes "
-                                                f"in {STALL} s", hint="the registry is stalled or very slow")
-                        window_start, window_bytes = now, 0
+                    slow = pace.too_slow(len(chunk))
+                    if slow:
+                        raise RegistryError(f"downloading {descriptor.digest}: {slow}",
+                                            hint="the registry is stalled or very slow")
         except httpx.TransportError as error:
             raise _BrokenOff(received, error) from None
 
