@@ -204,6 +204,13 @@ RUN echo about to fail; exit 3
     ("FROM {base}\nENV A=\"${{B:?must be set}}\"\n", {}, "B: must be set"),
     ("FROM {base}\nCOPY --chown=nobody-here a /a\n", {"a": "x"}, "the image has no user 'nobody-here'"),
     ("FROM {base}\nRUN --mount=type=secret,id=x true\n", {}, "--mount type=secret is not supported"),
+    ("FROM {base}\nRUN --mount=type=cache,taget=/c true\n", {}, "--mount=type=cache,taget=/c: type=cache takes no taget="),
+    ("FROM {base}\nRUN --mount=type=cache,target=/c,sharing=exclusive true\n", {}, "sharing=exclusive"),
+    ("FROM {base}\nRUN --mount=type=cache,target=/c,uid=1000 true\n", {}, "uid=1000: with one user ID mapped"),
+    ("FROM {base}\nRUN --mount=type=cache,target=/c,mode=rwx true\n", {}, "mode=rwx is not octal"),
+    ("FROM {base}\nRUN --mount=type=tmpfs,target=/t,size=lots true\n", {}, "size=lots is not a size"),
+    ("FROM {base}\nRUN --mount=type=bind,target=/b,rw true\n", {}, "writable bind mounts are not supported"),
+    ("FROM {base}\nRUN --mount=type=bind,target=/b,ro=maybe true\n", {}, "readonly=maybe is not true or false"),
 ])
 def test_a_broken_dockerfile_gets_a_clear_error(debian: PublishedImage, workspace: Workspace, dockerfile: str,
                                                 files: dict[str, str], message: str) -> None:
@@ -232,6 +239,51 @@ RUN --mount=type=cache,target=/var/cache/apt apt-get update -q && \\
                              check=True).stdout
     assert "squashfs-root/var/cache/apt/archives/hello" not in listing  # the cache mount stayed out of the image
     assert "zz-hydria-build" not in listing
+
+
+def test_a_dockerfile_that_changes_no_file_writes_every_output(debian: PublishedImage, workspace: Workspace) -> None:
+    """The base image's layers are fetched for the outputs even where no step needed its files."""
+    context = make_context(workspace, {"Dockerfile": f"FROM {base_of(debian)}\nENV GREETING=hello\nLABEL a=b\n"})
+    built(workspace, "--oci", "layout", "-o", "greeting.sqsh", str(context))
+    config = oci_config(workspace.out / "layout")
+    assert "GREETING=hello" in config["config"]["Env"] and config["config"]["Labels"]["a"] == "b"  # type: ignore[index]
+    started = workspace.run("start", str(workspace.out / "greeting.sqsh"), "sh", "-c", "echo $GREETING")
+    assert started.stdout == "hello\n", started.stderr
+
+
+def test_run_mount_options_are_honoured(debian: PublishedImage, workspace: Workspace) -> None:
+    context = make_context(workspace, {"Dockerfile": f"""FROM {base_of(debian)}
+RUN --mount=type=tmpfs,target=/t,size=1m df -k /t | tail -1
+RUN --mount=type=cache,target=/c,mode=0700 stat -c mode=%a /c
+RUN --mount=type=cache,target=/c,ro touch /c/x 2>&1 || echo refused
+"""})
+    result = build(workspace, "--oci", "layout", str(context))
+    output = result.stdout + result.stderr
+    assert " 1024 " in output and "mode=700" in output and "Read-only file system" in output and "refused" in output
+
+
+@pytest.mark.parametrize(("sharing", "seen"), [("shared", "seen:held"), ("locked", "seen:"), ("private", "seen:")])
+def test_a_cache_mount_is_shared_locked_or_private_as_it_says(debian: PublishedImage, workspace: Workspace,
+                                                             sharing: str, seen: str) -> None:
+    """A first build holds the cache folder for a while (a file there until it ends); a second,
+    started meanwhile, sees that file (shared), waits for the first to end (locked) or gets an
+    empty folder of its own at once (private)."""
+    mount = f"--mount=type=cache,id=one,target=/c,sharing={sharing}"
+    first = make_context(workspace, {"Dockerfile": f"FROM {base_of(debian)}\nRUN {mount} sh -c 'touch /c/held; "
+                                                   "echo holding; sleep 4; rm /c/held'\n"}, "first")
+    second = make_context(workspace, {"Dockerfile": f"FROM {base_of(debian)}\nRUN {mount} "
+                                                    "sh -c 'echo seen:$(ls /c)'\n"}, "second")
+    built(workspace, "--oci", "base-layout", str(make_context(workspace, {"Dockerfile": f"FROM {base_of(debian)}\n"}, "base")))
+    holder = workspace.popen("build", "--oci", "first-layout", str(first))
+    assert holder.stdout is not None and holder.stderr is not None
+    for line in holder.stdout:  # what a step prints goes to standard output
+        if "holding" in line:
+            break
+    result = build(workspace, "--oci", "second-layout", str(second))
+    output = result.stdout + result.stderr
+    assert holder.wait(timeout=60) == 0, holder.stderr.read()
+    assert seen in output.splitlines(), output
+    assert ("waiting for the cache folder of /c" in output) == (sharing == "locked")
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGKILL])

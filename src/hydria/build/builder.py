@@ -17,7 +17,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 
 from hydria.build import copying, dockerfile, download, ignore, sandbox, steps
@@ -197,11 +197,21 @@ class _Builder:
             raise instruction.error(f"{word}: the image config lists {len(diff_ids)} layers, its manifest "
                                     f"{len(resolved.layers)}", hint="the image is malformed")
         squashfs = self.cache.base_image(digest)
+        fetching: list[bool] = []
+
+        def fetch_layers() -> None:  # once, for the base's squashfs or for the outputs, which read its layers
+            if not fetching:
+                fetching.append(True)
+                resolved.fetch_layers()
+
+        def open_base_blob(descriptor: mf.Descriptor) -> AbstractContextManager[mf.Blob]:
+            fetch_layers()
+            return resolved.open_blob(descriptor)
 
         def base_squashfs() -> str:
             if not squashfs.exists():
                 self._note(f"importing {ref.uri} for the build")
-                resolved.fetch_layers()
+                fetch_layers()
                 try:
                     # lz4: the lowest folder of every step, read often, written once
                     write_image(resolved, squashfs, squash_plan("-comp lz4", self.settings.max_processors),
@@ -213,7 +223,7 @@ class _Builder:
 
         image = StageImage(inner, platform, key_of("image", digest, str(platform)),
                            [LayerRef(d, diff, origin=ref.uri) for d, diff in zip(resolved.layers, diff_ids)],
-                           list(config.get("history") or []), base_squashfs, resolved.open_blob)
+                           list(config.get("history") or []), base_squashfs, open_base_blob)
         self.pulled[f"{word} {platform}"] = image
         return image
 
@@ -328,7 +338,7 @@ class _Builder:
         command = sandbox.Command(tuple(argv), environment, image.workdir, network != "none",
                                   tuple(own_mounts + mounts))
         key = key_of(image.key, "RUN", argv, steps.keyed_environment(environment), image.workdir, network,
-                     [tuple(m) for m in mounts if m.kind != "cache"], [m.target for m in mounts if m.kind == "cache"])
+                     [tuple(m) if m.kind != "cache" else (m.target, m.writable, m.sharing) for m in mounts])
         return key, sandbox.run_command(command)
 
     def _plan_copy(self, instruction: Instruction, image: StageImage, scratch: str) -> tuple[str, sandbox.Action]:

@@ -55,6 +55,8 @@ class RunMount(Record):
     target: str
     source: str | None = None
     writable: bool = False
+    sharing: str = "shared"  # a cache's: "shared", "locked" (one step at a time) or "private" (else a new folder)
+    options: tuple[str, ...] = ()  # a tmpfs's (size=...)
 
 
 class Command(Record):
@@ -182,7 +184,8 @@ def run_command(command: Command) -> Action:
 
     def action(root: str, step: StepRoot) -> int:
         created: list[str] = []
-        targets = _mount_for_run(root, command, step.scratch, created)
+        held: list[int] = []  # the cache folders' locks, until the step ends
+        targets = _mount_for_run(root, command, step.scratch, created, held)
         sc.unshare(sc.CLONE_NEWPID)  # the command is PID 1: when it ends, whatever it left running ends too
         child = os.fork()
         if child == 0:
@@ -247,7 +250,7 @@ def _missing_on_the_way(root: str, target: str) -> list[str]:
     return list(reversed(missing))
 
 
-def _mount_for_run(root: str, command: Command, scratch: str, created: list[str]) -> list[str]:
+def _mount_for_run(root: str, command: Command, scratch: str, created: list[str], held: list[int]) -> list[str]:
     entries = fstab.parse(RUN_FSTAB, "build mounts")
     if os.path.isdir(resolve_in_root(root, "/etc/apt/apt.conf.d")):
         conf = os.path.join(scratch, "apt-as-root.conf")
@@ -256,11 +259,12 @@ def _mount_for_run(root: str, command: Command, scratch: str, created: list[str]
         entries.append(fstab.MountEntry(conf, APT_CONF, "none", ("x-create=file", "bind", "ro")))
     for mount in command.mounts:
         if mount.kind == "tmpfs":
-            entries.append(fstab.MountEntry("tmpfs", mount.target, "tmpfs", ("x-create=dir", "mode=1777")))
+            entries.append(fstab.MountEntry("tmpfs", mount.target, "tmpfs", ("x-create=dir", "mode=1777", *mount.options)))
         else:
-            options = ("x-create=dir" if os.path.isdir(mount.source or "") else "x-create=file", "rbind",
+            source = _claimed_cache(mount, scratch, held) if mount.kind == "cache" else mount.source or ""
+            options = ("x-create=dir" if os.path.isdir(source) else "x-create=file", "rbind",
                        "rw" if mount.writable else "ro")
-            entries.append(fstab.MountEntry(mount.source or "", mount.target, "none", options))
+            entries.append(fstab.MountEntry(source, mount.target, "none", options))
     targets = []
     for entry in entries:
         try:
@@ -273,6 +277,32 @@ def _mount_for_run(root: str, command: Command, scratch: str, created: list[str]
         if os.path.ismount(host):
             targets.append(host)
     return targets
+
+
+def _claimed_cache(mount: RunMount, scratch: str, held: list[int]) -> str:
+    """The folder of a cache mount, locked as its ``sharing`` says (BuildKit's meanings): shared
+    with other steps, or one step at a time, the others waiting ("locked"), or taking a new
+    empty folder of the step's own ("private", while another step has the folder)."""
+    import fcntl
+
+    assert mount.source is not None
+    folder = os.open(mount.source, os.O_RDONLY | os.O_DIRECTORY)
+    held.append(folder)  # closed when the step's process ends, which releases the lock
+    if mount.sharing == "shared":
+        fcntl.flock(folder, fcntl.LOCK_SH)
+        return mount.source
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return mount.source
+    except BlockingIOError:
+        if mount.sharing == "private":
+            own = os.path.join(scratch, f"cache.{len(held)}")
+            os.mkdir(own, os.stat(mount.source).st_mode & 0o7777)
+            return own
+    print(f"waiting for the cache folder of {mount.target}: another build step has it (sharing=locked)",
+          file=sys.stderr, flush=True)
+    fcntl.flock(folder, fcntl.LOCK_EX)
+    return mount.source
 
 
 def _exec_in(root: str, command: Command) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -53,42 +54,84 @@ def run_argv(instruction: Instruction, image: StageImage, scratch: str) -> tuple
     return [*image.shell, text], []
 
 
+# What each type of RUN --mount takes (BuildKit's names and their other spellings); any other
+# field is an error, never ignored.
+MOUNT_FIELDS = {"cache": {"target", "id", "readonly", "sharing", "mode", "uid", "gid"},
+                "bind": {"target", "source", "readonly", "readwrite", "from"},
+                "tmpfs": {"target", "size"}}
+MOUNT_SPELLINGS = {"dst": "target", "destination": "target", "src": "source", "ro": "readonly", "rw": "readwrite"}
+SHARING = ("shared", "private", "locked")
+
+
 def run_mounts(instruction: Instruction, variables: Mapping[str, str], escape: str, context: str,
                cache_folder: Callable[[str], Path]) -> list[RunMount]:
     """``RUN --mount=type=cache|bind|tmpfs,...``: the cache folders are the user's own, kept in
     the build cache; a bind mount takes a path of the build context, read-only."""
-    mounts = []
-    for text in instruction.flags.get("mount", []):
-        fields: dict[str, str] = {}
-        for part in expand(text, variables, escape).split(","):
-            name, equals, value = part.partition("=")
-            fields[name.strip().lower()] = value if equals else "true"
-        kind = fields.pop("type", "bind")
-        if kind not in ("cache", "tmpfs", "bind"):
-            raise instruction.error(f"--mount type={kind} is not supported",
-                                    hint="hydria build mounts type=cache, type=bind and type=tmpfs")
-        target = fields.pop("target", fields.pop("dst", fields.pop("destination", "")))
-        if not target:
-            raise instruction.error(f"--mount={text}: no target", hint="e.g. --mount=type=cache,target=/root/.cache")
-        writable = fields.pop("rw", fields.pop("readwrite", "false")) == "true"
-        if kind == "cache":
-            name = fields.pop("id", target)
-            mounts.append(RunMount("cache", target, str(cache_folder(name)), True))
-        elif kind == "tmpfs":
-            mounts.append(RunMount("tmpfs", target))
-        elif kind == "bind":
-            if "from" in fields:
-                raise instruction.error(f"--mount={text}: from= is not supported yet",
-                                        hint="copy what the step needs from the stage with COPY --from")
-            source = fields.pop("source", fields.pop("src", "."))
-            host = resolve_in_root(context, os.path.normpath("/" + source))  # as COPY's: ../x is x
-            if not os.path.exists(host):
-                raise instruction.error(f"--mount={text}: {source} is not in the build context")
-            if writable:
-                raise instruction.error(f"--mount={text}: writable bind mounts are not supported",
-                                        hint="a bind mount of the build context is read-only")
-            mounts.append(RunMount("bind", target, host))
-    return mounts
+    return [_run_mount(instruction, expand(text, variables, escape), context, cache_folder)
+            for text in instruction.flags.get("mount", [])]
+
+
+def _run_mount(instruction: Instruction, text: str, context: str, cache_folder: Callable[[str], Path]) -> RunMount:
+    fields: dict[str, str] = {}
+    for part in text.split(","):
+        name, equals, value = part.partition("=")
+        name = name.strip().lower()
+        fields[MOUNT_SPELLINGS.get(name, name)] = value if equals else "true"
+    kind = fields.pop("type", "bind")
+    if kind not in MOUNT_FIELDS:
+        raise instruction.error(f"--mount type={kind} is not supported",
+                                hint="hydria build mounts type=cache, type=bind and type=tmpfs")
+    unknown = sorted(set(fields) - MOUNT_FIELDS[kind])
+    if unknown:
+        raise instruction.error(f"--mount={text}: type={kind} takes no {unknown[0]}=",
+                                hint=f"it takes {', '.join(sorted(MOUNT_FIELDS[kind]))}")
+    target = fields.get("target", "")
+    if not target:
+        raise instruction.error(f"--mount={text}: no target", hint="e.g. --mount=type=cache,target=/root/.cache")
+    readonly = _flag(instruction, text, fields, "readonly")
+    if kind == "tmpfs":
+        size = fields.get("size")
+        if size is not None and not re.fullmatch(r"[0-9]+[kKmMgG]?", size):
+            raise instruction.error(f"--mount={text}: size={size} is not a size", hint="e.g. size=64m")
+        return RunMount("tmpfs", target, options=(f"size={size}",) if size else ())
+    if kind == "cache":
+        return _cache_mount(instruction, text, fields, readonly, cache_folder)
+    if "from" in fields:
+        raise instruction.error(f"--mount={text}: from= is not supported yet",
+                                hint="copy what the step needs from the stage with COPY --from")
+    if _flag(instruction, text, fields, "readwrite"):
+        raise instruction.error(f"--mount={text}: writable bind mounts are not supported",
+                                hint="a bind mount of the build context is read-only")
+    source = fields.get("source", ".")
+    host = resolve_in_root(context, os.path.normpath("/" + source))  # as COPY's: ../x is x
+    if not os.path.exists(host):
+        raise instruction.error(f"--mount={text}: {source} is not in the build context")
+    return RunMount("bind", target, host)
+
+
+def _cache_mount(instruction: Instruction, text: str, fields: Mapping[str, str], readonly: bool,
+                 cache_folder: Callable[[str], Path]) -> RunMount:
+    sharing = fields.get("sharing", "shared")
+    if sharing not in SHARING:
+        raise instruction.error(f"--mount={text}: sharing={sharing}", hint="sharing=shared, private or locked")
+    for owner in ("uid", "gid"):
+        if fields.get(owner, "0") != "0":
+            raise instruction.error(f"--mount={text}: {owner}={fields[owner]}: with one user ID mapped, the "
+                                    "cache folder belongs to root", hint=f"leave {owner}= out (docs/build.md)")
+    try:
+        mode = int(fields.get("mode", "0755"), 8)
+    except ValueError:
+        raise instruction.error(f"--mount={text}: mode={fields['mode']} is not octal", hint="e.g. mode=0755") from None
+    folder = cache_folder(fields.get("id", fields["target"]))
+    os.chmod(folder, mode & 0o7777)
+    return RunMount("cache", fields["target"], str(folder), not readonly, sharing)
+
+
+def _flag(instruction: Instruction, text: str, fields: Mapping[str, str], name: str) -> bool:
+    value = fields.get(name, "false").lower()
+    if value not in ("true", "false"):
+        raise instruction.error(f"--mount={text}: {name}={value} is not true or false")
+    return value == "true"
 
 
 def walk(source_root: SourceRoot, sources: Sequence[str]) -> Iterator[tuple[str, str]]:
