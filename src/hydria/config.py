@@ -91,6 +91,7 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("RDMA_ROOT", "path", "/", "Tree in which the InfiniBand hook finds the node's /sys and /dev"),
     SettingSpec("CDI_SPEC_DIRS", "str", "/etc/cdi:/var/run/cdi", "Folders of CDI device specs, ':' between; a later one's device replaces an earlier one's"),
     SettingSpec("NVIDIA_CDI", "bool", "false", "Give the GPUs NVIDIA_VISIBLE_DEVICES names from the node's CDI spec of nvidia.com/gpu where there is one, not with the built-in NVIDIA hook"),
+    SettingSpec("BUILD_SUBORDINATE_IDS", "bool", "true", "hydria build maps the user's subordinate IDs (/etc/subuid, /etc/subgid) where there are some, so that files keep their owners; false: one ID, every file owned by root"),
 )
 SPEC_BY_NAME: Mapping[str, SettingSpec] = MappingProxyType({s.name: s for s in SPECS})
 
@@ -140,6 +141,7 @@ class Settings(Record):
     rdma_root: str
     cdi_spec_dirs: str
     nvidia_cdi: bool
+    build_subordinate_ids: bool
     environment: Mapping[str, str] = MappingProxyType({})
     origins: Mapping[str, str] = MappingProxyType({})
 

@@ -330,6 +330,8 @@ def _export_tree(image: str, destination: Path) -> None:
 
 def test_the_image_matches_podman_builds_of_the_same_dockerfile(debian: PublishedImage, workspace: Workspace,
                                                                 tmp_path: Path) -> None:
+    """With the test user's subordinate IDs mapped, owners come out as podman's (as root) too:
+    a user made by useradd, chown, a setuid file, USER honoured by RUN."""
     context = make_context(workspace, {
         "Dockerfile": f"""FROM {base_of(debian)}
 ENV APP=/app
@@ -338,13 +340,17 @@ COPY src/ ./
 COPY --chown=1234:55 --chmod=751 tool.sh /usr/local/bin/tool
 RUN mkdir -p /var/made && echo made > /var/made/file && ln -s /var/made/file /app/link && \\
     rm -rf /usr/share/doc/python3 /etc/motd && chmod 700 /var/made
+RUN useradd -u 1500 -m app && install -d -o app -g app -m 750 /var/app && touch /var/app/f && \\
+    chown app:daemon /var/app/f && chmod u+s /usr/local/bin/tool
+USER app
+RUN touch /home/app/made-as-app
 ADD files.tar.gz /opt/
 CMD ["tool"]
 """,
         "src/a.txt": "a\n", "src/sub/b.txt": "b\n", "tool.sh": "#!/bin/sh\necho tool\n",
         "files.tar.gz": tar_of({"x/y.txt": ("y\n", 0)}),
     })
-    built(workspace, "--oci", "layout", str(context))
+    assert "subordinate IDs mapped" in built(workspace, "--oci", "layout", str(context))
     tag = f"localhost/hydria-build-compare-{os.getpid()}"
     subprocess.run(["podman", "build", "--isolation=chroot", "--network=host", "--tls-verify=false", "-q", "-t",
                     f"{tag}:podman", str(context)], capture_output=True, text=True, check=True)
@@ -364,10 +370,46 @@ CMD ["tool"]
         mine = json.loads(_podman("image", "inspect", f"{tag}:hydria"))[0]["Config"]
         theirs = json.loads(_podman("image", "inspect", f"{tag}:podman"))[0]["Config"]
         theirs["Labels"].pop("io.buildah.version", None)  # buildah's own
-        for field in ("Env", "Cmd", "Entrypoint", "WorkingDir", "Labels", "Volumes"):
+        for field in ("Env", "Cmd", "Entrypoint", "WorkingDir", "Labels", "Volumes", "User"):
             assert mine.get(field) == theirs.get(field), field
     finally:
         subprocess.run(["podman", "rmi", "-f", f"{tag}:podman", f"{tag}:hydria"], capture_output=True, check=False)
+
+
+def test_with_one_id_mapped_every_file_belongs_to_root_and_the_build_says_so(debian: PublishedImage,
+                                                                            workspace: Workspace) -> None:
+    context = make_context(workspace, {"Dockerfile": f"""FROM {base_of(debian)}
+RUN useradd -u 1500 app && install -d -o app /var/app && stat -c %u /var/app
+USER app
+RUN id -u
+"""})
+    result = build(workspace, "--oci", "layout", str(context), HYDRIA_BUILD_SUBORDINATE_IDS="n")
+    assert result.returncode == 0, result.stderr
+    assert "steps run as root with one ID mapped: every file belongs to root" in result.stderr
+    assert "USER app: RUN runs as root" in result.stderr
+    assert result.stdout.split() == ["0", "0"]  # chown "succeeded" without effect; RUN as root
+
+
+def test_what_steps_made_for_other_owners_is_pruned_and_cleaned_up(debian: PublishedImage,
+                                                                  workspace: Workspace) -> None:
+    """Files of subordinate IDs that the user cannot read or remove themselves: a failed step's
+    folder is removed, and hydria cache prune removes the layers' trees."""
+    context = make_context(workspace, {"Dockerfile": f"""FROM {base_of(debian)}
+RUN useradd -u 1500 app && install -d -o app -m 700 /var/app && touch /var/app/secret && chown app /var/app/secret
+RUN install -d -o app -m 700 /var/other && touch /var/other/x && chown app /var/other/x && false
+"""})
+    result = build(workspace, "--oci", "layout", str(context))
+    assert result.returncode == 1 and "exited with status 1" in result.stderr
+    assert not list((workspace.cache / "build" / "work").iterdir())
+    trees = list((workspace.cache / "build" / "trees").iterdir())
+    assert trees and any(os.stat(tree / "var" / "app").st_uid != workspace.user.uid for tree in trees
+                         if (tree / "var" / "app").exists())
+    long_ago = time.time() - 3600  # past the grace period of what was used in the last minutes
+    for path in (workspace.cache / "build").glob("*/*"):
+        os.utime(path, (long_ago, long_ago), follow_symlinks=False)
+    pruned = workspace.run("cache", "prune")
+    assert pruned.returncode == 0, pruned.stderr
+    assert not list((workspace.cache / "build" / "trees").iterdir())
 
 
 def test_hydria_cache_lists_and_prunes_the_build_cache(debian: PublishedImage, workspace: Workspace) -> None:

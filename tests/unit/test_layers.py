@@ -29,6 +29,7 @@ OUTPUT_ALLOWED = {
     "hydria.runtime.rootfs": "a forked child's _exit",
     "hydria.runtime.namespaces": "a forked child's _exit",
     "hydria.build.sandbox": "a forked child's _exit, and the error of a step's command that cannot start",
+    "hydria.build.idmap": "a forked child's _exit",
 }
 
 

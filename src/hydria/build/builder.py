@@ -97,7 +97,7 @@ class _Builder:
         self.options = options
         self.settings = settings
         self.stack = stack
-        self.cache = BuildCache(settings.cache_path)
+        self.cache = BuildCache(settings.cache_path, settings.build_subordinate_ids)
         self.cache.clear_abandoned()
         self.platform = mf.parse_platform(options.platform)
         self.context = copying.SourceRoot(context, "the build context", _ignore_patterns(context, path))
@@ -108,6 +108,9 @@ class _Builder:
         self.proxies = {k: v for k, v in options.build_args.items() if k in PROXY_ARGS}
         self.step_number = 0
         self.global_args = self._global_args()
+        ids = self.cache.idmap
+        self._note(f"steps run as root with {ids.describe()}" if ids is not None else
+                   "steps run as root with one ID mapped: every file belongs to root (docs/build.md)")
 
     # --- stages ---------------------------------------------------------------------------------
 
@@ -292,7 +295,8 @@ class _Builder:
         upper.mkdir()
         overlay_work.mkdir()
         base = image.base_squashfs() if image.base_squashfs is not None else None
-        step = sandbox.StepRoot(tuple(image.trees()), base, str(upper), str(overlay_work), str(work / "scratch"))
+        ids = self.cache.idmap
+        step = sandbox.StepRoot(tuple(image.trees()), base, str(upper), str(overlay_work), str(work / "scratch"), ids)
         status = sandbox.in_step(step, self.settings, action)
         if status != 0:
             command = instruction.text if len(instruction.text) < 300 else instruction.text[:300] + "..."
@@ -305,8 +309,13 @@ class _Builder:
         if owners_file.exists():
             owners = {path: (uid, gid) for path, (uid, gid) in json.loads(owners_file.read_text()).items()}
         blob = work / "blob"
-        with open(blob, "wb") as handle:
-            layer = write_layer(str(upper), handle, owners)
+
+        def write() -> dict[str, object]:
+            with open(blob, "wb") as handle:
+                return write_layer(str(upper), handle, owners, own_ids=ids is not None)._asdict()
+
+        written = write() if ids is None else ids.run(write)  # where only the mapping can read what the step made
+        layer = Layer(**written)  # type: ignore[arg-type]
         self.cache.keep_layer(upper, blob, layer)
         return layer
 
@@ -332,11 +341,13 @@ class _Builder:
                                   self.cache.mount_folder)
         environment = steps.run_environment(image, self.proxies)
         user = str(image.config.get("User") or "")
-        if user not in ("", "root", "0", "0:0", "root:root"):
+        if user in ("root", "0", "0:0", "root:root"):
+            user = ""
+        if user and self.cache.idmap is None:
             log.warning("%s: USER %s: RUN runs as root (one user ID is mapped: the files it makes belong to "
                         "root in the image)", instruction.where, user)
         command = sandbox.Command(tuple(argv), environment, image.workdir, network != "none",
-                                  tuple(own_mounts + mounts))
+                                  tuple(own_mounts + mounts), user)
         key = key_of(image.key, "RUN", argv, steps.keyed_environment(environment), image.workdir, network,
                      [tuple(m) if m.kind != "cache" else (m.target, m.writable, m.sharing) for m in mounts])
         return key, sandbox.run_command(command)
@@ -435,6 +446,12 @@ def _owners_action(work: Callable[[str], Mapping[str, copying.Owner]]) -> sandbo
 
     def action(root: str, step: sandbox.StepRoot) -> int:
         owners = work(root)
+        if step.idmap is not None:  # the files get their owners (later steps see them), where mapped
+            for path, owner in owners.items():
+                try:
+                    os.lchown(os.path.join(root, path), owner.uid, owner.gid)
+                except OSError:
+                    pass  # an ID the mapping lacks: the layer has it all the same
         with open(os.path.join(step.scratch, "owners.json"), "w") as handle:
             json.dump({path: [owner.uid, owner.gid] for path, owner in owners.items()}, handle)
         return 0

@@ -26,7 +26,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from hydria.build import idmap
 from hydria.build.layers import Layer
+from hydria.errors import HydriaError
 from hydria.image.cache import DigestMismatch, hex_of
 from hydria.image.prune import Item, item, regular_files
 from hydria.log import Logger
@@ -51,7 +53,11 @@ def key_of(*parts: object) -> str:
 
 
 class BuildCache:
-    def __init__(self, cache_path: str) -> None:
+    """The user's build cache; ``idmap``: the full ID mapping its steps run with (None: one ID),
+    without which the files steps made for other owners can be neither read nor removed."""
+
+    def __init__(self, cache_path: str, subordinate_ids: bool = True) -> None:
+        self.idmap = idmap.of_this_user(subordinate_ids)
         parent = ensure_dir(cache_path, setting="HYDRIA_CACHE_PATH", private=False)
         name = "build" if is_own_private_dir(parent) else f"build.{os.geteuid()}"
         self.root = Path(ensure_dir(os.path.join(parent, name), setting="HYDRIA_CACHE_PATH"))
@@ -91,13 +97,21 @@ class BuildCache:
         for folder in (self.root / "work").glob(f"step.{node}.*"):
             pid = folder.name[len(f"step.{node}."):].partition(".")[0]
             if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-                delete_tree(folder)
+                self.remove_tree(folder)
+
+    def remove_tree(self, path: Path) -> None:
+        remove_tree(path, self.idmap)
+
+    def _step_file(self, key: str) -> Path:
+        """A step's record: its key with the ID mode (a step run with one ID gave its files root
+        as their owner, which a build with the full mapping must not take)."""
+        return self.root / "steps" / f"{key if self.idmap is None else key_of(key, 'subordinate IDs')}.json"
 
     def step(self, key: str) -> tuple[bool, Layer | None]:
         """Whether step ``key`` is cached, and the layer it made (None: it changed no file). A
         step whose layer is gone counts as not cached."""
         try:
-            with open(self.root / "steps" / f"{key}.json") as handle:
+            with open(self._step_file(key)) as handle:
                 record = json.load(handle)
         except (OSError, ValueError):
             return False, None
@@ -118,7 +132,7 @@ class BuildCache:
 
     def remember(self, key: str, layer: Layer | None, created_by: str) -> None:
         record = {"layer": layer._asdict() if layer else None, "created_by": created_by}
-        path = self.root / "steps" / f"{key}.json"
+        path = self._step_file(key)
         partial = path.with_name(f".{path.name}.{os.getpid()}")
         partial.write_text(json.dumps(record))
         os.replace(partial, path)
@@ -128,7 +142,7 @@ class BuildCache:
         os.replace(blob, self.blob(layer.digest))
         tree = self.tree(layer.diff_id)
         if tree.is_dir():
-            delete_tree(upper)  # the same changes made before: keep the first
+            self.remove_tree(upper)  # the same changes made before: keep the first
         else:
             os.rename(upper, tree)
 
@@ -146,14 +160,13 @@ class BuildCache:
             try:
                 for folder in folders:
                     if folder.exists():
-                        delete_tree(folder)
+                        self.remove_tree(folder)
                 break
             except KeyboardInterrupt as e:
                 interrupted = e
-            except OSError as e:
+            except (OSError, HydriaError) as e:
                 if time.monotonic() > give_up:
-                    log.warning("cannot remove a build step's folder (%s: %s); the next build removes it",
-                                e.filename, e.strerror)
+                    log.warning("cannot remove a build step's folder (%s); the next build removes it", e)
                     break
                 time.sleep(0.05)
         if interrupted is not None:
@@ -212,10 +225,19 @@ def _trees_by_blob(root: Path) -> dict[str, Path]:
     return trees
 
 
-def remove_entries(chosen: Sequence[Entry]) -> None:
+def remove_tree(path: Path, ids: idmap.IdMap | None) -> None:
+    """Remove a folder of steps' files, in a namespace of the ID mapping ``ids`` where there is
+    one (their files may belong to subordinate IDs). Raises HydriaError, OSError."""
+    if ids is not None:
+        ids.run(lambda: delete_tree(path))
+    else:
+        delete_tree(path)
+
+
+def remove_entries(chosen: Sequence[Entry], ids: idmap.IdMap | None) -> None:
     """Remove the entries (a layer's step then no longer counts as cached: its blob is gone)."""
     for entry in chosen:
         if entry.kind != "mount":
             entry.item.path.unlink(missing_ok=True)
         if entry.tree is not None and entry.tree.exists():
-            delete_tree(entry.tree)
+            remove_tree(entry.tree, ids)

@@ -66,9 +66,11 @@ def is_empty(upper: str) -> bool:
         return next(entries, None) is None
 
 
-def write_layer(upper: str, blob: IO[bytes], owners: Mapping[str, tuple[int, int]] | None = None) -> Layer:
+def write_layer(upper: str, blob: IO[bytes], owners: Mapping[str, tuple[int, int]] | None = None,
+                own_ids: bool = False) -> Layer:
     """Write the changes in ``upper`` as a gzip-compressed layer tar to ``blob``. ``owners``:
-    the owner of some paths (relative, ``/``-separated), root for all others."""
+    the owner of some paths (relative, ``/``-separated); the others' are root, or with
+    ``own_ids`` (run in the namespace of the step's full ID mapping) the ones they have."""
     from isal import igzip
 
     compressed = _Hashing(blob)
@@ -76,11 +78,11 @@ def write_layer(upper: str, blob: IO[bytes], owners: Mapping[str, tuple[int, int
                          mtime=0) as gz:
         plain = _Hashing(gz)  # type: ignore[arg-type]
         with tarfile.open(fileobj=plain, mode="w|", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
-            _add_tree(tar, upper, owners or {})
+            _add_tree(tar, upper, owners or {}, own_ids)
     return Layer(f"sha256:{compressed.hash.hexdigest()}", f"sha256:{plain.hash.hexdigest()}", compressed.size)
 
 
-def _add_tree(tar: tarfile.TarFile, upper: str, owners: Mapping[str, tuple[int, int]]) -> None:
+def _add_tree(tar: tarfile.TarFile, upper: str, owners: Mapping[str, tuple[int, int]], own_ids: bool) -> None:
     links: dict[tuple[int, int], str] = {}
     pending = [""]
     while pending:
@@ -94,7 +96,7 @@ def _add_tree(tar: tarfile.TarFile, upper: str, owners: Mapping[str, tuple[int, 
                 tar.addfile(_info(f"{folder}/{WHITEOUT}{entry.name}" if folder else f"{WHITEOUT}{entry.name}",
                                   tarfile.REGTYPE, 0o600, info.st_mtime, (0, 0)))
                 continue
-            owner = owners.get(relative, (0, 0))
+            owner = owners.get(relative, (info.st_uid, info.st_gid) if own_ids else (0, 0))
             if stat.S_ISDIR(info.st_mode):
                 tar.addfile(_info(relative, tarfile.DIRTYPE, info.st_mode, info.st_mtime, owner))
                 if is_opaque(entry.path):

@@ -17,6 +17,8 @@ import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
+from hydria.build import copying
+from hydria.build.idmap import IdMap
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.record import Record
@@ -46,6 +48,7 @@ class StepRoot(Record):
     upper: str
     work: str
     scratch: str
+    idmap: IdMap | None = None  # the full mapping of the user's subordinate IDs; None: one ID
 
 
 class RunMount(Record):
@@ -65,6 +68,7 @@ class Command(Record):
     workdir: str
     network: bool = True
     mounts: tuple[RunMount, ...] = ()
+    user: str = ""  # USER, honoured where the step maps the subordinate IDs (else root)
 
 
 def _settings_for_build(settings: Settings) -> Settings:
@@ -79,7 +83,7 @@ def in_step(step: StepRoot, settings: Settings, action: Action) -> int:
     """Run ``action(root, step)`` in a child that has mounted the step's root; its exit status.
     Raises the HydriaError the child raised."""
     error_file = os.path.join(step.scratch, "error.json")
-    child = os.fork()
+    child = step.idmap.fork() if step.idmap is not None else os.fork()
     if child == 0:
         status = FAILED
         try:
@@ -135,20 +139,23 @@ def _stop(child: int) -> None:
 
 
 def _mount_step(step: StepRoot, settings: Settings) -> str:
-    namespaces.enter(_settings_for_build(settings), os.getuid(), os.getgid())
+    if step.idmap is None:  # else the namespace is made already (IdMap.fork)
+        namespaces.enter(_settings_for_build(settings), os.getuid(), os.getgid())
     sc.prctl(sc.PR_SET_DUMPABLE, 0)  # its /proc/PID/root (the host's) stays closed to the step's programs
-    return mount_layers(step.lowers, step.base_image, step.scratch, "root", settings, (step.upper, step.work))
+    return mount_layers(step.lowers, step.base_image, step.scratch, "root", settings, (step.upper, step.work),
+                        owners=step.idmap is not None)
 
 
 def mount_layers(lowers: Sequence[str], base_image: str | None, scratch: str, name: str, settings: Settings,
-                 writable: tuple[str, str] | None = None) -> str:
+                 writable: tuple[str, str] | None = None, owners: bool = False) -> str:
     """Mount layer folders (top first) over a base image at ``scratch/name``, with an upper and
-    work folder (``writable``), or read-only (``COPY --from`` a stage); its path."""
+    work folder (``writable``), or read-only (``COPY --from`` a stage); its path. ``owners``: the
+    base image's files keep their owners (a full mapping), else every one belongs to root."""
     folders = list(lowers)
     if base_image is not None:
         base = os.path.join(scratch, f"{name}.base")
         os.makedirs(base, exist_ok=True)
-        rootfs.mount_squashfs(base_image, base, 0, 0, settings.fast_reader)
+        rootfs.mount_squashfs(base_image, base, 0, 0, settings.fast_reader, keep_owners=owners)
         folders.append(base)
     if not folders:
         empty = os.path.join(scratch, f"{name}.empty")
@@ -185,14 +192,15 @@ def run_command(command: Command) -> Action:
     def action(root: str, step: StepRoot) -> int:
         created: list[str] = []
         held: list[int] = []  # the cache folders' locks, until the step ends
-        targets = _mount_for_run(root, command, step.scratch, created, held)
+        targets = _mount_for_run(root, command, step.scratch, created, held, step.idmap is None)
+        user = copying.owner_of(root, command.user) if command.user and step.idmap is not None else None
         sc.unshare(sc.CLONE_NEWPID)  # the command is PID 1: when it ends, whatever it left running ends too
         child = os.fork()
         if child == 0:
             try:
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
-                _exec_in(root, command)
+                _exec_in(root, command, user, fake_ids=step.idmap is None)
             except OSError as e:
                 print(f"[ERROR] cannot start the step's command: {e}", file=sys.stderr, flush=True)
             finally:
@@ -250,9 +258,10 @@ def _missing_on_the_way(root: str, target: str) -> list[str]:
     return list(reversed(missing))
 
 
-def _mount_for_run(root: str, command: Command, scratch: str, created: list[str], held: list[int]) -> list[str]:
+def _mount_for_run(root: str, command: Command, scratch: str, created: list[str], held: list[int],
+                   one_id: bool) -> list[str]:
     entries = fstab.parse(RUN_FSTAB, "build mounts")
-    if os.path.isdir(resolve_in_root(root, "/etc/apt/apt.conf.d")):
+    if one_id and os.path.isdir(resolve_in_root(root, "/etc/apt/apt.conf.d")):
         conf = os.path.join(scratch, "apt-as-root.conf")
         with open(conf, "w") as handle:
             handle.write(APT_AS_ROOT)
@@ -305,10 +314,10 @@ def _claimed_cache(mount: RunMount, scratch: str, held: list[int]) -> str:
     return mount.source
 
 
-def _exec_in(root: str, command: Command) -> None:
+def _exec_in(root: str, command: Command, user: copying.Owner | None, fake_ids: bool) -> None:
     """In the grandchild, PID 1 of its PID namespace: a mount namespace of its own, pivot into
-    ``root``, a ``/proc`` of the namespace, the seccomp filter that lets package managers chown,
-    then the command."""
+    ``root``, a ``/proc`` of the namespace, then the command: as ``user`` where given, and with
+    one ID mapped (``fake_ids``) under the seccomp filter that lets package managers chown."""
     sc.unshare(sc.CLONE_NEWNS | (0 if command.network else sc.CLONE_NEWNET))
     os.chdir(root)
     sc.pivot_root(".", ".")
@@ -323,11 +332,15 @@ def _exec_in(root: str, command: Command) -> None:
         os._exit(FAILED - 1)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
-    sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
-    seccomp.install()
+    if user is not None:
+        os.setgroups([user.gid])
+        os.setresgid(user.gid, user.gid, user.gid)
+        os.setresuid(user.uid, user.uid, user.uid)
+    if fake_ids:
+        sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
+        seccomp.install()
     try:
         os.execvpe(command.argv[0], list(command.argv), dict(command.environment))
     except OSError as e:
         print(f"[ERROR] cannot run {command.argv[0]}: {e.strerror}", file=sys.stderr)
         os._exit(127)
-

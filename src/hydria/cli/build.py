@@ -91,7 +91,7 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
         started = time.monotonic()
         built = build(request, settings, stack, show=lambda line: print(line, file=sys.stderr, flush=True))
         log.info("Built in %.2f s", time.monotonic() - started)
-        cache = BuildCache(settings.cache_path)
+        cache = BuildCache(settings.cache_path, settings.build_subordinate_ids)
         if oci is not None:
             digest = output.write_oci_layout(built.image, cache, oci, tag)
             log.info("Wrote the OCI image layout %s (%s)", oci, digest)

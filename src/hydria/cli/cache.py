@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from hydria.build import cache as build_cache
+from hydria.build import idmap
 from hydria.cli.store import size_argument
 from hydria.config import Settings
 from hydria.image.imagecache import SUFFIX, ImageCache
@@ -57,7 +58,8 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     if not options.dry_run:
         chosen = {i.path for i in gone}
         remove([i for i in gone if i.path not in {e.item.path for e in built}])
-        build_cache.remove_entries([e for e in built if e.item.path in chosen])
+        build_cache.remove_entries([e for e in built if e.item.path in chosen],
+                                   idmap.of_this_user(settings.build_subordinate_ids))
     verb = "would remove" if options.dry_run else "removed"
     left = sum(i.size for i in (*blobs, *images, *(e.item for e in built))) - sum(i.size for i in gone)
     print(f"{verb} {len(gone)} file(s), {sum(i.size for i in gone) / 1e6:.1f} MB; "

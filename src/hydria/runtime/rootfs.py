@@ -74,13 +74,16 @@ def check_image(path: str | os.PathLike[str]) -> str:
     return f"{size} {superblock.hex()}"
 
 
-def mount_squashfs(image: str, target: str, uid: int, gid: int, fast_reader: bool = True) -> None:
+def mount_squashfs(image: str, target: str, uid: int, gid: int, fast_reader: bool = True,
+                   keep_owners: bool = False) -> None:
     """Mount ``image`` read-only at ``target`` with hydria's reader or squashfuse
-    (runtime/reader.py), every file owned by ``uid``:``gid``. Raises HydriaError."""
+    (runtime/reader.py), every file owned by ``uid``:``gid`` unless ``keep_owners`` (a build's
+    namespace that maps the image's IDs). Raises HydriaError."""
     binary = squashfs_server(fast_reader)
+    owners = [] if keep_owners else ["-o", f"uid={uid},gid={gid}"]
     try:
         _mount_fuse(str(image), target, "fuse.squashfuse", sc.MS_RDONLY, uid, gid,
-                    [binary, "-f", "-o", f"uid={uid},gid={gid}", str(image)])
+                    [binary, "-f", *owners, str(image)])
     except OSError as e:
         if e.errno == errno.ENOTCONN:  # the daemon could not read it, and said why above
             raise InvalidImage(f"{image}: {os.path.basename(binary)} cannot read it",

@@ -7,6 +7,7 @@
  *
  *   - every file is owned by the uid and gid given (-o uid=N,gid=N, as squashfuse's), so that the
  *     one id a user namespace maps owns the image and the overlay above can copy files up;
+ *     without them, as the image says (a build's namespace that maps its subordinate IDs);
  *   - READDIRPLUS: a directory listing carries each entry's attributes, so the lookups that follow
  *     a listing (tar, Python's import system, find) cost no request each;
  *   - no OPEN, FLUSH or RELEASE requests where the kernel can do without them (FUSE_NO_OPEN), and
@@ -20,7 +21,7 @@
  * A read that fails (a truncated or damaged image) answers EIO to the program and says once on
  * standard error which image it was; the daemon never stops serving the rest of the image.
  *
- * Usage (as hydria runs it): hydria-squashfuse -f -o uid=N,gid=N IMAGE /dev/fd/N
+ * Usage (as hydria runs it): hydria-squashfuse -f [-o uid=N,gid=N] IMAGE /dev/fd/N
  */
 #define FUSE_USE_VERSION 32
 
@@ -64,10 +65,14 @@ static void report_read_error(const char *what)
 		"(programs get an I/O error); import it again\n", opts.image, what);
 }
 
+#define IMAGE_OWNERS ((unsigned int)-1) /* no -o uid=/gid=: the image's own */
+
 static void own(struct stat *st)
 {
-	st->st_uid = opts.uid;
-	st->st_gid = opts.gid;
+	if (opts.uid != IMAGE_OWNERS)
+		st->st_uid = opts.uid;
+	if (opts.gid != IMAGE_OWNERS)
+		st->st_gid = opts.gid;
 }
 
 /* The entry for `entry` (found in a directory) with its attributes; 0, or an errno. */
@@ -297,8 +302,8 @@ int main(int argc, char *argv[])
 	struct fuse_loop_config loop = {.clone_fd = 0, .max_idle_threads = 10};
 #endif
 
-	opts.uid = getuid();
-	opts.gid = getgid();
+	opts.uid = IMAGE_OWNERS;
+	opts.gid = IMAGE_OWNERS;
 	if (fuse_opt_parse(&args, &opts, spec, take_argument) == -1 || opts.image == NULL
 	    || opts.mountpoint == NULL) {
 		fprintf(stderr, "usage: %s [-f] [-o uid=N,gid=N] IMAGE MOUNTPOINT\n", argv[0]);
