@@ -200,21 +200,18 @@ class _Builder:
             raise instruction.error(f"{word}: the image config lists {len(diff_ids)} layers, its manifest "
                                     f"{len(resolved.layers)}", hint="the image is malformed")
         squashfs = self.cache.base_image(digest)
-        fetching: list[bool] = []
-
-        def fetch_layers() -> None:  # once, for the base's squashfs or for the outputs, which read its layers
-            if not fetching:
-                fetching.append(True)
-                resolved.fetch_layers()
+        fetched: list[bool] = []  # the layers were asked for once (twice would download them twice)
 
         def open_base_blob(descriptor: mf.Descriptor) -> AbstractContextManager[mf.Blob]:
-            fetch_layers()
+            if not fetched:  # the outputs read the layers where no step needed the base's files
+                fetched.append(True)
+                resolved.fetch_layers()
             return resolved.open_blob(descriptor)
 
         def base_squashfs() -> str:
             if not squashfs.exists():
                 self._note(f"importing {ref.uri} for the build")
-                fetch_layers()
+                fetched.append(True)  # by write_image
                 try:
                     # lz4: the lowest folder of every step, read often, written once
                     write_image(resolved, squashfs, squash_plan("-comp lz4", self.settings.max_processors),
