@@ -226,12 +226,14 @@ def _trees_by_blob(root: Path) -> dict[str, Path]:
 
 
 def remove_tree(path: Path, ids: idmap.IdMap | None) -> None:
-    """Remove a folder of steps' files, in a namespace of the ID mapping ``ids`` where there is
-    one (their files may belong to subordinate IDs). Raises HydriaError, OSError."""
-    if ids is not None:
-        ids.run(lambda: delete_tree(path))
-    else:
+    """Remove a folder of steps' files; what the user may not remove (files of subordinate IDs)
+    from a namespace of the ID mapping ``ids``. Raises HydriaError, OSError."""
+    try:
         delete_tree(path)
+    except PermissionError:
+        if ids is None:
+            raise
+        ids.run(lambda: delete_tree(path))
 
 
 def remove_entries(chosen: Sequence[Entry], ids: idmap.IdMap | None) -> None:

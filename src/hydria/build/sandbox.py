@@ -297,20 +297,18 @@ def _claimed_cache(mount: RunMount, scratch: str, held: list[int]) -> str:
     assert mount.source is not None
     folder = os.open(mount.source, os.O_RDONLY | os.O_DIRECTORY)
     held.append(folder)  # closed when the step's process ends, which releases the lock
-    if mount.sharing == "shared":
-        fcntl.flock(folder, fcntl.LOCK_SH)
-        return mount.source
+    lock = fcntl.LOCK_SH if mount.sharing == "shared" else fcntl.LOCK_EX
     try:
-        fcntl.flock(folder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(folder, lock | fcntl.LOCK_NB)
         return mount.source
     except BlockingIOError:
         if mount.sharing == "private":
             own = os.path.join(scratch, f"cache.{len(held)}")
             os.mkdir(own, os.stat(mount.source).st_mode & 0o7777)
             return own
-    print(f"waiting for the cache folder of {mount.target}: another build step has it (sharing=locked)",
-          file=sys.stderr, flush=True)
-    fcntl.flock(folder, fcntl.LOCK_EX)
+    print(f"waiting for the cache folder of {mount.target} (sharing={mount.sharing}): another build step is "
+          "using it", file=sys.stderr, flush=True)
+    fcntl.flock(folder, lock)
     return mount.source
 
 
