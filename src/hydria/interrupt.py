@@ -4,7 +4,8 @@ with it, instead of Python dying mid-write and leaving both behind."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 TERMINATED_STATUS = 143  # 128 + SIGTERM: what shells and schedulers read as "terminated"
@@ -34,3 +35,25 @@ def terminate_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def leave_signals_to_the_main_thread() -> None:
+    """In a worker thread: block SIGINT and SIGTERM, so that the kernel delivers them to the main
+    thread, where Python raises KeyboardInterrupt at once. A signal another thread took reaches
+    Python only when the main thread next runs Python code: one waiting for a child (a build step)
+    would raise it only after that child ended, wherever the code then is."""
+    import signal
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def worker_thread(target: Callable[..., object], *args: object) -> threading.Thread:
+    """A started daemon thread running ``target(*args)`` that leaves signals to the main thread."""
+
+    def run() -> None:
+        leave_signals_to_the_main_thread()
+        target(*args)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread

@@ -15,6 +15,7 @@ from isal import (  # ISA-L inflates gzip about twice as fast as zlib, without t
 )
 
 from hydria.image.manifest import Blob
+from hydria.interrupt import worker_thread
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -82,8 +83,7 @@ class Prefetcher:
         self._offset = 0  # consumed part of _chunk
         self._done = False
         self._cancelled = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(source, raw), daemon=True)
-        self._thread.start()
+        self._thread = worker_thread(self._run, source, raw)
 
     def _run(self, source: Readable, raw: Readable) -> None:
         try:

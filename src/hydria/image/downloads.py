@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from hydria.interrupt import worker_thread
 from hydria.log import Logger
 from hydria.paths import user_name
 from hydria.record import Record
@@ -65,8 +66,7 @@ class Announcer:
         self._fd = fd
         self._write()
         self._stop.clear()
-        self._beat = threading.Thread(target=self._heartbeat, daemon=True)
-        self._beat.start()
+        self._beat = worker_thread(self._heartbeat)
 
     def withdraw(self) -> None:
         if self._fd is None:

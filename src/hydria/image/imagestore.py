@@ -42,6 +42,7 @@ from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.image.imagecache import IMAGE_FORMAT
 from hydria.image.prune import Item, item, regular_files, remove, victims
+from hydria.interrupt import worker_thread
 from hydria.log import Logger
 from hydria.paths import process_tag, user_name, writable_by_others
 from hydria.record import Record
@@ -181,8 +182,7 @@ class ImageStore:
         finally:
             os.close(fd)
         stop = threading.Event()
-        beat = threading.Thread(target=_heartbeat, args=(path, stop), daemon=True)
-        beat.start()
+        beat = worker_thread(_heartbeat, path, stop)
         try:
             yield None
         finally:

@@ -35,6 +35,7 @@ from hydria.image.sources.registryhttp import (
     RegistryHttp,
     describe,
 )
+from hydria.interrupt import leave_signals_to_the_main_thread
 from hydria.log import Logger
 
 __all__ = ["AccessDenied", "RegistryError", "RegistrySource"]  # the errors, where importers find them
@@ -89,7 +90,8 @@ class RegistrySource:
         self._growing: dict[str, GrowingBlob] = {}
         self._descriptors: dict[str, mf.Descriptor] = {}
         self._manifests: dict[str, tuple[object, str, str]] = {}  # asked for once: digest, then resolve
-        self._pool = ThreadPoolExecutor(max_workers=settings.max_connections or 32)
+        self._pool = ThreadPoolExecutor(max_workers=settings.max_connections or 32,
+                                        initializer=leave_signals_to_the_main_thread)
         self._closing = threading.Event()
         self._sockets: set[socket.socket] = set()  # of the blob downloads under way
         self._sockets_lock = threading.Lock()
