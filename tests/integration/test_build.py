@@ -241,6 +241,22 @@ RUN --mount=type=cache,target=/var/cache/apt apt-get update -q && \\
     assert "zz-hydria-build" not in listing
 
 
+def test_run_installs_python_packages_from_pypi(debian: PublishedImage, workspace: Workspace) -> None:
+    """pip in a step reaches PyPI as the host does: here through a TLS proxy whose CA only the
+    host trusts, which the step gets as a site's users give it, a bind mount of the host's bundle."""
+    context = make_context(workspace, {"Dockerfile": f"""FROM {base_of(debian)}
+RUN --mount=type=cache,target=/var/cache/apt apt-get update -q && \\
+    apt-get install -y -q --no-install-recommends python3-pip && rm -rf /var/lib/apt/lists/*
+RUN --mount=type=bind,source=host-ca.crt,target=/etc/ssl/certs/ca-certificates.crt \\
+    --mount=type=cache,target=/root/.cache/pip \\
+    pip install -q --break-system-packages --disable-pip-version-check six==1.16.0
+""", "host-ca.crt": Path("/etc/ssl/certs/ca-certificates.crt").read_bytes()})
+    built(workspace, "-o", "six.sqsh", str(context))
+    started = workspace.run("start", str(workspace.out / "six.sqsh"), "python3", "-c",
+                            "import six; print(six.__version__)")
+    assert started.stdout == "1.16.0\n", started.stderr
+
+
 def test_a_dockerfile_that_changes_no_file_writes_every_output(debian: PublishedImage, workspace: Workspace) -> None:
     """The base image's layers are fetched for the outputs even where no step needed its files."""
     context = make_context(workspace, {"Dockerfile": f"FROM {base_of(debian)}\nENV GREETING=hello\nLABEL a=b\n"})
