@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import tarfile
 import time
 from pathlib import Path
@@ -255,6 +256,48 @@ RUN --mount=type=bind,source=host-ca.crt,target=/etc/ssl/certs/ca-certificates.c
     started = workspace.run("start", str(workspace.out / "six.sqsh"), "python3", "-c",
                             "import six; print(six.__version__)")
     assert started.stdout == "1.16.0\n", started.stderr
+
+
+TRAIN = """\
+import torch
+
+torch.manual_seed(0)
+x = torch.linspace(-1, 1, 64).unsqueeze(1)
+y = 3 * x + 0.5
+model = torch.nn.Linear(1, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+for _ in range(200):
+    optimizer.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+print(f"torch {torch.__version__}: weight {model.weight.item():.2f} bias {model.bias.item():.2f}")
+"""
+
+
+def test_a_pytorch_cpu_training_image_builds_and_trains(debian: PublishedImage, workspace: Workspace,
+                                                        tmp_path: Path) -> None:
+    """PyTorch's CPU wheel (as the host's pip gets it: a wheel the site keeps, else PyPI) bound
+    into the step, its dependencies from PyPI, a training script as the image's command."""
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                    "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64", "-d", str(wheels),
+                    "torch==2.13.0"], check=True)
+    files: dict[str, str | bytes] = {f"wheels/{wheel.name}": wheel.read_bytes() for wheel in wheels.iterdir()}
+    context = make_context(workspace, {"Dockerfile": f"""FROM {base_of(debian)}
+RUN --mount=type=cache,target=/var/cache/apt apt-get update -q && \\
+    apt-get install -y -q --no-install-recommends python3-pip && rm -rf /var/lib/apt/lists/*
+RUN --mount=type=bind,source=wheels,target=/wheels \\
+    --mount=type=bind,source=host-ca.crt,target=/etc/ssl/certs/ca-certificates.crt \\
+    --mount=type=cache,target=/root/.cache/pip \\
+    pip install -q --break-system-packages --disable-pip-version-check --find-links /wheels torch==2.13.0
+COPY train.py /opt/train.py
+CMD ["python3", "/opt/train.py"]
+""", "train.py": TRAIN, "host-ca.crt": Path("/etc/ssl/certs/ca-certificates.crt").read_bytes(), **files})
+    built(workspace, "-o", "trainer.sqsh", str(context))
+    trained = workspace.run("start", str(workspace.out / "trainer.sqsh"), timeout=300)
+    assert trained.stdout.startswith("torch 2.13.0") and trained.stdout.endswith("weight 3.00 bias 0.50\n"), \
+        trained.stdout + trained.stderr
 
 
 def test_a_dockerfile_that_changes_no_file_writes_every_output(debian: PublishedImage, workspace: Workspace) -> None:

@@ -100,8 +100,8 @@ class IdMap(Record):
                                     capture_output=True, text=True, check=False)
             if result.returncode != 0:
                 raise HydriaError(f"{tool} refused the build's ID mapping: {result.stderr.strip()}",
-                                  hint=f"check your lines in {SUBUID} and {SUBGID}, or have an administrator "
-                                       "remove them to build with one ID mapped")
+                                  hint=f"an administrator can check your lines in {SUBUID} and {SUBGID}; "
+                                       "HYDRIA_BUILD_SUBORDINATE_IDS=false builds with one ID mapped")
 
     def run(self, work: Callable[[], object]) -> object:
         """``work()`` in a child in a namespace of this mapping, as its root (to read and remove
