@@ -17,7 +17,7 @@ PACKAGES=(
     docker-registry                                                    # the local test registry
     busybox-static mmdebstrap                                          # test images from Debian packages
     skopeo umoci podman                                                # the peer pipeline; podman:// tests
-    charliecloud-runtime                                               # ch-run: the read benchmark's peer
+    charliecloud-runtime charliecloud-builders                         # ch-run, ch-image: the read and build benchmarks' peers
     zstd pigz uidmap acl python3-venv
     gcc libc6-dev                                                      # the SPANK shim, fake GPU driver libraries
     slurm-wlm munge libslurm-dev iproute2 openssh-server               # test clusters (nodes: netns; sshd per node)

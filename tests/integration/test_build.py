@@ -345,7 +345,7 @@ def test_a_cache_mount_is_shared_locked_or_private_as_it_says(debian: PublishedI
     assert ("waiting for the cache folder of /c" in output) == (sharing == "locked")
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGKILL])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_ctrl_c_or_kill_stops_the_running_step_and_leaves_nothing(debian: PublishedImage, workspace: Workspace,
                                                                   signum: int) -> None:
     context = make_context(workspace, {"Dockerfile": f"FROM {base_of(debian)}\nRUN echo started; sleep 60 & sleep 70\n"})
@@ -357,7 +357,8 @@ def test_ctrl_c_or_kill_stops_the_running_step_and_leaves_nothing(debian: Publis
     for line in process.stdout:
         if "started" in line:
             break
-    os.killpg(process.pid, signum) if signum == signal.SIGINT else process.kill()  # Ctrl-C, or kill -9 of hydria
+    # Ctrl-C (the terminal's whole group); a time limit (timeout, Slurm's: SIGTERM to hydria); kill -9 of hydria
+    os.killpg(process.pid, signum) if signum == signal.SIGINT else process.send_signal(signum)
     assert process.wait(timeout=20) != 0
     assert not (workspace.out / "slow.sqsh").exists()
     deadline = time.monotonic() + 10
