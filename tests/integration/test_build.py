@@ -345,9 +345,11 @@ def test_a_cache_mount_is_shared_locked_or_private_as_it_says(debian: PublishedI
     assert ("waiting for the cache folder of /c" in output) == (sharing == "locked")
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.parametrize(("signum", "when"), [(signal.SIGINT, "started\n"), (signal.SIGTERM, "started\n"),
+                                             (signal.SIGKILL, "started\n"), (signal.SIGINT, "#2 [0 1/1] RUN ")])
 def test_ctrl_c_or_kill_stops_the_running_step_and_leaves_nothing(debian: PublishedImage, workspace: Workspace,
-                                                                  signum: int) -> None:
+                                                                  signum: int, when: str) -> None:
+    """Stopped while the step runs (its output: "started"), or as it begins (its header line)."""
     context = make_context(workspace, {"Dockerfile": f"FROM {base_of(debian)}\nRUN echo started; sleep 60 & sleep 70\n"})
     process = subprocess.Popen([workspace.hydria, "build", "-o", "slow.sqsh", str(context)], user=workspace.user.uid,
                                group=workspace.user.gid, extra_groups=[], env=workspace.user.environment(workspace.env()),
@@ -355,7 +357,7 @@ def test_ctrl_c_or_kill_stops_the_running_step_and_leaves_nothing(debian: Publis
                                start_new_session=True)
     assert process.stdout is not None
     for line in process.stdout:
-        if "started" in line:
+        if line.startswith(when):
             break
     # Ctrl-C (the terminal's whole group); a time limit (timeout, Slurm's: SIGTERM to hydria); kill -9 of hydria
     os.killpg(process.pid, signum) if signum == signal.SIGINT else process.send_signal(signum)

@@ -263,6 +263,7 @@ class _Builder:
         started = time.monotonic()
         work = self.cache.work_folder()
         try:
+            work.mkdir(mode=0o700)
             scratch = work / "scratch"
             scratch.mkdir()
             key, action = self._plan(instruction, image, str(scratch))

@@ -86,10 +86,12 @@ class BuildCache:
         return path
 
     def work_folder(self) -> Path:
-        """A new folder for a step, named after this node and process (:meth:`clear_abandoned`)."""
-        import tempfile
+        """A new name for a step's folder, named after this node and process
+        (:meth:`clear_abandoned`). Not made: the caller makes it where its removal is sure to
+        follow (a Ctrl-C between making and removing it left it behind)."""
+        import secrets
 
-        return Path(tempfile.mkdtemp(prefix=f"step.{os.uname().nodename}.{os.getpid()}.", dir=self.root / "work"))
+        return self.root / "work" / f"step.{os.uname().nodename}.{os.getpid()}.{secrets.token_hex(6)}"
 
     def clear_abandoned(self) -> None:
         """Remove the step folders of builds on this node whose process is gone (killed)."""
