@@ -114,6 +114,26 @@ def test_the_shims_declarations_are_generated_from_pythons() -> None:
     assert not any(f"#define {name} " in source for name in ("DISABLED_STATUS", "ATTACH_STATUS", "STORE_STATUS"))
 
 
+def test_the_shims_seccomp_filter_is_the_python_one() -> None:
+    """Each machine's BPF program, as runtime/seccomp.py builds it, is in the generated header;
+    the C spells no system call of it."""
+    from pathlib import Path
+
+    from hydria.runtime import seccomp
+    from hydria.slurm import step
+    from hydria.slurm.generated import MACHINE_MACROS, header
+
+    lines = header().splitlines()
+    assert set(MACHINE_MACROS) == set(seccomp.ARCHITECTURES)
+    for machine, macro in MACHINE_MACROS.items():
+        condition = next(number for number, line in enumerate(lines) if line.endswith(f"defined({macro})"))
+        definition = lines[condition + 1].removeprefix("#define HYDRIA_SECCOMP_PROGRAM ")
+        entries = [tuple(int(value, 0) for value in entry.strip(" {}").split(",")) for entry in definition.split("}, ")]
+        assert entries == seccomp.program(machine)
+    source = (Path(step.__file__).parent / "plugin" / "spank_hydria.c").read_text()
+    assert "{HYDRIA_SECCOMP_PROGRAM}" in source and "SYS_setuid" not in source and "SYS_fchown" not in source
+
+
 def test_the_plugstack_default_of_cdi_devices_is_checked_when_installed() -> None:
     import pytest
 

@@ -17,10 +17,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
-#include <stddef.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <grp.h>
@@ -854,35 +852,14 @@ static void pytorch_ranks(spank_t sp)
         set_unless_set(sp, "OMP_NUM_THREADS", "1");
 }
 
-/* enroot's and pyxis's seccomp filter, as hydria/runtime/seccomp.py installs it for `hydria start`:
- * in the container's one-uid user namespace, calls that change owners or ids succeed without doing
- * anything (setfsuid/setfsgid unless asked for -1), so that package managers work; other ABIs and
- * calls pass. Installed with the capabilities the task holds in that namespace after setns. */
-#if defined(__x86_64__)
-#define HYDRIA_AUDIT_ARCH AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define HYDRIA_AUDIT_ARCH AUDIT_ARCH_AARCH64
-#endif
-#define LOAD(field) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, field))
-#define RETURN(value) BPF_STMT(BPF_RET | BPF_K, (value))
-#define IGNORE(nr) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), RETURN(SECCOMP_RET_ERRNO)
-#define FS_ID(nr) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 4), LOAD(args[0]), \
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0xFFFFFFFF, 1, 0), RETURN(SECCOMP_RET_ERRNO), RETURN(SECCOMP_RET_ALLOW)
-
+/* enroot's and pyxis's seccomp filter, the program hydria/runtime/seccomp.py installs for `hydria
+ * start` (hydria_generated.h has it for the machines it knows): in the container's one-uid user
+ * namespace, calls that change owners or ids succeed without doing anything, so that package
+ * managers work. Installed with the capabilities the task holds in that namespace after setns. */
 static int install_seccomp(void)
 {
-#ifdef HYDRIA_AUDIT_ARCH
-    struct sock_filter filter[] = {
-        LOAD(arch), BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, HYDRIA_AUDIT_ARCH, 1, 0), RETURN(SECCOMP_RET_ALLOW),
-        LOAD(nr),
-#ifdef SYS_chown
-        IGNORE(SYS_chown), IGNORE(SYS_lchown),
-#endif
-        IGNORE(SYS_fchown), IGNORE(SYS_fchownat), IGNORE(SYS_setuid), IGNORE(SYS_setgid),
-        IGNORE(SYS_setreuid), IGNORE(SYS_setregid), IGNORE(SYS_setresuid), IGNORE(SYS_setresgid),
-        IGNORE(SYS_setgroups), FS_ID(SYS_setfsuid), FS_ID(SYS_setfsgid),
-        RETURN(SECCOMP_RET_ALLOW),
-    };
+#ifdef HYDRIA_SECCOMP_PROGRAM
+    struct sock_filter filter[] = {HYDRIA_SECCOMP_PROGRAM};
     struct sock_fprog program = {(unsigned short)(sizeof filter / sizeof filter[0]), filter};
     return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program);
 #else
