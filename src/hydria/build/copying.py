@@ -133,12 +133,13 @@ def copy(source_root: SourceRoot, sources: Sequence[str], destination: str, root
     return writer.owners
 
 
-def owner_of(root: str, text: str) -> Owner:
-    """``--chown=USER[:GROUP]``: IDs, or names of the image's own ``/etc/passwd`` and
-    ``/etc/group`` (a user's group is its primary one, a numeric user's group the same number)."""
+def owner_of(root: str, text: str, given_as: str = "--chown=") -> Owner:
+    """``--chown=USER[:GROUP]`` (or ``USER``'s, ``given_as`` for messages): IDs, or names of the
+    image's own ``/etc/passwd`` and ``/etc/group`` (a user's group is its primary one, a numeric
+    user's group the same number)."""
     user, _, group = text.partition(":")
-    uid, primary = _lookup(root, "/etc/passwd", user, text)
-    gid = _lookup(root, "/etc/group", group, text)[0] if group else primary
+    uid, primary = _lookup(root, "/etc/passwd", user, given_as + text)
+    gid = _lookup(root, "/etc/group", group, given_as + text)[0] if group else primary
     return Owner(uid, gid)
 
 
@@ -154,7 +155,7 @@ def _lookup(root: str, table: str, name: str, text: str) -> tuple[int, int]:
                     return int(fields[2]), int(fields[3]) if len(fields) > 3 and fields[3].isdigit() else int(fields[2])
     except OSError:
         pass
-    raise CopyError(f"--chown={text}: the image has no {'user' if table.endswith('passwd') else 'group'} {name!r} "
+    raise CopyError(f"{text}: the image has no {'user' if table.endswith('passwd') else 'group'} {name!r} "
                     f"in {table}", hint="give numeric IDs (--chown=1000:1000), or create it in an earlier RUN")
 
 

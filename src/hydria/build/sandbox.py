@@ -193,7 +193,7 @@ def run_command(command: Command) -> Action:
         created: list[str] = []
         held: list[int] = []  # the cache folders' locks, until the step ends
         targets = _mount_for_run(root, command, step.scratch, created, held, step.idmap is None)
-        user = copying.owner_of(root, command.user) if command.user and step.idmap is not None else None
+        user = copying.owner_of(root, command.user, "USER ") if command.user and step.idmap is not None else None
         sc.unshare(sc.CLONE_NEWPID)  # the command is PID 1: when it ends, whatever it left running ends too
         child = os.fork()
         if child == 0:
