@@ -453,6 +453,21 @@ RUN id -u
     assert result.stdout.split() == ["0", "0"]  # chown "succeeded" without effect; RUN as root
 
 
+def test_a_refused_id_mapping_falls_back_to_one_id(debian: PublishedImage, workspace: Workspace) -> None:
+    """newuidmap refuses (ranges an administrator got wrong, a build in a user namespace already):
+    the build says so and maps one ID."""
+    fake = workspace.out / "fake-bin"
+    fake.mkdir()
+    for tool in ("newuidmap", "newgidmap"):
+        (fake / tool).write_text("#!/bin/sh\necho 'newuidmap: uid range [1-65537) -> [100000-165536) not allowed' >&2\nexit 1\n")
+        (fake / tool).chmod(0o755)
+    context = make_context(workspace, {"Dockerfile": f"FROM {base_of(debian)}\nRUN stat -c %u /etc\n"})
+    result = build(workspace, "--oci", "layout", str(context), PATH=f"{fake}:/usr/sbin:/usr/bin:/sbin:/bin")
+    assert result.returncode == 0, result.stderr
+    assert "newuidmap refused the mapping of your subordinate IDs (newuidmap: uid range" in result.stderr
+    assert "building with one ID mapped" in result.stderr and "steps run as root with one ID mapped" in result.stderr
+
+
 def test_what_steps_made_for_other_owners_is_pruned_and_cleaned_up(debian: PublishedImage,
                                                                   workspace: Workspace) -> None:
     """Files of subordinate IDs that the user cannot read or remove themselves: a failed step's

@@ -109,6 +109,12 @@ class _Builder:
         self.step_number = 0
         self.global_args = self._global_args()
         ids = self.cache.idmap
+        if ids is not None:
+            try:
+                ids.run(lambda: None)  # the system's helpers may refuse the ranges (or a namespace within one)
+            except HydriaError as e:
+                log.warning("%s: building with one ID mapped (HYDRIA_BUILD_SUBORDINATE_IDS=false skips the try)", e)
+                ids = self.cache.idmap = None
         self._note(f"steps run as root with {ids.describe()}" if ids is not None else
                    "steps run as root with one ID mapped: every file belongs to root (docs/build.md)")
 

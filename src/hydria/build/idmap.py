@@ -99,9 +99,9 @@ class IdMap(Record):
             result = subprocess.run([tool, str(pid), "0", str(inner), "1", "1", str(start), str(count)],
                                     capture_output=True, text=True, check=False)
             if result.returncode != 0:
-                raise HydriaError(f"{tool} refused the build's ID mapping: {result.stderr.strip()}",
-                                  hint=f"an administrator can check your lines in {SUBUID} and {SUBGID}; "
-                                       "HYDRIA_BUILD_SUBORDINATE_IDS=false builds with one ID mapped")
+                raise HydriaError(f"{tool} refused the mapping of your subordinate IDs "
+                                  f"({result.stderr.strip() or f'exit status {result.returncode}'})",
+                                  hint=f"an administrator can check your lines in {SUBUID} and {SUBGID}")
 
     def run(self, work: Callable[[], object]) -> object:
         """``work()`` in a child in a namespace of this mapping, as its root (to read and remove
