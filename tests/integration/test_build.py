@@ -471,9 +471,10 @@ def test_a_refused_id_mapping_falls_back_to_one_id(debian: PublishedImage, works
 def test_what_steps_made_for_other_owners_is_pruned_and_cleaned_up(debian: PublishedImage,
                                                                   workspace: Workspace) -> None:
     """Files of subordinate IDs that the user cannot read or remove themselves: a failed step's
-    folder is removed, and hydria cache prune removes the layers' trees."""
+    folder is removed, hydria cache list counts them, hydria cache prune removes the layers' trees."""
     context = make_context(workspace, {"Dockerfile": f"""FROM {base_of(debian)}
-RUN useradd -u 1500 app && install -d -o app -m 700 /var/app && touch /var/app/secret && chown app /var/app/secret
+RUN useradd -u 1500 app && install -d -o app -m 700 /var/app && \\
+    head -c 3000000 /dev/urandom > /var/app/secret && chown app /var/app/secret
 RUN install -d -o app -m 700 /var/other && touch /var/other/x && chown app /var/other/x && false
 """})
     result = build(workspace, "--oci", "layout", str(context))
@@ -482,6 +483,10 @@ RUN install -d -o app -m 700 /var/other && touch /var/other/x && chown app /var/
     trees = list((workspace.cache / "build" / "trees").iterdir())
     assert trees and any(os.stat(tree / "var" / "app").st_uid != workspace.user.uid for tree in trees
                          if (tree / "var" / "app").exists())
+    on_disk = sum(path.stat().st_size for folder in ("blobs", "bases", "trees")  # as root: every file
+                  for path in (workspace.cache / "build" / folder).rglob("*") if path.is_file() and not path.is_symlink())
+    listed = json.loads(workspace.run("cache", "list", "--json").stdout)
+    assert listed["build_bytes"] >= on_disk > 6_000_000  # the secret, in its blob and in its tree
     long_ago = time.time() - 3600  # past the grace period of what was used in the last minutes
     for path in (workspace.cache / "build").glob("*/*"):
         os.utime(path, (long_ago, long_ago), follow_symlinks=False)

@@ -175,14 +175,20 @@ class BuildCache:
             raise interrupted
 
 
-def folder_size(path: Path) -> int:
+def folder_size(path: Path, ids: idmap.IdMap | None = None) -> int:
+    """The bytes of the files under ``path``; counted from a namespace of the ID mapping ``ids``
+    where a folder is closed to the user (one a mapped step made for another owner)."""
+    closed: list[OSError] = []
     total = 0
-    for folder, _, files in os.walk(path):
+    for folder, _, files in os.walk(path, onerror=closed.append):
         for name in files:
             try:
                 total += os.lstat(os.path.join(folder, name)).st_size
             except OSError:
                 continue
+    if closed and ids is not None:
+        counted = ids.run(lambda: folder_size(path))
+        return counted if isinstance(counted, int) else total
     return total
 
 
@@ -195,8 +201,9 @@ class Entry(Record):
     tree: Path | None = None
 
 
-def entries(cache_path: str) -> list[Entry]:
-    """The build cache's entries, where this user has one (none is made)."""
+def entries(cache_path: str, ids: idmap.IdMap | None = None) -> list[Entry]:
+    """The build cache's entries, where this user has one (none is made); ``ids``: the ID mapping
+    its steps ran with, to count what they made for other owners."""
     parent = Path(cache_path)
     roots = [parent / name for name in ("build", f"build.{os.geteuid()}") if is_own_private_dir(parent / name)]
     found: list[Entry] = []
@@ -204,14 +211,14 @@ def entries(cache_path: str) -> list[Entry]:
         trees = _trees_by_blob(root)
         for path, info in regular_files((root / "blobs").iterdir()):
             tree = trees.get(path.name)
-            size = info.st_size + (folder_size(tree) if tree else 0)
+            size = info.st_size + (folder_size(tree, ids) if tree else 0)
             found.append(Entry("layer", Item(path, size, max(info.st_atime, info.st_mtime)), tree))
         for kind, folder in (("base", "bases"), ("output", "outputs")):
             for path, info in regular_files((root / folder).glob("*.sqsh")):
                 found.append(Entry(kind, item(path, info)))
         for path in (root / "mounts").iterdir():
             info = path.stat()
-            found.append(Entry("mount", Item(path, folder_size(path), info.st_mtime), path))
+            found.append(Entry("mount", Item(path, folder_size(path, ids), info.st_mtime), path))
     return found
 
 

@@ -39,7 +39,8 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     root = Path(settings.cache_path)
     kept = ImageCache(root, settings.cache_images).directory
     blobs, images = _own_files(root / "blobs" / "sha256", "*"), _own_files(kept, f"*{SUFFIX}")
-    built = build_cache.entries(str(root))
+    ids = idmap.of_this_user(settings.build_subordinate_ids)
+    built = build_cache.entries(str(root), ids)
     if options.action == "list":
         blob_bytes, image_bytes = sum(i.size for i in blobs), sum(i.size for i in images)
         build_bytes = sum(e.item.size for e in built)
@@ -58,8 +59,7 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     if not options.dry_run:
         chosen = {i.path for i in gone}
         remove([i for i in gone if i.path not in {e.item.path for e in built}])
-        build_cache.remove_entries([e for e in built if e.item.path in chosen],
-                                   idmap.of_this_user(settings.build_subordinate_ids))
+        build_cache.remove_entries([e for e in built if e.item.path in chosen], ids)
     verb = "would remove" if options.dry_run else "removed"
     left = sum(i.size for i in (*blobs, *images, *(e.item for e in built))) - sum(i.size for i in gone)
     print(f"{verb} {len(gone)} file(s), {sum(i.size for i in gone) / 1e6:.1f} MB; "
