@@ -406,7 +406,7 @@ RUN mkdir -p /var/made && echo made > /var/made/file && ln -s /var/made/file /ap
 RUN useradd -u 1500 -m app && install -d -o app -g app -m 750 /var/app && touch /var/app/f && \\
     chown app:daemon /var/app/f && chmod u+s /usr/local/bin/tool
 USER app
-RUN touch /home/app/made-as-app
+RUN touch "$HOME/made-as-app"
 ADD files.tar.gz /opt/
 CMD ["tool"]
 """,

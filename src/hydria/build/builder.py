@@ -351,7 +351,7 @@ class _Builder:
             log.warning("%s: USER %s: RUN runs as root (one user ID is mapped: the files it makes belong to "
                         "root in the image)", instruction.where, user)
         command = sandbox.Command(tuple(argv), environment, image.workdir, network != "none",
-                                  tuple(own_mounts + mounts), user)
+                                  tuple(own_mounts + mounts), user, "HOME" not in image.environment)
         key = key_of(image.key, "RUN", argv, steps.keyed_environment(environment), image.workdir, network,
                      [tuple(m) if m.kind != "cache" else (m.target, m.writable, m.sharing) for m in mounts])
         return key, sandbox.run_command(command)

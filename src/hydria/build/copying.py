@@ -143,6 +143,19 @@ def owner_of(root: str, text: str, given_as: str = "--chown=") -> Owner:
     return Owner(uid, gid)
 
 
+def home_of(root: str, user: str) -> str | None:
+    """The home folder the image's ``/etc/passwd`` gives ``user`` (a name or an ID), if any."""
+    try:
+        with open(resolve_in_root(root, "/etc/passwd"), errors="replace") as handle:
+            for line in handle:
+                fields = line.rstrip("\n").split(":")
+                if len(fields) >= 6 and user in (fields[0], fields[2]) and fields[5].startswith("/"):
+                    return fields[5]
+    except OSError:
+        pass
+    return None
+
+
 def _lookup(root: str, table: str, name: str, text: str) -> tuple[int, int]:
     """The ID of ``name`` in ``table`` (and, for passwd, its primary group)."""
     if name.isdigit():

@@ -69,6 +69,7 @@ class Command(Record):
     network: bool = True
     mounts: tuple[RunMount, ...] = ()
     user: str = ""  # USER, honoured where the step maps the subordinate IDs (else root)
+    home_from_user: bool = False  # HOME is USER's home in the image's /etc/passwd (the image's ENV sets none)
 
 
 def _settings_for_build(settings: Settings) -> Settings:
@@ -193,14 +194,19 @@ def run_command(command: Command) -> Action:
         created: list[str] = []
         held: list[int] = []  # the cache folders' locks, until the step ends
         targets = _mount_for_run(root, command, step.scratch, created, held, step.idmap is None)
-        user = copying.owner_of(root, command.user, "USER ") if command.user and step.idmap is not None else None
+        user, run = None, command
+        if command.user and step.idmap is not None:
+            user = copying.owner_of(root, command.user, "USER ")
+            home = copying.home_of(root, command.user.partition(":")[0]) if command.home_from_user else None
+            if home is not None:  # as Docker's RUN as USER sees it
+                run = command._replace(environment={**command.environment, "HOME": home})
         sc.unshare(sc.CLONE_NEWPID)  # the command is PID 1: when it ends, whatever it left running ends too
         child = os.fork()
         if child == 0:
             try:
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
-                _exec_in(root, command, user, fake_ids=step.idmap is None)
+                _exec_in(root, run, user, fake_ids=step.idmap is None)
             except OSError as e:
                 print(f"[ERROR] cannot start the step's command: {e}", file=sys.stderr, flush=True)
             finally:
