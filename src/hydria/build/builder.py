@@ -59,6 +59,7 @@ class BuildOptions(Record):
 class Built(Record):
     image: StageImage
     uri: str  # what the image is called in messages and in its provenance
+    cache: BuildCache  # the one the build used (its ID mode decided), which the outputs read
 
 
 def build(options: BuildOptions, settings: Settings, stack: ExitStack, show: Callable[[str], None]) -> Built:
@@ -73,7 +74,7 @@ def build(options: BuildOptions, settings: Settings, stack: ExitStack, show: Cal
     stage = builder.target_stage()
     image = builder.build_stage(stage)
     builder.warn_unused_args()
-    return Built(image, f"build of {os.path.relpath(path)}")
+    return Built(image, f"build of {os.path.relpath(path)}", builder.cache)
 
 
 def _ignore_patterns(context: str, dockerfile_path: str) -> tuple[ignore.Pattern, ...]:

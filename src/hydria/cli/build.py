@@ -75,7 +75,6 @@ def _outputs(options: argparse.Namespace) -> tuple[Path | None, Path | None, str
 def run(options: argparse.Namespace, settings: Settings) -> int:
     from hydria.build import output
     from hydria.build.builder import BuildOptions, build
-    from hydria.build.cache import BuildCache
     from hydria.log import Logger
 
     log = Logger("hydria")
@@ -91,7 +90,7 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
         started = time.monotonic()
         built = build(request, settings, stack, show=lambda line: print(line, file=sys.stderr, flush=True))
         log.info("Built in %.2f s", time.monotonic() - started)
-        cache = BuildCache(settings.cache_path, settings.build_subordinate_ids)
+        cache = built.cache
         if oci is not None:
             digest = output.write_oci_layout(built.image, cache, oci, tag)
             log.info("Wrote the OCI image layout %s (%s)", oci, digest)

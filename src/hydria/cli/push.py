@@ -54,10 +54,11 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     elif os.path.isfile(os.path.join(source, "oci-layout")):
         image = from_oci_layout(source, None)
     else:
-        record = output.named(BuildCache(settings.cache_path, settings.build_subordinate_ids), source)
+        cache = BuildCache(settings.cache_path, settings.build_subordinate_ids)
+        record = output.named(cache, source)
         if record is None:
             raise InvalidArgument(source, hint="push an image you built with hydria build -t NAME, or an OCI "
                                                "image layout (oci://DIR)")
-        image = output.push_image(record, BuildCache(settings.cache_path, settings.build_subordinate_ids), settings, destination.registry)
+        image = output.push_image(record, cache, settings, destination.registry)
     push_to(image, destination, settings)
     return 0
