@@ -37,7 +37,6 @@ from hydria.record import Record
 from hydria.trees import delete_tree
 
 FOLDERS = ("steps", "blobs", "trees", "bases", "outputs", "images", "mounts", "work")
-CLEAR_WAIT = 5  # seconds a stopped step's folder is tried again while its last processes end
 
 log = Logger(__name__)
 
@@ -149,28 +148,21 @@ class BuildCache:
             os.rename(upper, tree)
 
     def clear_work(self, folders: Sequence[Path]) -> None:
-        """Remove step folders, to the end even if Ctrl-C comes meanwhile (then raised after):
-        Python may run the handler of a signal that another thread took only once the step's
-        process has ended, in the middle of this. A stopped step's last processes may hold its
-        overlay a moment longer (its folders busy): tried again for a while, then left to the
-        next build (:meth:`clear_abandoned`)."""
-        import time
-
+        """Remove step folders, to the end even if Ctrl-C comes meanwhile (then raised after). One
+        that cannot be removed is said and left to the next build (:meth:`clear_abandoned`), not
+        raised over the error that ended the step."""
         interrupted: KeyboardInterrupt | None = None
-        give_up = time.monotonic() + CLEAR_WAIT
-        while True:
+        pending = list(folders)
+        while pending:
             try:
-                for folder in folders:
-                    if folder.exists():
-                        self.remove_tree(folder)
-                break
+                if pending[0].exists():
+                    self.remove_tree(pending[0])
+                pending.pop(0)
             except KeyboardInterrupt as e:
                 interrupted = e
             except (OSError, HydriaError) as e:
-                if time.monotonic() > give_up:
-                    log.warning("cannot remove a build step's folder (%s); the next build removes it", e)
-                    break
-                time.sleep(0.05)
+                log.warning("cannot remove a build step's folder (%s); the next build removes it", e)
+                pending.pop(0)
         if interrupted is not None:
             raise interrupted
 
