@@ -21,7 +21,7 @@ import fnmatch
 import os
 import stat
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from hydria.build import ignore
 from hydria.errors import HydriaError
@@ -145,14 +145,9 @@ def owner_of(root: str, text: str, given_as: str = "--chown=") -> Owner:
 
 def home_of(root: str, user: str) -> str | None:
     """The home folder the image's ``/etc/passwd`` gives ``user`` (a name or an ID), if any."""
-    try:
-        with open(resolve_in_root(root, "/etc/passwd"), errors="replace") as handle:
-            for line in handle:
-                fields = line.rstrip("\n").split(":")
-                if len(fields) >= 6 and user in (fields[0], fields[2]) and fields[5].startswith("/"):
-                    return fields[5]
-    except OSError:
-        pass
+    for fields in _table(root, "/etc/passwd"):
+        if len(fields) >= 6 and user in (fields[0], fields[2]) and fields[5].startswith("/"):
+            return fields[5]
     return None
 
 
@@ -160,16 +155,20 @@ def _lookup(root: str, table: str, name: str, text: str) -> tuple[int, int]:
     """The ID of ``name`` in ``table`` (and, for passwd, its primary group)."""
     if name.isdigit():
         return int(name), int(name)
-    try:
-        with open(resolve_in_root(root, table), errors="replace") as handle:
-            for line in handle:
-                fields = line.rstrip("\n").split(":")
-                if len(fields) >= 3 and fields[0] == name and fields[2].isdigit():
-                    return int(fields[2]), int(fields[3]) if len(fields) > 3 and fields[3].isdigit() else int(fields[2])
-    except OSError:
-        pass
+    for fields in _table(root, table):
+        if len(fields) >= 3 and fields[0] == name and fields[2].isdigit():
+            return int(fields[2]), int(fields[3]) if len(fields) > 3 and fields[3].isdigit() else int(fields[2])
     raise CopyError(f"{text}: the image has no {'user' if table.endswith('passwd') else 'group'} {name!r} "
                     f"in {table}", hint="give numeric IDs (--chown=1000:1000), or create it in an earlier RUN")
+
+
+def _table(root: str, table: str) -> Iterator[list[str]]:
+    """The fields of each line of the image's ``/etc/passwd`` or ``/etc/group`` (none if unreadable)."""
+    try:
+        with open(resolve_in_root(root, table), errors="replace") as handle:
+            yield from (line.rstrip("\n").split(":") for line in handle)
+    except OSError:
+        return
 
 
 def make_folder(root: str, path: str) -> dict[str, Owner]:
