@@ -27,13 +27,18 @@ class Workspace:
     def cache(self) -> Path:
         return self.root / "cache"
 
+    @property
+    def unpacked(self) -> Path:
+        """The read cache: images unpacked behind their containers (runtime/read_cache.py)."""
+        return self.root / "unpacked"
+
     def env(self, **extra: str) -> dict[str, str]:
         return {"HYDRIA_CACHE_PATH": str(self.cache), "HYDRIA_CONFIG_PATH": str(self.root / "config"),
                 "HYDRIA_DATA_PATH": str(self.root / "data"), "HYDRIA_SYSCONF_PATH": str(self.root / "etc"),
-                "XDG_CACHE_HOME": str(self.root / "xdg-cache"),
+                "XDG_CACHE_HOME": str(self.root / "xdg-cache"), "HYDRIA_READ_CACHE_PATH": str(self.unpacked),
                 # the same folders for a Slurm step, through the test cluster's site file (testbed/slurm.py)
                 "HYDRIA_TESTBED_CACHE": str(self.cache), "HYDRIA_TESTBED_CONFIG": str(self.root / "config"),
-                "HYDRIA_TESTBED_DATA": str(self.root / "data"),
+                "HYDRIA_TESTBED_DATA": str(self.root / "data"), "HYDRIA_TESTBED_READ_CACHE": str(self.unpacked),
                 "HYDRIA_ALLOW_HTTP": "y", **extra}
 
     def write_credentials(self, text: str) -> None:

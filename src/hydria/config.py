@@ -76,6 +76,8 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("ROOTFS_WRITABLE", "bool", "false", "Make the container root filesystem writable (--rw)"),
     SettingSpec("NATIVE_OVERLAYFS", "bool", "true", "Use the kernel overlayfs instead of fuse-overlayfs where possible"),
     SettingSpec("FAST_READER", "bool", "true", "Serve images with hydria's squashfs reader where installed (hydria install-reader), else squashfuse"),
+    SettingSpec("READ_CACHE_PATH", "path", "/var/tmp/hydria-unpacked-${UID}", "Node-local folder where an image is unpacked behind a start that runs for a while, so that later starts of it on this node read plain files at the disk's speed (the default is used only where /var/tmp is on a local disk)"),
+    SettingSpec("READ_CACHE_SIZE", "size", "40G", "The most your unpacked images may take in READ_CACHE_PATH; the least recently started go first (0: off)"),
     SettingSpec("REMAP_ROOT", "bool", "false", "Map the caller to uid/gid 0 inside the container (--root)"),
     SettingSpec("UNSHARE_NET", "bool", "false", "New network namespace with loopback only (--net)"),
     SettingSpec("UNSHARE_PID", "bool", "false", "New PID namespace (--pid)"),
@@ -126,6 +128,8 @@ class Settings(Record):
     rootfs_writable: bool
     native_overlayfs: bool
     fast_reader: bool
+    read_cache_path: str
+    read_cache_size: int
     remap_root: bool
     unshare_net: bool
     unshare_pid: bool

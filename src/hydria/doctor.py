@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from hydria.config import Settings
+from hydria.container import read_cache
 from hydria.errors import HydriaError, MissingTool
 from hydria.image import cachelayout
-from hydria.paths import hydria_command, user_name
+from hydria.paths import hydria_command, is_own_private_dir, user_name
 from hydria.record import Record
 from hydria.runtime.filesystems import file_system_type
 from hydria.runtime.reader import FALLBACK, installed_reader, reader_path, squashfs_server
@@ -97,6 +98,7 @@ def node_report(settings: Settings, image: str | None = None) -> NodeReport:
     checks: list[Callable[[], Check]] = [
         _user_namespaces, _kernel, _fuse_device, *(partial(_tool, *tool) for tool in TOOLS),
         partial(_image_reader, settings),
+        partial(_read_cache, settings),
         *(partial(_path, settings, setting) for setting in ("data_path", "runtime_path", "temp_path")),
         partial(_cache, settings), partial(_store, settings),
         partial(_mounts, settings), partial(_named_containers, settings), partial(_start, settings, image),
@@ -230,6 +232,40 @@ def _image_reader(settings: Settings) -> Check:
                                    "several times slower", "unset HYDRIA_FAST_READER" if reader else install)
     return Check(name, "warn", f"squashfuse ({fallback}): hydria's reader is not installed; programs read "
                                "images several times slower (small files ~6x)", install)
+
+
+def _read_cache(settings: Settings) -> Check:
+    """Where later starts of an image read it from (container/read_cache.py), and what it holds."""
+    name, setting = "read cache", "HYDRIA_READ_CACHE_PATH"
+    cache = read_cache.configured(settings)
+    local = "set HYDRIA_READ_CACHE_PATH to a folder on a node-local disk"
+    if cache is None:
+        if not settings.read_cache_size:
+            return Check(name, "skip", "off (HYDRIA_READ_CACHE_SIZE is 0): every start reads through the image reader",
+                         "set HYDRIA_READ_CACHE_SIZE, e.g. 40G")
+        if settings.read_cache_path:
+            return Check(name, "fail", f"{setting} {settings.read_cache_path!r} cannot be an overlay's layer "
+                                       "(',', ':', '\\' or a space in it): every start reads through the image reader",
+                         "set HYDRIA_READ_CACHE_PATH to a path without them")
+        return Check(name, "skip", f"off ({setting} is empty): every start reads through the image reader", local)
+    problem = read_cache.placement_problem(cache.folder)
+    if problem and settings.origins.get(setting) == "default":
+        return Check(name, "skip", f"off: the default {cache.folder} {problem}", local)
+    if os.path.lexists(cache.folder) and not is_own_private_dir(cache.folder):
+        return Check(name, "fail", f"{cache.folder} is not a private folder of yours: images are not unpacked there",
+                     f"remove it, or {local}")
+    parent = os.path.dirname(cache.folder)
+    if not os.path.lexists(cache.folder) and not os.access(parent, os.W_OK | os.X_OK):
+        return Check(name, "fail", f"{cache.folder} cannot be made ({parent} is not writable or not there): "
+                                   "images are not unpacked", local)
+    present = read_cache.entries(cache)
+    limit = f"at most {cache.limit / 2**30:.0f} GiB"
+    detail = (f"{cache.folder}: {len(present)} unpacked image(s), {sum(i.size for i in present) / 2**30:.1f} GiB "
+              f"({limit}); an image whose container runs {read_cache.UNPACK_AFTER:.0f} s is unpacked there, "
+              "and its later starts read it at the disk's speed")
+    if problem:
+        return Check(name, "warn", f"{detail}; but it {problem}", local)
+    return Check(name, "ok", detail)
 
 
 def _can_serve_images(settings: Settings) -> bool:

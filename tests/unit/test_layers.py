@@ -30,6 +30,7 @@ OUTPUT_ALLOWED = {
     "hydria.runtime.namespaces": "a forked child's _exit",
     "hydria.build.sandbox": "a forked child's _exit, and the error of a step's command that cannot start",
     "hydria.build.idmap": "a forked child's _exit",
+    "hydria.container.unpack_behind": "the forked unpacker's _exit",
 }
 
 

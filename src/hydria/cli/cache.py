@@ -2,10 +2,12 @@
 
 * ``list [--json]``: the blobs, the kept images (docs/import.md) and the build cache (layers, base
   images and ``RUN --mount=type=cache`` folders of ``hydria build``: docs/build.md), their sizes;
+  and this node's read cache (images unpacked behind their containers, ``HYDRIA_READ_CACHE_PATH``);
 * ``prune [--to SIZE] [--dry-run]``: remove the least recently used of them down to SIZE (default
-  0: all that may go), never a kept image a container of this node has mounted, nor anything used
-  in the last ``GRACE`` seconds (an import may be about to read it). In a shared cache only the
-  user's own files count.
+  0: all that may go), never a kept image a container of this node has mounted nor an unpacked
+  image a container reads, nor anything used in the last ``GRACE`` seconds (an import may be about
+  to read it). In a shared cache only the user's own files count. Unpacks that were stopped and
+  the markers of images that could not be unpacked go too.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from hydria.build import cache as build_cache
 from hydria.build import idmap
 from hydria.cli.store import size_argument
 from hydria.config import Settings
+from hydria.container import read_cache
 from hydria.image.imagecache import SUFFIX, ImageCache
-from hydria.image.prune import Item, item, regular_files, remove, victims
+from hydria.image.prune import Item, item, mounted_images, regular_files, remove, victims
 
 GRACE = 600.0  # seconds
 
@@ -41,27 +44,40 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     blobs, images = _own_files(root / "blobs" / "sha256", "*"), _own_files(kept, f"*{SUFFIX}")
     ids = idmap.of_this_user(settings.build_subordinate_ids)
     built = build_cache.entries(str(root), ids)
+    reads = read_cache.configured(settings)
+    unpacked = read_cache.entries(reads) if reads else []
     if options.action == "list":
         blob_bytes, image_bytes = sum(i.size for i in blobs), sum(i.size for i in images)
-        build_bytes = sum(e.item.size for e in built)
+        build_bytes, unpacked_bytes = sum(e.item.size for e in built), sum(i.size for i in unpacked)
         if options.json:
             print(json.dumps({"path": str(root), "blobs": len(blobs), "blob_bytes": blob_bytes,
                               "images": len(images), "image_bytes": image_bytes,
                               "build": {kind: sum(1 for e in built if e.kind == kind)
                                         for kind in ("layer", "base", "output", "mount")},
-                              "build_bytes": build_bytes}, indent=1))
+                              "build_bytes": build_bytes,
+                              "unpacked": {"path": reads.folder if reads else None, "images": len(unpacked),
+                                           "bytes": unpacked_bytes}}, indent=1))
         else:
             print(f"{root}: {len(blobs)} blob(s), {blob_bytes / 1e6:.1f} MB; "
                   f"{len(images)} kept image(s), {image_bytes / 1e6:.1f} MB; "
                   f"build cache (hydria build) {len(built)} entries, {build_bytes / 1e6:.1f} MB")
+            if reads:
+                print(f"{reads.folder}: {len(unpacked)} unpacked image(s) of this node, {unpacked_bytes / 1e6:.1f} MB")
         return 0
-    gone = victims([*blobs, *images, *(e.item for e in built)], options.to, GRACE)
+    everything = [*blobs, *images, *(e.item for e in built), *unpacked]
+    in_use = (lambda: mounted_images() | read_cache.in_use(reads)) if reads else mounted_images
+    gone = victims(everything, options.to, GRACE, in_use)
     if not options.dry_run:
         chosen = {i.path for i in gone}
-        remove([i for i in gone if i.path not in {e.item.path for e in built}])
+        built_paths, unpacked_paths = {e.item.path for e in built}, {i.path for i in unpacked}
+        remove([i for i in gone if i.path not in built_paths | unpacked_paths])
         build_cache.remove_entries([e for e in built if e.item.path in chosen], ids)
+        if reads:
+            gone = [i for i in gone if i.path not in unpacked_paths or read_cache.remove_entry(reads, str(i.path))]
+            for leftover in read_cache.leftovers(reads):
+                read_cache.remove(leftover)
     verb = "would remove" if options.dry_run else "removed"
-    left = sum(i.size for i in (*blobs, *images, *(e.item for e in built))) - sum(i.size for i in gone)
+    left = sum(i.size for i in everything) - sum(i.size for i in gone)
     print(f"{verb} {len(gone)} file(s), {sum(i.size for i in gone) / 1e6:.1f} MB; "
           f"your share of {root} is {left / 1e6:.1f} MB")
     return 0

@@ -23,6 +23,7 @@ import sys
 from collections.abc import Sequence
 
 from hydria.config import Settings
+from hydria.container import read_cache
 from hydria.errors import HydriaError
 from hydria.hooks import identity, scripts, slurm_pmi
 from hydria.hooks.localtime import copy_localtime
@@ -106,6 +107,7 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     uid, gid = os.getuid(), os.getgid()
     host_user = pwd.getpwuid(uid)
     cwd = os.getcwd()
+    source = _image_source(container, settings)  # as the user, before the namespaces
 
     namespaces.enter(settings, uid, gid)
     inner_uid, inner_gid = (0, 0) if settings.remap_root else (uid, gid)
@@ -114,7 +116,9 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     if container.home is not None:
         lock.hold(os.path.join(container.home, LOCK_FILE))
     root = rootfs.mount_container(container, area, inner_uid, inner_gid, settings.native_overlayfs,
-                                  settings.fast_reader)
+                                  settings.fast_reader, source)
+    if source.daemon_holds is not None:
+        os.close(source.daemon_holds)  # the image's daemon alone holds it now
     if options.misplaced_option and rc_text is None and _runs_the_command_alone(_read(root, "etc/rc")):
         raise HydriaError(f"{options.misplaced_option} after the image is the container's command, and the image "
                           "has no entrypoint to take it", hint="hydria's options go before the image: hydria start "
@@ -187,6 +191,22 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     except OSError as e:
         raise HydriaError(f"cannot run {shell} in the container: {e.strerror}",
                           hint="hydria runs the image's /etc/rc with /bin/sh; the image needs one") from None
+
+
+def _image_source(container: rootfs.Container, settings: Settings) -> rootfs.ImageSource:
+    """The image's unpacked tree where the read cache holds it (container/read_cache.py); otherwise
+    the image is mounted, and unpacked behind the container for the next start."""
+    cache = read_cache.configured(settings)
+    if container.image is None or cache is None:
+        return rootfs.ImageSource()
+    identity = rootfs.check_image(container.image)
+    tree = read_cache.unpacked_tree(cache, identity)
+    if tree is not None:
+        return rootfs.ImageSource(unpacked=tree)
+    from hydria.container import unpack_behind
+
+    default = settings.origins.get("HYDRIA_READ_CACHE_PATH") == "default"
+    return rootfs.ImageSource(daemon_holds=unpack_behind.start_behind(cache, container.image, identity, default))
 
 
 def _hook_edits(context: edits.StartContext, options: StartOptions, devices: edits.Edits | None,

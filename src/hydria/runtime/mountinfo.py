@@ -1,6 +1,6 @@
 """This user's other mount namespaces, read from ``/proc``, and what their mounts use: which
-overlay work directories are in use (runtime/rootfs.py), which container each runs
-(container/running.py)."""
+overlay work directories and unpacked images are in use (runtime/rootfs.py,
+container/read_cache.py), which container each runs (container/running.py)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,12 @@ def other_namespaces() -> Iterable[tuple[int, str]]:
 
 def workdirs_in_use() -> set[str]:
     """The overlay work directories that mounts of this user's other mount namespaces use."""
+    return options_in_use("workdir")
+
+
+def options_in_use(name: str) -> set[str]:
+    """The values of the option ``name`` (an overlay's ``workdir``, ``lowerdir``) of the mounts
+    of this user's other mount namespaces."""
     found = set()
     for pid, _ in other_namespaces():
         try:
@@ -40,8 +46,8 @@ def workdirs_in_use() -> set[str]:
             continue
         for line in text.splitlines():
             for option in own_options(line):
-                if option.startswith("workdir="):
-                    found.add(unescape(option.removeprefix("workdir=")))
+                if option.startswith(f"{name}="):
+                    found.add(unescape(option.removeprefix(f"{name}=")))
     return found
 
 

@@ -75,15 +75,16 @@ def check_image(path: str | os.PathLike[str]) -> str:
 
 
 def mount_squashfs(image: str, target: str, uid: int, gid: int, fast_reader: bool = True,
-                   keep_owners: bool = False) -> None:
+                   keep_owners: bool = False, daemon_holds: int | None = None) -> None:
     """Mount ``image`` read-only at ``target`` with hydria's reader or squashfuse
     (runtime/reader.py), every file owned by ``uid``:``gid`` unless ``keep_owners`` (a build's
-    namespace that maps the image's IDs). Raises HydriaError."""
+    namespace that maps the image's IDs). ``daemon_holds``: a descriptor that the daemon keeps
+    open for as long as it serves (an unpack behind the container waits on it). Raises HydriaError."""
     binary = squashfs_server(fast_reader)
     owners = [] if keep_owners else ["-o", f"uid={uid},gid={gid}"]
     try:
         _mount_fuse(str(image), target, "fuse.squashfuse", sc.MS_RDONLY, uid, gid,
-                    [binary, "-f", *owners, str(image)])
+                    [binary, "-f", *owners, str(image)], held=daemon_holds)
     except OSError as e:
         if e.errno == errno.ENOTCONN:  # the daemon could not read it, and said why above
             raise InvalidImage(f"{image}: {os.path.basename(binary)} cannot read it",
@@ -92,10 +93,10 @@ def mount_squashfs(image: str, target: str, uid: int, gid: int, fast_reader: boo
 
 
 def _mount_fuse(source: str, target: str, fstype: str, flags: int, uid: int, gid: int, argv: list[str],
-                capabilities: bool = False) -> None:
+                capabilities: bool = False, held: int | None = None) -> None:
     """Mount a FUSE file system at ``target`` on a ``/dev/fuse`` descriptor of hydria's own and
     fork its daemon (``argv`` plus ``/dev/fd/N``; with ``capabilities``, those of the user
-    namespace, as ambient ones). Raises HydriaError, OSError."""
+    namespace, as ambient ones; ``held``: a descriptor it inherits). Raises HydriaError, OSError."""
     try:
         fuse = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
     except OSError as e:
@@ -105,26 +106,30 @@ def _mount_fuse(source: str, target: str, fstype: str, flags: int, uid: int, gid
         sc.mount(source, target, fstype, sc.MS_NOSUID | sc.MS_NODEV | flags,
                  f"fd={fuse},rootmode=40000,user_id={uid},group_id={gid}")
         if os.fork() == 0:
-            _become_daemon([*argv, f"/dev/fd/{fuse}"], fuse, target, capabilities)
+            _become_daemon([*argv, f"/dev/fd/{fuse}"], (fuse,) if held is None else (fuse, held), target,
+                           capabilities)
     finally:
         os.close(fuse)
     os.stat(target)  # answered once the daemon serves it; ENOTCONN when it failed (it said why)
 
 
-def _become_daemon(argv: list[str], fuse: int, target: str, capabilities: bool) -> None:
+def _become_daemon(argv: list[str], kept: tuple[int, ...], target: str, capabilities: bool) -> None:
     """In the forked child: a session and a mount namespace of its own, without the FUSE mount,
-    standard input and output on /dev/null, no other descriptor than ``fuse`` past standard error
-    (as subprocess's close_fds: a caller's pipe must not stay open while the container runs), then
-    the daemon serving ``fuse``. Forked by hand, as the subprocess module's imports would cost every
-    start (docs/runtime.md)."""
+    standard input and output on /dev/null, no other descriptors than ``kept`` (the FUSE one
+    first) past standard error (as subprocess's close_fds: a caller's pipe must not stay open
+    while the container runs), then the daemon serving the FUSE descriptor. Forked by hand, as the
+    subprocess module's imports would cost every start (docs/runtime.md)."""
     try:
         os.setsid()
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)
         os.dup2(null, 1)
-        os.closerange(3, fuse)
-        os.closerange(fuse + 1, os.sysconf("SC_OPEN_MAX"))
-        os.set_inheritable(fuse, True)
+        low = 3
+        for fd in sorted(kept):
+            os.closerange(low, fd)
+            os.set_inheritable(fd, True)
+            low = fd + 1
+        os.closerange(low, os.sysconf("SC_OPEN_MAX"))
         sc.unshare(sc.CLONE_NEWNS)
         sc.umount2(target, sc.MNT_DETACH)
         if capabilities:
@@ -159,9 +164,9 @@ def mount_overlay(lower: str, upper: str, work: str, target: str, uid: int, gid:
     if refusal is not None:  # the kernel may have left a mode-0000 "work" in it: start afresh
         work += "-fuse"
         os.mkdir(work, 0o700)
-    # The source names the directories, for list --fancy and the work directories in use
-    # (runtime/mountinfo.py): a FUSE mount has no upperdir among its options.
-    source = f"upperdir={upper},workdir={work}"
+    # The source names the directories, for list --fancy, the work directories and unpacked
+    # images in use (runtime/mountinfo.py): a FUSE mount has none of them among its options.
+    source = f"lowerdir={lower},upperdir={upper},workdir={work}"
     try:
         # With the capabilities hydria holds in the namespace, as enroot runs it: the daemon
         # creates the mode-0000 mount points and copies up files its uid could not read.
@@ -172,8 +177,16 @@ def mount_overlay(lower: str, upper: str, work: str, target: str, uid: int, gid:
     return "fuse-overlayfs"
 
 
+class ImageSource(Record):
+    """How a start reads its image: an unpacked tree of it (container/read_cache.py) as the lower
+    layer, or else the image mounted, with a descriptor its daemon keeps open."""
+
+    unpacked: str | None = None
+    daemon_holds: int | None = None
+
+
 def mount_container(container: Container, area: str, uid: int, gid: int, native_overlay: bool = True,
-                    fast_reader: bool = True) -> str:
+                    fast_reader: bool = True, source: ImageSource | None = None) -> str:
     """Mount the container's root filesystem under ``area`` (a fresh directory); returns its path."""
     root = f"{area}/root"
     for name in ("lower", "upper", "work", "root"):
@@ -182,11 +195,14 @@ def mount_container(container: Container, area: str, uid: int, gid: int, native_
         sc.mount(str(container.directory), root, None, sc.MS_BIND | sc.MS_REC)
         return root
     assert container.image is not None
-    mount_squashfs(container.image, f"{area}/lower", uid, gid, fast_reader)
+    source = source or ImageSource()
+    lower = source.unpacked or f"{area}/lower"
+    if source.unpacked is None:
+        mount_squashfs(container.image, lower, uid, gid, fast_reader, daemon_holds=source.daemon_holds)
     upper, work = f"{area}/upper", f"{area}/work"
     if container.home is not None:
         upper, work = f"{container.home}/upper", _instance_workdir(f"{container.home}/work")
-    mount_overlay(f"{area}/lower", upper, work, root, uid, gid, native_overlay)
+    mount_overlay(lower, upper, work, root, uid, gid, native_overlay)
     return root
 
 

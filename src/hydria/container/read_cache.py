@@ -1,0 +1,198 @@
+"""Images unpacked on node-local disk behind a running container, so that later starts of the same
+image on this node read plain files at the disk's speed (docs/performance.md).
+
+A start whose image is unpacked here takes the tree as its overlay's lower layer: no FUSE daemon,
+no decompression, the kernel's own caches. Otherwise the image is served by the reader as always,
+and when the container still runs ``UNPACK_AFTER`` seconds later (short starts never pay), a
+background process of the lowest CPU and I/O priority (``SCHED_IDLE``) unpacks the image beside
+it with ``unsquashfs``, then renames the tree into place. It lives no longer than the container:
+it waits on a pipe whose other end only the image's FUSE daemon holds, and stops the unpack when
+the daemon leaves; the next unpack of that image removes what a stopped one left.
+
+The folder (``HYDRIA_READ_CACHE_PATH``) is the user's own, mode 0700, on a local disk:
+
+    KEY/root       the image's tree (KEY: the image's size and superblock, rootfs.check_image)
+    KEY/size       bytes the tree takes; KEY's modification time is its last start
+    KEY.lock       held while KEY is unpacked or removed
+    KEY.unpacking  a tree being unpacked
+    KEY.failed     why the image could not be unpacked (it is not tried again; cache prune clears it)
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from hydria.config import Settings
+from hydria.log import Logger
+from hydria.paths import is_own_private_dir, user_name
+from hydria.record import TYPE_CHECKING, Record
+from hydria.runtime.mountinfo import options_in_use
+from hydria.trees import delete_tree
+
+if TYPE_CHECKING:
+    from hydria.image.prune import Item
+
+UNPACK_AFTER = 5.0  # seconds a container runs before its image is unpacked behind it
+ROOT, SIZE, LOCK, UNPACKING, FAILED = "root", "size", ".lock", ".unpacking", ".failed"
+SETTING = "HYDRIA_READ_CACHE_PATH"
+MEMORY_TYPES = frozenset({"tmpfs", "ramfs"})
+# Characters that a path in an overlay's lowerdir= option cannot hold.
+_OPTION_CHARACTERS = frozenset(",:\\ \t\n")
+
+log = Logger(__name__)
+
+
+class ReadCache(Record):
+    """The user's folder of unpacked images on this node, and the most it may take."""
+
+    folder: str
+    limit: int
+
+
+def configured(settings: Settings) -> ReadCache | None:
+    """The read cache the settings ask for, or None where it is off (a size of 0, an empty path,
+    or a path that an overlay option cannot carry)."""
+    folder = settings.read_cache_path
+    if not folder or not settings.read_cache_size or _OPTION_CHARACTERS & set(folder):
+        return None
+    return ReadCache(os.path.abspath(folder), settings.read_cache_size)
+
+
+def placement_problem(folder: str) -> str | None:
+    """What makes ``folder`` a poor place for unpacked images (memory, a file system that other
+    nodes share), or None for a local disk. The built-in default is used only on a local disk."""
+    from hydria.runtime.filesystems import file_system_type, may_be_shared
+
+    existing = folder
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    kind = file_system_type(os.path.realpath(existing))
+    if kind in MEMORY_TYPES:
+        return f"is in memory ({kind})"
+    if may_be_shared(kind):
+        return f"is on a file system that other nodes may share ({kind})"
+    return None
+
+
+def entry_key(identity: str) -> str:
+    """The folder name of an image whose identity (rootfs.check_image: its size and superblock)
+    is ``identity``: the identity itself, exact and with no digest to compute at each start."""
+    return identity.replace(" ", "-")
+
+
+def unpacked_tree(cache: ReadCache, identity: str) -> str | None:
+    """The image's unpacked tree, when this user's folder holds it complete; its use is recorded
+    for pruning. A folder that is not the user's own and private is never trusted: it says so."""
+    try:
+        info = os.lstat(cache.folder)
+    except OSError:
+        return None  # not made yet: the first unpack makes it
+    if not is_own_private_dir(cache.folder):
+        log.warning("%s (%s) %s: images are not unpacked there for faster reads", cache.folder, SETTING,
+                    _why_not_private(info))
+        return None
+    entry = os.path.join(cache.folder, entry_key(identity))
+    tree = os.path.join(entry, ROOT)
+    try:
+        os.utime(entry)
+    except OSError:
+        return None
+    return tree if os.path.isdir(tree) else None
+
+
+def _why_not_private(info: os.stat_result) -> str:
+    if not stat.S_ISDIR(info.st_mode):
+        return "is not a folder"
+    if info.st_uid != os.geteuid():
+        return f"belongs to {user_name(info.st_uid)}"
+    return "can be written by others"
+
+
+def entries(cache: ReadCache) -> list[Item]:
+    """The complete unpacked images of the user's folder (none where it is not the user's own):
+    each folder ``KEY``, the bytes its tree takes, when it was last started."""
+    from pathlib import Path  # not on a start's path (docs/runtime.md)
+
+    from hydria.image.prune import Item
+
+    if not is_own_private_dir(cache.folder):
+        return []
+    found = []
+    for name in os.listdir(cache.folder):
+        path = os.path.join(cache.folder, name)
+        if "." in name or not os.path.isdir(os.path.join(path, ROOT)):
+            continue
+        try:
+            with open(os.path.join(path, SIZE)) as handle:
+                size = int(handle.read())
+            found.append(Item(Path(path), size, os.stat(path).st_mtime))
+        except (OSError, ValueError):
+            found.append(Item(Path(path), 0, 0.0))  # a folder cut short: the first to go
+    return found
+
+
+def in_use(cache: ReadCache) -> set[str]:
+    """The entries whose tree a container of this user on this node has as its lower layer."""
+    prefix = cache.folder.rstrip("/") + "/"
+    return {os.path.realpath(os.path.dirname(lower)) for lower in options_in_use("lowerdir") if lower.startswith(prefix)}
+
+
+def leftovers(cache: ReadCache, held: str | None = None) -> list[str]:
+    """Trees that unpacks stopped before their end left, and the markers of failed unpacks, of
+    images that no unpack is working on now (their lock is free, or ``held``: this process's)."""
+    if not is_own_private_dir(cache.folder):
+        return []
+    found = []
+    for name in os.listdir(cache.folder):
+        key, dot, kind = name.partition(".")
+        if dot and f".{kind}" in (UNPACKING, FAILED) and (key == held or not _locked(cache, key)):
+            found.append(os.path.join(cache.folder, name))
+    return found
+
+
+def remove(path: str) -> None:
+    """Remove an entry, a stopped unpack's tree or a failure marker (links never followed)."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        delete_tree(path)
+    else:
+        os.unlink(path)
+
+
+def remove_entry(cache: ReadCache, path: str) -> bool:
+    """Remove an unpacked image unless an unpack or another removal holds it; whether it went.
+    Renamed first, so that no start takes it while it is being deleted."""
+    held = lock(cache, os.path.basename(path))
+    if held is None:
+        return False
+    try:
+        doomed = path + UNPACKING
+        os.rename(path, doomed)
+        delete_tree(doomed)
+    except FileNotFoundError:
+        return False
+    finally:
+        os.close(held)
+    return True
+
+
+def lock(cache: ReadCache, key: str) -> int | None:
+    """Hold ``KEY.lock`` (without waiting); its descriptor, or None when another process holds it.
+    Closing the descriptor releases it."""
+    import fcntl
+
+    fd = os.open(os.path.join(cache.folder, key + LOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _locked(cache: ReadCache, key: str) -> bool:
+    fd = lock(cache, key)
+    if fd is None:
+        return True
+    os.close(fd)
+    return False

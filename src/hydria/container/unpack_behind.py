@@ -1,0 +1,187 @@
+"""The process that unpacks an image into the read cache behind its running container
+(container/read_cache.py says why and the folder's layout).
+
+It is forked before the container's namespaces (so it works as the user, on the host's file
+systems) and leaves the start's process tree at once, so that the container's program never has
+it as a child. It waits ``UNPACK_AFTER`` seconds, then unpacks with ``unsquashfs`` at the lowest
+CPU and I/O priority; it stops, and stops ``unsquashfs``, as soon as the pipe it waits on closes:
+the image's FUSE daemon holds its other end, and leaves when the container's last process has.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from hydria.container import read_cache as rc
+from hydria.runtime import syscalls as sc
+
+BLOCK = 4096
+FREE_RESERVE = 0.1  # the share of its file system that an unpack leaves free
+SIGKILL = 9
+DISK_FULL = ("No space left on device", "Disk quota exceeded")
+DONE, STOPPED, AGAIN, FAILED = "done", "stopped", "again", "failed"  # how an unpack ended
+GRACE = 600.0  # seconds: an image started this recently is not removed to make room
+# unsquashfs's complaint about the device nodes that only root makes (an exit status of 2): they
+# are left out, as /dev comes from the host and every mount is nodev.
+DEVICE_NODE_COMPLAINT = "because you're not superuser"
+
+
+def start_behind(cache: rc.ReadCache, image: str, identity: str, default_folder: bool) -> int:
+    """Fork the process that unpacks ``image`` once its container has run for a while. Returns
+    the descriptor that the image's FUSE daemon must hold open while it serves (close-on-exec:
+    nothing else keeps it). ``default_folder``: the folder is the built-in default, used only on
+    a local disk file system."""
+    alive_read, alive_write = os.pipe2(os.O_CLOEXEC)
+    child = os.fork()
+    if child == 0:
+        try:
+            os.close(alive_write)
+            if os.fork() == 0:
+                _unpacker(cache, image, identity, default_folder, alive_read)
+        finally:
+            os._exit(0)
+    os.close(alive_read)
+    os.waitpid(child, 0)
+    return alive_write
+
+
+def _unpacker(cache: rc.ReadCache, image: str, identity: str, default_folder: bool, alive: int) -> None:
+    try:
+        os.setsid()  # no terminal's signals: it ends with the container, by the pipe
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # idle I/O class too
+        if _ended(alive, rc.UNPACK_AFTER) or (default_folder and rc.placement_problem(cache.folder)):
+            return
+        _unpack(cache, image, identity, alive)
+    except BaseException:  # noqa: BLE001 - a background helper: the container reads the image as before
+        return
+
+
+def _ended(alive: int, seconds: float) -> bool:
+    """Whether the container ended (the pipe's other end closed) within ``seconds``."""
+    import select
+
+    readable, _, _ = select.select([alive], [], [], seconds)
+    return bool(readable)
+
+
+def _unpack(cache: rc.ReadCache, image: str, identity: str, alive: int) -> None:
+    from hydria.paths import ensure_dir
+
+    ensure_dir(cache.folder, setting=rc.SETTING)
+    key = rc.entry_key(identity)
+    if rc.lock(cache, key) is None:
+        return  # another start unpacks it; ours is held until this process ends
+    entry = os.path.join(cache.folder, key)
+    if os.path.lexists(entry) or os.path.lexists(entry + rc.FAILED):
+        return
+    for leftover in rc.leftovers(cache, held=key):
+        if not leftover.endswith(rc.FAILED):
+            rc.remove(leftover)
+    need = _unpacked_size(image)
+    if need is None or not _make_room(cache, need):
+        return
+    staging = entry + rc.UNPACKING
+    os.mkdir(staging, 0o700)
+    outcome, why = _run_unsquashfs(image, os.path.join(staging, rc.ROOT), alive)
+    if outcome == STOPPED:
+        return  # at once, as the container has ended: the next unpack removes the tree
+    if outcome == DONE:
+        from hydria.runtime.rootfs import check_image
+
+        if check_image(image) != identity:
+            outcome = AGAIN  # rewritten while it was unpacked: not this image's tree
+    if outcome != DONE:
+        rc.remove(staging)
+        if outcome == FAILED:
+            with open(entry + rc.FAILED, "w") as handle:
+                handle.write(why + "\n")
+        return
+    with open(os.path.join(staging, rc.SIZE), "w") as handle:
+        handle.write(f"{_tree_size(os.path.join(staging, rc.ROOT))}\n")
+    os.rename(staging, entry)
+
+
+def _unpacked_size(image: str) -> int | None:
+    """Bytes that the image's files take once unpacked (whole blocks), from ``unsquashfs -lln``."""
+    import subprocess
+
+    listing = subprocess.run(["unsquashfs", "-lln", image], stdin=subprocess.DEVNULL, capture_output=True,
+                             check=False)
+    if listing.returncode != 0:
+        return None
+    total = 0
+    for line in listing.stdout.split(b"\n"):
+        fields = line.split(None, 3)
+        if len(fields) == 4 and fields[2].isdigit():
+            total += -(-int(fields[2]) // BLOCK) * BLOCK if line.startswith(b"-") else BLOCK
+    return total
+
+
+def _make_room(cache: rc.ReadCache, need: int) -> bool:
+    """Remove the least recently started unpacked images (none in use, none started in the last
+    minutes) until ``need`` more bytes fit the size limit and leave the disk its reserve."""
+    from hydria.image.prune import victims
+
+    items = rc.entries(cache)
+    total = sum(item.size for item in items)
+    space = os.statvfs(cache.folder)
+    free, reserve = space.f_bavail * space.f_frsize, space.f_blocks * space.f_frsize * FREE_RESERVE
+    # Bytes to free: for the limit, and for the disk's reserve.
+    excess = max(total + need - cache.limit, need + reserve - free)
+    if excess <= 0:
+        return True
+    chosen = victims(items, int(total - excess), GRACE, lambda: rc.in_use(cache))
+    freed = sum(victim.size for victim in chosen if rc.remove_entry(cache, str(victim.path)))
+    return freed >= excess
+
+
+def _run_unsquashfs(image: str, target: str, alive: int) -> tuple[str, str]:
+    """Unpack ``image`` into ``target`` (as the user: no owners, no device nodes, no extended
+    attributes). The outcome (DONE; STOPPED: the container ended first; AGAIN: the disk filled, a
+    later start may try again; FAILED: the image cannot be unpacked) and, when FAILED, why."""
+    import selectors
+    import subprocess
+
+    process = subprocess.Popen(["unsquashfs", "-no-progress", "-quiet", "-no-xattrs", "-d", target, image],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               start_new_session=True,  # a group of its own, stopped as one
+                               # this process has no other thread: preexec_fn is safe here
+                               preexec_fn=lambda: sc.prctl(sc.PR_SET_PDEATHSIG, SIGKILL))  # noqa: PLW1509
+    assert process.stderr is not None
+    errors = b""
+    with selectors.DefaultSelector() as waiting:
+        waiting.register(alive, selectors.EVENT_READ)
+        waiting.register(process.stderr, selectors.EVENT_READ)
+        while True:
+            ready = {key.fileobj for key, _ in waiting.select()}
+            if alive in ready:
+                os.killpg(process.pid, SIGKILL)
+                process.wait()
+                return STOPPED, ""
+            chunk = os.read(process.stderr.fileno(), 65536)
+            if not chunk:
+                break
+            errors = (errors + chunk)[-65536:]
+    status = process.wait()
+    lines = [line for line in errors.decode(errors="replace").splitlines() if line.strip()]
+    if status == 0 or (status == 2 and lines and all(DEVICE_NODE_COMPLAINT in line for line in lines)):
+        return DONE, ""
+    if any(full in line for line in lines for full in DISK_FULL):
+        return AGAIN, ""
+    return FAILED, (f"{time.strftime('%Y-%m-%d %H:%M:%S')} unsquashfs {image} (exit status {status}): "
+                    + " / ".join(lines[-3:]))
+
+
+def _tree_size(top: str) -> int:
+    """Bytes the tree takes on disk (its blocks), without following links."""
+    from hydria.trees import walk
+
+    total = 0
+    for folder, names, files in walk(top):
+        for name in (*names, *files):
+            total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+    return total

@@ -1,0 +1,253 @@
+"""The read cache (container/read_cache.py): an image is unpacked on node-local disk behind a
+container that runs for a while, and later starts read the tree, at the disk's speed. The tree
+must show the container exactly what the image does; the unpack must never outlive its container,
+trust a folder that is not the user's, fill the disk, nor take a tree that a container uses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from hydria.container.read_cache import UNPACK_AFTER
+from hydria.container.unpack_behind import _unpacked_size
+from testbed.users import User, live_processes, run_as
+from testbed.workspace import Workspace
+from tests.integration.test_reader import MANIFEST, damaged_copy, host_manifest, tree_image  # noqa: F401
+
+pytestmark = pytest.mark.integration
+
+OFF = {"HYDRIA_READ_CACHE_SIZE": "0"}
+
+
+def entries(folder: Path) -> list[Path]:
+    """The complete unpacked images of a read cache."""
+    return sorted(p for p in folder.glob("*") if "." not in p.name and (p / "size").is_file())
+
+
+def unpack_behind(workspace: Workspace, image: str, timeout: float = 120, **env: str) -> Path:
+    """Start ``image`` for as long as its unpack takes, as a job's first start on a node; the
+    unpacked entry."""
+    folder = Path(env.get("HYDRIA_READ_CACHE_PATH", workspace.unpacked))
+    before = entries(folder)
+    process = workspace.popen("start", image, "sleep", "600", **env)
+    try:
+        deadline = time.monotonic() + timeout
+        while entries(folder) in ([], before) and time.monotonic() < deadline:
+            assert process.poll() is None, process.communicate()
+            time.sleep(0.2)
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+    assert live_processes(workspace.user) == []
+    found = [entry for entry in entries(folder) if entry not in before]
+    assert len(found) == 1, sorted(os.listdir(folder))
+    return found[0]
+
+
+def lower_layer(workspace: Workspace, target: str, **env: str) -> str:
+    """The lower layer of the container's root overlay, as its mount table says."""
+    result = workspace.run("start", target, "cat", "/proc/self/mountinfo", **env)
+    assert result.returncode == 0, result.stderr
+    root = next(line for line in result.stdout.splitlines() if line.split()[4] == "/")
+    return next(o for o in root.split(" - ")[1].split()[2].split(",") if o.startswith("lowerdir="))[9:]
+
+
+@pytest.mark.parametrize("remap", [False, True], ids=["user", "root"])
+def test_a_later_start_reads_the_tree_unpacked_behind_the_first(
+        remap: bool, tree_image: tuple[Path, Path], workspace: Workspace) -> None:  # noqa: F811
+    image, data = tree_image
+    entry = unpack_behind(workspace, str(image))
+    assert entry.stat().st_mode & 0o777 == 0o700 and entry.parent.stat().st_mode & 0o777 == 0o700
+    assert lower_layer(workspace, str(image)) == str(entry / "root")
+    options = ["--root"] if remap else []
+    result = workspace.run("start", *options, str(image), "python3", "-c", MANIFEST, "/data")
+    assert result.returncode == 0, result.stderr
+    owner = (0, 0) if remap else (workspace.user.uid, workspace.user.gid)
+    assert json.loads(result.stdout) == host_manifest(data, *owner)
+    # Writes go to the container's overlay, never into the shared tree.
+    written = workspace.run("start", "--rw", str(image), "sh", "-c",
+                            "echo changed > /data/text; rm /data/empty; cat /data/text")
+    assert written.stdout == "changed\n", written.stderr
+    assert (entry / "root" / "data" / "empty").exists()
+    assert (entry / "root" / "data" / "text").read_text() == (data / "text").read_text()
+
+
+def test_a_named_container_keeps_its_writes_from_either_lower_layer(
+        tree_image: tuple[Path, Path], workspace: Workspace) -> None:  # noqa: F811
+    image, _ = tree_image
+    assert workspace.run("create", "-n", "kept", str(image)).returncode == 0
+    first = workspace.run("start", "--rw", "kept", "sh", "-c", "echo 0 >> /etc/written; rm /data/empty")
+    assert first.returncode == 0, first.stderr
+    entry = unpack_behind(workspace, "kept")  # its image.sqsh is the image: the same entry serves both
+    assert lower_layer(workspace, str(image)) == lower_layer(workspace, "kept") == str(entry / "root")
+    result = workspace.run("start", "--rw", "kept", "sh", "-c",
+                           "echo 1 >> /etc/written; cat /etc/written; test -e /data/empty || echo removed")
+    assert result.stdout == "0\n1\nremoved\n", result.stderr
+    again = workspace.run("start", "kept", "cat", "/etc/written", **OFF)  # read through the reader again
+    assert again.stdout == "0\n1\n", again.stderr
+
+
+def test_short_starts_unpack_nothing(images: dict[str, Path], workspace: Workspace) -> None:
+    for _ in range(3):
+        assert workspace.run("start", str(images["busybox"]), "true").returncode == 0
+    assert not workspace.unpacked.exists() or os.listdir(workspace.unpacked) == []
+    assert live_processes(workspace.user) == []
+
+
+def tool_wrapper(workspace: Workspace, script: str) -> str:
+    """A PATH whose ``unsquashfs`` runs ``script`` (sh) before the real one."""
+    folder = workspace.root / "bin"
+    folder.mkdir(mode=0o755)
+    (folder / "unsquashfs").write_text(f'#!/bin/sh\ncase "$1" in -lln) ;; *) {script} ;; esac\n'
+                                       'exec /usr/bin/unsquashfs "$@"\n')
+    (folder / "unsquashfs").chmod(0o755)
+    return f"{folder}:{os.environ['PATH']}"
+
+
+def test_an_unpack_ends_with_its_container_and_the_next_one_cleans_up(images: dict[str, Path],
+                                                                       workspace: Workspace) -> None:
+    path = tool_wrapper(workspace, "sleep 300")  # the real unsquashfs, made slow: the container ends first
+    process = workspace.popen("start", str(images["busybox"]), "sleep", str(UNPACK_AFTER + 3), PATH=path)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert live_processes(workspace.user, wait=5) == []  # neither the unpacker nor its unsquashfs
+    left = os.listdir(workspace.unpacked)
+    assert [name for name in left if name.endswith(".unpacking")], left
+    assert entries(workspace.unpacked) == []
+    entry = unpack_behind(workspace, str(images["busybox"]))
+    assert sorted(os.listdir(workspace.unpacked)) == [entry.name, entry.name + ".lock"]
+
+
+def test_a_folder_that_is_not_the_users_is_never_trusted(
+        images: dict[str, Path], workspace: Workspace, other_workspace: Workspace) -> None:
+    image = str(images["busybox"])
+    planted = unpack_behind(other_workspace, image)
+    (planted / "root" / "etc").mkdir(exist_ok=True)
+    (planted / "root" / "etc" / "planted").write_text("not from the image\n")
+    other_workspace.unpacked.chmod(0o755)
+    planted.chmod(0o755)
+    (planted / "root").chmod(0o755)
+    folder = {"HYDRIA_READ_CACHE_PATH": str(other_workspace.unpacked)}
+    result = workspace.run("start", image, "sh", "-c", "cat /etc/planted || echo absent", **folder)
+    assert result.stdout == "absent\n"
+    assert f"{other_workspace.unpacked} (HYDRIA_READ_CACHE_PATH) belongs to {other_workspace.user.name}" \
+        in result.stderr
+    # A link to the user's own folder is not the folder either.
+    os.symlink(workspace.unpacked, workspace.root / "link")
+    unpack_behind(workspace, image)
+    linked = workspace.run("start", image, "cat", "/proc/self/mountinfo", HYDRIA_READ_CACHE_PATH=str(workspace.root / "link"))
+    assert "is not a folder" in linked.stderr and str(workspace.unpacked) not in linked.stdout
+
+
+def test_a_damaged_image_is_not_unpacked_nor_tried_again(workspace: Workspace, image_workdir: Path,
+                                                         images: dict[str, Path]) -> None:
+    work = image_workdir / "read-cache-damaged"
+    rootfs = work / "rootfs"
+    work.mkdir()
+    subprocess.run(["unsquashfs", "-q", "-no-progress", "-d", str(rootfs), str(images["busybox"])], check=True,
+                   stdout=subprocess.DEVNULL)
+    (rootfs / "aaa-first").write_text(os.urandom(1 << 20).hex())  # sorted first: its blocks come first
+    clean = work / "clean.sqsh"
+    subprocess.run(["mksquashfs", str(rootfs), str(clean), "-quiet", "-no-progress", "-noappend", "-all-root",
+                    "-comp", "gzip"], check=True)
+    image = str(damaged_copy(clean, work / "damaged.sqsh"))
+    result = workspace.run("start", image, "sleep", str(UNPACK_AFTER + 5))
+    assert result.returncode == 0, result.stderr
+    assert live_processes(workspace.user) == []
+    failed = [name for name in os.listdir(workspace.unpacked) if name.endswith(".failed")]
+    assert len(failed) == 1 and entries(workspace.unpacked) == []
+    assert f"unsquashfs {image}" in (workspace.unpacked / failed[0]).read_text()
+    assert not [name for name in os.listdir(workspace.unpacked) if name.endswith(".unpacking")]
+    # The image is still served by the reader, with an I/O error where it is damaged.
+    read = workspace.run("start", image, "sh", "-c", "cat /aaa-first > /dev/null; echo served")
+    assert "served" in read.stdout and "I/O error" in read.stderr
+
+
+def test_the_size_limit_is_kept_by_removing_the_least_recently_started_image_not_in_use(
+        tree_image: tuple[Path, Path], images: dict[str, Path], workspace: Workspace) -> None:  # noqa: F811
+    image, _ = tree_image
+    # Too big for the limit: not unpacked, and the start is not the worse for it.
+    result = workspace.run("start", str(image), "sleep", str(UNPACK_AFTER + 3), HYDRIA_READ_CACHE_SIZE="1M")
+    assert result.returncode == 0, result.stderr
+    assert entries(workspace.unpacked) == [] and live_processes(workspace.user) == []
+    first = unpack_behind(workspace, str(images["busybox"]))
+    # Room for the Debian image, not for both: the busybox one must go first.
+    needed = _unpacked_size(str(images["debian"]))
+    assert needed is not None
+    limit = {"HYDRIA_READ_CACHE_SIZE": str(needed + 2**20)}
+    old = time.time() - 3600  # started an hour ago, out of the grace period
+    using = workspace.popen("start", str(images["busybox"]), "sleep", "600")
+    try:
+        for _ in range(100):
+            if any("hydria" not in line and "sleep 600" in line for line in live_processes(workspace.user, 0)):
+                break
+            time.sleep(0.1)
+        os.utime(first, (old, old))
+        refused = workspace.run("start", str(images["debian"]), "sleep", str(UNPACK_AFTER + 5), **limit)
+        assert refused.returncode == 0, refused.stderr
+        assert entries(workspace.unpacked) == [first], "an image in use was removed"
+    finally:
+        using.terminate()
+        using.communicate(timeout=30)
+    os.utime(first, (old, old))
+    second = unpack_behind(workspace, str(images["debian"]), timeout=120, **limit)  # waits for the new entry
+    assert entries(workspace.unpacked) == [second] and not first.exists()
+
+
+def test_cache_list_and_prune_show_and_remove_unpacked_images(images: dict[str, Path],
+                                                              workspace: Workspace) -> None:
+    entry = unpack_behind(workspace, str(images["busybox"]))
+    size = int((entry / "size").read_text())
+    listing = workspace.run("cache", "list", "--json")
+    assert json.loads(listing.stdout)["unpacked"] == {"path": str(workspace.unpacked), "images": 1,
+                                                      "bytes": size}
+    old = time.time() - 3600
+    os.utime(entry, (old, old))
+    pruned = workspace.run("cache", "prune")
+    assert pruned.returncode == 0, pruned.stderr
+    assert entries(workspace.unpacked) == [] and not entry.exists()
+
+
+def test_the_unpack_runs_as_the_user_at_idle_priority(images: dict[str, Path], workspace: Workspace,
+                                                      test_user: User) -> None:
+    path = tool_wrapper(workspace, "sleep 30")  # long enough to be seen at work
+    process = workspace.popen("start", str(images["debian"]), "sleep", "600", PATH=path)
+    try:
+        deadline = time.monotonic() + 60
+        seen: list[str] = []
+        while time.monotonic() < deadline and not any("unsquashfs" in line for line in seen):
+            seen = run_as(test_user, ["ps", "-u", str(test_user.uid), "-o", "cls=,args="]).stdout.splitlines()
+            time.sleep(0.1)
+        unpacking = [line.split()[0] for line in seen if "unsquashfs -no-progress" in line]
+        assert unpacking == ["IDL"], seen
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+
+
+def test_a_disk_that_fills_during_the_unpack_loses_nothing(images: dict[str, Path], workspace: Workspace) -> None:
+    small = workspace.root / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(small)], check=True)
+    try:
+        os.chown(small, workspace.user.uid, workspace.user.gid)
+        # The real unsquashfs, after another program filled the disk (past the unpack's own check).
+        path = tool_wrapper(workspace, f"fallocate -l $(($(df -B1 --output=avail {small} | tail -1) - 65536)) "
+                                       f"{small}/other")
+        env = {"HYDRIA_READ_CACHE_PATH": str(small / "unpacked"), "PATH": path}
+        result = workspace.run("start", str(images["busybox"]), "sh", "-c",
+                               f"sleep {UNPACK_AFTER + 5}; cat /etc/os-release", **env)
+        assert result.returncode == 0 and result.stdout.strip(), result.stderr
+        assert live_processes(workspace.user) == []
+        assert sorted(os.listdir(small / "unpacked")) == [n for n in os.listdir(small / "unpacked")
+                                                          if n.endswith(".lock")]  # no tree, no marker
+        (small / "other").unlink()  # there: the unpack had begun
+        entry = unpack_behind(workspace, str(images["busybox"]), HYDRIA_READ_CACHE_PATH=str(small / "unpacked"))
+        assert (entry / "root" / "etc" / "os-release").is_file()
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)
