@@ -18,10 +18,10 @@ from hydria.container.unpack_behind import _unpacked_size
 from testbed.users import User, live_processes, run_as
 from testbed.workspace import Workspace
 from tests.integration.test_reader import MANIFEST, damaged_copy, host_manifest, tree_image  # noqa: F401
+from tests.integration.test_reader import READ_CACHE_OFF as OFF
 
 pytestmark = pytest.mark.integration
 
-OFF = {"HYDRIA_READ_CACHE_SIZE": "0"}
 
 
 def entries(folder: Path) -> list[Path]:

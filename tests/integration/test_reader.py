@@ -19,7 +19,10 @@ from testbed.workspace import Workspace
 
 pytestmark = pytest.mark.integration
 
-READERS = {"fast": {}, "squashfuse": {"HYDRIA_FAST_READER": "n"}}
+# The read cache off: a start that runs for a while would unpack its image, and the next start
+# of it would read the tree instead of the reader (tests/integration/test_read_cache.py).
+READ_CACHE_OFF = {"HYDRIA_READ_CACHE_SIZE": "0"}
+READERS = {"fast": READ_CACHE_OFF, "squashfuse": {**READ_CACHE_OFF, "HYDRIA_FAST_READER": "n"}}
 
 # Run inside the container (the Debian test image's python3): every entry under /data with its
 # type and mode, owner, size, content digest or link target, and which names share an inode.
@@ -227,7 +230,7 @@ def test_install_reader_without_the_development_files_says_what_to_install(tmp_p
 def test_prune_never_takes_an_image_the_reader_serves(images: dict[str, Path], workspace: Workspace) -> None:
     from hydria.image.prune import mounted_images
 
-    process = workspace.popen("start", str(images["busybox"]), "sleep", "30")
+    process = workspace.popen("start", str(images["busybox"]), "sleep", "30", **READ_CACHE_OFF)
     try:
         for _ in range(100):
             if str(images["busybox"].resolve()) in mounted_images():
