@@ -20,6 +20,7 @@ their subreaper and reaps them); the median of interleaved rounds; ratios to the
 Run as root: python benchmarks/read_bench.py [--rounds 3] [--workdir /var/tmp/hydria-read-bench]
 [--squash-options "-comp lz4"] (the image's compression; default: hydria's setting in effect)
 [--torch] (adds PyTorch's CPU wheel to the tree, with pip, and 8 processes importing torch at once)
+[--only WORDS] (only the workloads whose name holds WORDS, e.g. "small files" or torch)
 The tree (Debian bookworm with python3-numpy, -scipy, -pandas from Debian's packages, plus the
 generated files) and its image are built once into the work directory (about 2 GB).
 """
@@ -207,12 +208,16 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path, default=Path("/var/tmp/hydria-read-bench"))
     parser.add_argument("--squash-options", help="mksquashfs options of the image (default: HYDRIA_SQUASH_OPTIONS)")
     parser.add_argument("--torch", action="store_true", help="add PyTorch and 8 processes importing it")
+    parser.add_argument("--only", metavar="WORDS", help="only the workloads whose name holds WORDS, e.g. torch")
     options = parser.parse_args()
     squash_options = options.squash_options or load_settings().squash_options
     options.workdir.mkdir(parents=True, exist_ok=True)
     compile_hydria()
     tree, image = prepare(options.workdir, squash_options, options.torch)
     workloads = dict([*WORKLOADS.items(), *([TORCH_WORKLOAD] if options.torch else [])])
+    workloads = {name: script for name, script in workloads.items() if (options.only or "") in name}
+    if not workloads:
+        raise SystemExit(f"no workload's name holds {options.only!r}: {', '.join(WORKLOADS)}, {TORCH_WORKLOAD[0]}")
     user = User.lookup(TEST_USERS[0])
     state = options.workdir / f"state-{user.name}"
     shutil.rmtree(state, ignore_errors=True)

@@ -137,11 +137,20 @@ def test_a_folder_that_is_not_the_users_is_never_trusted(
     assert result.stdout == "absent\n"
     assert f"{other_workspace.unpacked} (HYDRIA_READ_CACHE_PATH) belongs to {other_workspace.user.name}" \
         in result.stderr
-    # A link to the user's own folder is not the folder either.
+    # A link (someone else's, in a shared /var/tmp) to a folder of the user's is not the folder
+    # either: never read from, never written through.
     os.symlink(workspace.unpacked, workspace.root / "link")
     unpack_behind(workspace, image)
     linked = workspace.run("start", image, "cat", "/proc/self/mountinfo", HYDRIA_READ_CACHE_PATH=str(workspace.root / "link"))
     assert "is not a folder" in linked.stderr and str(workspace.unpacked) not in linked.stdout
+    victim = workspace.root / "victim"
+    victim.mkdir(mode=0o700)
+    os.chown(victim, workspace.user.uid, workspace.user.gid)
+    os.symlink(victim, workspace.root / "planted-link")
+    long = workspace.run("start", image, "sleep", str(UNPACK_AFTER + 3),
+                         HYDRIA_READ_CACHE_PATH=str(workspace.root / "planted-link"))
+    assert long.returncode == 0 and "is not a folder" in long.stderr
+    assert os.listdir(victim) == [] and live_processes(workspace.user) == []
 
 
 def test_a_damaged_image_is_not_unpacked_nor_tried_again(workspace: Workspace, image_workdir: Path,

@@ -51,10 +51,10 @@ class ReadCache(Record):
 
 
 def configured(settings: Settings) -> ReadCache | None:
-    """The read cache the settings ask for, or None where it is off (a size of 0, an empty path,
-    or a path that an overlay option cannot carry)."""
+    """The read cache the settings ask for, or None where it is off (a size of 0, or a path that
+    an overlay option cannot carry)."""
     folder = settings.read_cache_path
-    if not folder or not settings.read_cache_size or _OPTION_CHARACTERS & set(folder):
+    if not settings.read_cache_size or _OPTION_CHARACTERS & set(folder):
         return None
     return ReadCache(os.path.abspath(folder), settings.read_cache_size)
 

@@ -73,9 +73,11 @@ def _ended(alive: int, seconds: float) -> bool:
 
 
 def _unpack(cache: rc.ReadCache, image: str, identity: str, alive: int) -> None:
-    from hydria.paths import ensure_dir
+    from hydria.paths import ensure_dir, is_own_private_dir
 
     ensure_dir(cache.folder, setting=rc.SETTING)
+    if not is_own_private_dir(cache.folder):
+        return  # a link another user made, even to a folder of this user's: never written through
     key = rc.entry_key(identity)
     if rc.lock(cache, key) is None:
         return  # another start unpacks it; ours is held until this process ends
