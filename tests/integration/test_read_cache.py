@@ -229,7 +229,7 @@ def test_the_unpack_runs_as_the_user_at_idle_priority(images: dict[str, Path], w
     try:
         deadline = time.monotonic() + 60
         seen: list[str] = []
-        while time.monotonic() < deadline and not any("unsquashfs" in line for line in seen):
+        while time.monotonic() < deadline and not any("unsquashfs -no-progress" in line for line in seen):
             seen = run_as(test_user, ["ps", "-u", str(test_user.uid), "-o", "cls=,args="]).stdout.splitlines()
             time.sleep(0.1)
         unpacking = [line.split()[0] for line in seen if "unsquashfs -no-progress" in line]
