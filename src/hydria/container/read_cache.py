@@ -89,8 +89,8 @@ def unpacked_tree(cache: ReadCache, identity: str) -> str | None:
     except OSError:
         return None  # not made yet: the first unpack makes it
     if not is_own_private_dir(cache.folder):
-        log.warning("%s (%s) %s: images are not unpacked there for faster reads", cache.folder, SETTING,
-                    _why_not_private(info))
+        log.warning("%s (%s) %s: images are not unpacked there for faster reads (remove it, or set %s to a "
+                    "folder of yours)", cache.folder, SETTING, _why_not_private(info), SETTING)
         return None
     entry = os.path.join(cache.folder, entry_key(identity))
     tree = os.path.join(entry, ROOT)
