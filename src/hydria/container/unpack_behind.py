@@ -112,19 +112,19 @@ def _unpack(cache: rc.ReadCache, image: str, identity: str, alive: int) -> None:
 
 
 def _unpacked_size(image: str) -> int | None:
-    """Bytes that the image's files take once unpacked (whole blocks), from ``unsquashfs -lln``."""
+    """Bytes that the image's files take once unpacked (whole blocks), from ``unsquashfs -lln``
+    (read as it comes: an image of a million files lists a hundred megabytes)."""
     import subprocess
 
-    listing = subprocess.run(["unsquashfs", "-lln", image], stdin=subprocess.DEVNULL, capture_output=True,
-                             check=False)
-    if listing.returncode != 0:
-        return None
     total = 0
-    for line in listing.stdout.split(b"\n"):
-        fields = line.split(None, 3)
-        if len(fields) == 4 and fields[2].isdigit():
-            total += -(-int(fields[2]) // BLOCK) * BLOCK if line.startswith(b"-") else BLOCK
-    return total
+    with subprocess.Popen(["unsquashfs", "-lln", image], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL) as listing:
+        assert listing.stdout is not None
+        for line in listing.stdout:
+            fields = line.split(None, 3)
+            if len(fields) == 4 and fields[2].isdigit():
+                total += -(-int(fields[2]) // BLOCK) * BLOCK if line.startswith(b"-") else BLOCK
+    return total if listing.returncode == 0 else None
 
 
 def _make_room(cache: rc.ReadCache, need: int) -> bool:
