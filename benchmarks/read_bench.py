@@ -168,20 +168,22 @@ def measure(user: User, argv: list[str], env: dict[str, str], script: str) -> tu
     return wall, cpu, float(end) - float(begin)
 
 
-def unpack_on_this_node(user: User, image: Path, env: dict[str, str]) -> None:
-    """Start the image for as long as hydria takes to unpack it into the read cache behind the
-    container (docs/performance.md), as a job's first start on a node does."""
+def unpack_on_this_node(user: User, target: str, env: dict[str, str]) -> None:
+    """Start ``target`` for as long as hydria takes to unpack its image into the read cache
+    behind the container (docs/performance.md), as a job's first start on a node does."""
     folder = Path(env["HYDRIA_READ_CACHE_PATH"])
-    container = subprocess.Popen([HYDRIA, "start", str(image), "sleep", "600"], user=user.uid, group=user.gid,
+    before = len(list(folder.glob("*/size")))
+    container = subprocess.Popen([HYDRIA, "start", target, "sleep", "600"], user=user.uid, group=user.gid,
                                  extra_groups=[], env=user.environment(env), cwd="/")
     deadline = time.monotonic() + 600
-    while not list(folder.glob("*/size")) and time.monotonic() < deadline:  # the last file an unpack writes
+    while len(list(folder.glob("*/size"))) == before and time.monotonic() < deadline:  # an unpack's last file
         time.sleep(0.5)
+    time.sleep(1)  # its rename
     container.terminate()
     container.wait()
     reap()
-    if not [path for path in folder.glob("*/size") if "." not in path.parent.name]:
-        raise SystemExit(f"hydria did not unpack {image} into {folder}")
+    if len([path for path in folder.glob("*/size") if "." not in path.parent.name]) == before:
+        raise SystemExit(f"hydria did not unpack {target} into {folder}")
 
 
 def readers(tree: Path, image: Path, env: dict[str, str]) -> dict[str, tuple[list[str], dict[str, str]]]:
@@ -229,7 +231,8 @@ def main() -> int:
                    extra_groups=[], env=user.environment(env), check=True, cwd="/")
     if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise SystemExit("cannot become the daemons' subreaper")
-    unpack_on_this_node(user, image, env)
+    for target in (str(image), "readbench"):  # the named container's image.sqsh is a file of its own
+        unpack_on_this_node(user, target, env)
     table = readers(tree, image, env)
     samples: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
     for _ in range(options.rounds):  # interleaved: a slow moment of the machine hits every reader alike

@@ -1,11 +1,15 @@
-"""The read cache's settings (container/read_cache.py): where it is on, and where it is off."""
+"""The read cache's settings (container/read_cache.py): where it is on, where it is off, and how
+an image's tree is named."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import pytest
 
 from hydria.config import Context, parse_conf, resolve
-from hydria.container.read_cache import ReadCache, configured, entry_key, placement_problem
+from hydria.container.read_cache import ReadCache, configured, image_key, placement_problem
 
 CONTEXT = Context(uid=1001, user="ada", home="/home/ada", hostname="node07", nproc=4,
                   package_dir="/opt/hydria", runtime_default="/run/user/1001/hydria")
@@ -31,7 +35,20 @@ def test_a_folder_in_memory_is_named_as_such() -> None:
     assert placement_problem("/dev/shm/not-there-yet/unpacked") == "is in memory (tmpfs)"
 
 
-def test_an_entry_is_named_by_the_whole_identity() -> None:
-    size, superblock = "1175552", "6873717" + "0" * 185
-    assert entry_key(f"{size} {superblock}") == f"{size}-{superblock}"
-    assert len(entry_key(f"{size} {superblock}")) + len(".unpacking") < 255
+def test_images_built_alike_never_share_a_tree(tmp_path: Path) -> None:
+    # Reproducible builds (tar2sqfs writes no creation time) give images of the same size and the
+    # same superblock whose files differ: "Ubuntu 20.04" and "Ubuntu 22.04" in /etc/os-release.
+    superblock = b"hsqs" + bytes(92)
+    first, second = tmp_path / "a.sqsh", tmp_path / "b.sqsh"
+    first.write_bytes(superblock + b"Ubuntu 20.04")
+    second.write_bytes(superblock + b"Ubuntu 22.04")
+    assert image_key(str(first)) != image_key(str(second))
+    assert image_key(str(first)) == image_key(str(first))
+    assert len(image_key(str(first))) + len(".unpacking") < 255
+    before = image_key(str(first))
+    with open(first, "r+b") as handle:  # rewritten in place, as `cp other.sqsh a.sqsh` does
+        handle.seek(len(superblock))
+        handle.write(b"Ubuntu 24.04")
+    info = first.stat()
+    os.utime(first, ns=(info.st_atime_ns, info.st_mtime_ns + 1))
+    assert image_key(str(first)) != before

@@ -11,7 +11,7 @@ the daemon leaves; the next unpack of that image removes what a stopped one left
 
 The folder (``HYDRIA_READ_CACHE_PATH``) is the user's own, mode 0700, on a local disk:
 
-    KEY/root       the image's tree (KEY: the image's size and superblock, rootfs.check_image)
+    KEY/root       the image's tree (KEY: the image file and its superblock, image_key)
     KEY/size       bytes the tree takes; KEY's modification time is its last start
     KEY.lock       held while KEY is unpacked or removed
     KEY.unpacking  a tree being unpacked
@@ -37,6 +37,7 @@ UNPACK_AFTER = 5.0  # seconds a container runs before its image is unpacked behi
 ROOT, SIZE, LOCK, UNPACKING, FAILED = "root", "size", ".lock", ".unpacking", ".failed"
 SETTING = "HYDRIA_READ_CACHE_PATH"
 MEMORY_TYPES = frozenset({"tmpfs", "ramfs"})
+SUPERBLOCK_SIZE = 96
 # Characters that a path in an overlay's lowerdir= option cannot hold.
 _OPTION_CHARACTERS = frozenset(",:\\ \t\n")
 
@@ -75,13 +76,20 @@ def placement_problem(folder: str) -> str | None:
     return None
 
 
-def entry_key(identity: str) -> str:
-    """The folder name of an image whose identity (rootfs.check_image: its size and superblock)
-    is ``identity``: the identity itself, exact and with no digest to compute at each start."""
-    return identity.replace(" ", "-")
+def image_key(image: str) -> str:
+    """The name of ``image``'s tree: the file itself (device, inode, modification time, size) and
+    a checksum of its superblock, read at each start without reading the image. Content alone
+    would not do: images built alike (tar2sqfs writes no creation time) can share their size and
+    whole superblock while a file differs. A copy of an image is unpacked again. Raises OSError."""
+    import zlib
+
+    with open(image, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        superblock = handle.read(SUPERBLOCK_SIZE)
+    return f"{info.st_dev:x}-{info.st_ino:x}-{info.st_mtime_ns:x}-{info.st_size:x}-{zlib.crc32(superblock):08x}"
 
 
-def unpacked_tree(cache: ReadCache, identity: str) -> str | None:
+def unpacked_tree(cache: ReadCache, key: str) -> str | None:
     """The image's unpacked tree, when this user's folder holds it complete; its use is recorded
     for pruning. A folder that is not the user's own and private is never trusted: it says so."""
     try:
@@ -92,7 +100,7 @@ def unpacked_tree(cache: ReadCache, identity: str) -> str | None:
         log.warning("%s (%s) %s: images are not unpacked there for faster reads (remove it, or set %s to a "
                     "folder of yours)", cache.folder, SETTING, _why_not_private(info), SETTING)
         return None
-    entry = os.path.join(cache.folder, entry_key(identity))
+    entry = os.path.join(cache.folder, key)
     tree = os.path.join(entry, ROOT)
     try:
         os.utime(entry)

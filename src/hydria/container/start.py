@@ -199,14 +199,17 @@ def _image_source(container: rootfs.Container, settings: Settings) -> rootfs.Ima
     cache = read_cache.configured(settings)
     if container.image is None or cache is None:
         return rootfs.ImageSource()
-    identity = rootfs.check_image(container.image)
-    tree = read_cache.unpacked_tree(cache, identity)
+    try:
+        key = read_cache.image_key(container.image)
+    except OSError:
+        return rootfs.ImageSource()  # the mount says what is wrong with it
+    tree = read_cache.unpacked_tree(cache, key)
     if tree is not None:
         return rootfs.ImageSource(unpacked=tree)
     from hydria.container import unpack_behind
 
     default = settings.origins.get("HYDRIA_READ_CACHE_PATH") == "default"
-    return rootfs.ImageSource(daemon_holds=unpack_behind.start_behind(cache, container.image, identity, default))
+    return rootfs.ImageSource(daemon_holds=unpack_behind.start_behind(cache, container.image, key, default))
 
 
 def _hook_edits(context: edits.StartContext, options: StartOptions, devices: edits.Edits | None,

@@ -27,7 +27,7 @@ GRACE = 600.0  # seconds: an image started this recently is not removed to make 
 DEVICE_NODE_COMPLAINT = "because you're not superuser"
 
 
-def start_behind(cache: rc.ReadCache, image: str, identity: str, default_folder: bool) -> int:
+def start_behind(cache: rc.ReadCache, image: str, key: str, default_folder: bool) -> int:
     """Fork the process that unpacks ``image`` once its container has run for a while. Returns
     the descriptor that the image's FUSE daemon must hold open while it serves (close-on-exec:
     nothing else keeps it). ``default_folder``: the folder is the built-in default, used only on
@@ -38,7 +38,7 @@ def start_behind(cache: rc.ReadCache, image: str, identity: str, default_folder:
         try:
             os.close(alive_write)
             if os.fork() == 0:
-                _unpacker(cache, image, identity, default_folder, alive_read)
+                _unpacker(cache, image, key, default_folder, alive_read)
         finally:
             os._exit(0)
     os.close(alive_read)
@@ -46,7 +46,7 @@ def start_behind(cache: rc.ReadCache, image: str, identity: str, default_folder:
     return alive_write
 
 
-def _unpacker(cache: rc.ReadCache, image: str, identity: str, default_folder: bool, alive: int) -> None:
+def _unpacker(cache: rc.ReadCache, image: str, key: str, default_folder: bool, alive: int) -> None:
     try:
         os.setsid()  # no terminal's signals: it ends with the container, by the pipe
         null = os.open(os.devnull, os.O_RDWR)
@@ -59,7 +59,7 @@ def _unpacker(cache: rc.ReadCache, image: str, identity: str, default_folder: bo
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # idle I/O class too
         if _ended(alive, rc.UNPACK_AFTER) or (default_folder and rc.placement_problem(cache.folder)):
             return
-        _unpack(cache, image, identity, alive)
+        _unpack(cache, image, key, alive)
     except BaseException:  # noqa: BLE001 - a background helper: the container reads the image as before
         return
 
@@ -72,13 +72,12 @@ def _ended(alive: int, seconds: float) -> bool:
     return bool(readable)
 
 
-def _unpack(cache: rc.ReadCache, image: str, identity: str, alive: int) -> None:
+def _unpack(cache: rc.ReadCache, image: str, key: str, alive: int) -> None:
     from hydria.paths import ensure_dir, is_own_private_dir
 
     ensure_dir(cache.folder, setting=rc.SETTING)
     if not is_own_private_dir(cache.folder):
         return  # a link another user made, even to a folder of this user's: never written through
-    key = rc.entry_key(identity)
     if rc.lock(cache, key) is None:
         return  # another start unpacks it; ours is held until this process ends
     entry = os.path.join(cache.folder, key)
@@ -95,11 +94,8 @@ def _unpack(cache: rc.ReadCache, image: str, identity: str, alive: int) -> None:
     outcome, why = _run_unsquashfs(image, os.path.join(staging, rc.ROOT), alive)
     if outcome == STOPPED:
         return  # at once, as the container has ended: the next unpack removes the tree
-    if outcome == DONE:
-        from hydria.runtime.rootfs import check_image
-
-        if check_image(image) != identity:
-            outcome = AGAIN  # rewritten while it was unpacked: not this image's tree
+    if outcome == DONE and rc.image_key(image) != key:
+        outcome = AGAIN  # rewritten while it was unpacked: not this image's tree
     if outcome != DONE:
         rc.remove(staging)
         if outcome == FAILED:

@@ -49,7 +49,8 @@ def check_image(path: str | os.PathLike[str]) -> str:
     """Raise HydriaError saying why ``path`` is not a usable squashfs image: missing, unreadable
     (and whose it is), a directory, not a squashfs, or shorter than its superblock says (a copy or
     download cut short). Returns the image's identity: its size and superblock (which holds its
-    creation time, sizes and table offsets), which another image would not share."""
+    creation time, sizes and table offsets), which most rewrites change; images built alike (no
+    creation time) may share it, so it never stands for the content (container/read_cache.py)."""
     try:
         with open(path, "rb") as handle:
             superblock = handle.read(SUPERBLOCK_SIZE)
