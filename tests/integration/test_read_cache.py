@@ -260,3 +260,28 @@ def test_a_disk_that_fills_during_the_unpack_loses_nothing(images: dict[str, Pat
         assert (entry / "root" / "etc" / "os-release").is_file()
     finally:
         subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+def test_images_built_alike_never_start_from_each_others_tree(images: dict[str, Path], workspace: Workspace,
+                                                              image_workdir: Path) -> None:
+    # Two images of the same size and the same superblock whose /etc/os-release differs, as
+    # reproducible builds of two releases give: the second must never read the first's tree.
+    work = image_workdir / "read-cache-alike"
+    rootfs = work / "rootfs"
+    work.mkdir()
+    subprocess.run(["unsquashfs", "-q", "-no-progress", "-d", str(rootfs), str(images["busybox"])], check=True,
+                   stdout=subprocess.DEVNULL)
+    (rootfs / "etc" / "os-release").unlink()
+    (rootfs / "etc" / "os-release").write_text("VERSION=20.04\n")
+    first, second = work / "first.sqsh", work / "second.sqsh"
+    subprocess.run(["mksquashfs", str(rootfs), str(first), "-quiet", "-no-progress", "-noappend", "-all-root",
+                    "-noI", "-noD", "-noF", "-mkfs-time", "0", "-all-time", "0"], check=True)
+    blob = first.read_bytes()
+    assert blob.count(b"VERSION=20.04") == 1
+    second.write_bytes(blob.replace(b"VERSION=20.04", b"VERSION=22.04"))
+    for image in (first, second):
+        image.chmod(0o644)
+    unpack_behind(workspace, str(first))
+    result = workspace.run("start", str(second), "cat", "/etc/os-release")
+    assert result.stdout == "VERSION=22.04\n", result.stderr
+    assert workspace.run("start", str(first), "cat", "/etc/os-release").stdout == "VERSION=20.04\n"
