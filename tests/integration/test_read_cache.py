@@ -23,7 +23,6 @@ from tests.integration.test_reader import READ_CACHE_OFF as OFF
 pytestmark = pytest.mark.integration
 
 
-
 def entries(folder: Path) -> list[Path]:
     """The complete unpacked images of a read cache."""
     return sorted(p for p in folder.glob("*") if "." not in p.name and (p / "size").is_file())
