@@ -26,7 +26,7 @@ from hydria.config import Settings
 from hydria.container import read_cache
 from hydria.errors import HydriaError, MissingTool
 from hydria.image import cachelayout
-from hydria.paths import hydria_command, is_own_private_dir, user_name
+from hydria.paths import hydria_command, private_dir_problem, user_name
 from hydria.record import Record
 from hydria.runtime.filesystems import file_system_type
 from hydria.runtime.reader import FALLBACK, installed_reader, reader_path, squashfs_server
@@ -249,8 +249,9 @@ def _read_cache(settings: Settings) -> Check:
     problem = read_cache.placement_problem(cache.folder)
     if problem and settings.origins.get(setting) == "default":
         return Check(name, "skip", f"off: the default {cache.folder} {problem}", local)
-    if os.path.lexists(cache.folder) and not is_own_private_dir(cache.folder):
-        return Check(name, "fail", f"{cache.folder} is not a private folder of yours: images are not unpacked there",
+    not_private = private_dir_problem(os.lstat(cache.folder)) if os.path.lexists(cache.folder) else None
+    if not_private is not None:
+        return Check(name, "fail", f"{cache.folder} {not_private}: images are not unpacked there",
                      f"remove it, or {local}")
     parent = os.path.dirname(cache.folder)
     if not os.path.lexists(cache.folder) and not os.access(parent, os.W_OK | os.X_OK):

@@ -64,7 +64,19 @@ def is_own_private_dir(path: str | os.PathLike[str]) -> bool:
         info = os.lstat(path)
     except OSError:
         return False
-    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o022
+    return private_dir_problem(info) is None
+
+
+def private_dir_problem(info: os.stat_result) -> str | None:
+    """Why what ``info`` (an lstat) describes is not a directory of this user that nobody else can
+    write ("is not a folder", "belongs to NAME", "can be written by others"), or None."""
+    if not stat.S_ISDIR(info.st_mode):
+        return "is not a folder"
+    if info.st_uid != os.geteuid():
+        return f"belongs to {user_name(info.st_uid)}"
+    if info.st_mode & 0o022:
+        return "can be written by others"
+    return None
 
 
 def process_tag() -> str:

@@ -21,13 +21,13 @@ The folder (``HYDRIA_READ_CACHE_PATH``) is the user's own, mode 0700, on a local
 from __future__ import annotations
 
 import os
-import stat
 
 from hydria.config import Settings
 from hydria.log import Logger
-from hydria.paths import is_own_private_dir, user_name
+from hydria.paths import is_own_private_dir, private_dir_problem
 from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime.mountinfo import options_in_use
+from hydria.runtime.rootfs import SUPERBLOCK_SIZE
 from hydria.trees import delete_tree
 
 if TYPE_CHECKING:
@@ -37,7 +37,6 @@ UNPACK_AFTER = 5.0  # seconds a container runs before its image is unpacked behi
 ROOT, SIZE, LOCK, UNPACKING, FAILED = "root", "size", ".lock", ".unpacking", ".failed"
 SETTING = "HYDRIA_READ_CACHE_PATH"
 MEMORY_TYPES = frozenset({"tmpfs", "ramfs"})
-SUPERBLOCK_SIZE = 96
 # Characters that a path in an overlay's lowerdir= option cannot hold.
 _OPTION_CHARACTERS = frozenset(",:\\ \t\n")
 
@@ -93,12 +92,12 @@ def unpacked_tree(cache: ReadCache, key: str) -> str | None:
     """The image's unpacked tree, when this user's folder holds it complete; its use is recorded
     for pruning. A folder that is not the user's own and private is never trusted: it says so."""
     try:
-        info = os.lstat(cache.folder)
+        problem = private_dir_problem(os.lstat(cache.folder))
     except OSError:
         return None  # not made yet: the first unpack makes it
-    if not is_own_private_dir(cache.folder):
+    if problem is not None:
         log.warning("%s (%s) %s: images are not unpacked there for faster reads (remove it, or set %s to a "
-                    "folder of yours)", cache.folder, SETTING, _why_not_private(info), SETTING)
+                    "folder of yours)", cache.folder, SETTING, problem, SETTING)
         return None
     entry = os.path.join(cache.folder, key)
     tree = os.path.join(entry, ROOT)
@@ -107,14 +106,6 @@ def unpacked_tree(cache: ReadCache, key: str) -> str | None:
     except OSError:
         return None
     return tree if os.path.isdir(tree) else None
-
-
-def _why_not_private(info: os.stat_result) -> str:
-    if not stat.S_ISDIR(info.st_mode):
-        return "is not a folder"
-    if info.st_uid != os.geteuid():
-        return f"belongs to {user_name(info.st_uid)}"
-    return "can be written by others"
 
 
 def entries(cache: ReadCache) -> list[Item]:

@@ -54,8 +54,7 @@ def _unpacker(cache: rc.ReadCache, image: str, key: str, default_folder: bool, a
             os.dup2(null, fd)
         # No descriptor of the caller's: one waiting for the end of a pipe it gave hydria (srun,
         # sshd) must see it when the container's program closes its own copy.
-        os.closerange(3, alive)
-        os.closerange(alive + 1, os.sysconf("SC_OPEN_MAX"))
+        sc.close_descriptors_except((alive,))
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # idle I/O class too
         if _ended(alive, rc.UNPACK_AFTER) or (default_folder and rc.placement_problem(cache.folder)):
             return

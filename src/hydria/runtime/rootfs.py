@@ -125,12 +125,9 @@ def _become_daemon(argv: list[str], kept: tuple[int, ...], target: str, capabili
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)
         os.dup2(null, 1)
-        low = 3
-        for fd in sorted(kept):
-            os.closerange(low, fd)
+        sc.close_descriptors_except(kept)
+        for fd in kept:
             os.set_inheritable(fd, True)
-            low = fd + 1
-        os.closerange(low, os.sysconf("SC_OPEN_MAX"))
         sc.unshare(sc.CLONE_NEWNS)
         sc.umount2(target, sc.MNT_DETACH)
         if capabilities:

@@ -142,6 +142,16 @@ def _set_inheritable(all_permitted: bool) -> ctypes.Array[_CapData]:
     return data
 
 
+def close_descriptors_except(kept: tuple[int, ...]) -> None:
+    """Close every descriptor past standard error but ``kept``, as subprocess's close_fds does
+    for the programs it starts: a forked child that outlives its caller holds none of its pipes."""
+    low = 3
+    for fd in sorted(kept):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
+
+
 def exit_like(child: int) -> None:
     """Wait for ``child`` and end this process the way it ended: the same exit status, or the
     same signal (falling back to 128 + signal when that signal does not kill this process)."""
