@@ -63,3 +63,16 @@ def test_pmix_server_directory_and_selections_in_the_container(submit: slurm.Sub
             submit.ok("srun", f"--container-image={mpi_image}", "--container-name=pmix-named", "true")
         out = submit.ok("srun", "-n", "2", "--mpi=pmix", *container, "sh", "-c", check)
         assert sorted(out.splitlines()) == ["mounted same 0", "mounted same 1"], container
+
+
+def test_a_pmix_step_in_a_container_that_another_step_started(submit: slurm.Submitter, mpi_image: Path) -> None:
+    """A step that joins another step's running container (--container-name) finds no server
+    directory of its own there (the container's mounts are the first step's): its clients keep
+    their data in their own memory (PMIX_MCA_gds=hash), and Open MPI runs."""
+    first = f"srun -n 1 --overlap --container-image={mpi_image} --container-name=pmix-joined sleep 10"
+    second = ("srun -n 2 --overlap --mpi=pmix --container-name=pmix-joined sh -c "
+              "'echo gds=$PMIX_MCA_gds; exec mpi4py-hello'")
+    out = submit.ok("salloc", "-n", "2", "sh", "-c", f"{first} & sleep 3; {second}; wait")
+    lines = out.splitlines()
+    assert sorted(line for line in lines if line.startswith("gds=")) == ["gds=hash", "gds=hash"], out
+    assert ranks("\n".join(line for line in lines if not line.startswith("gds=")), "Open MPI v4") == RANKS

@@ -85,6 +85,7 @@ def _dispatch(action: str, args: list[str], settings: Settings, ignored: Sequenc
     from hydria.slurm import shim
     from hydria.slurm import step as step_lifecycle
     from hydria.slurm.plugin_config import parse_plugin_config
+    from hydria.slurm.task_env import StepFacts
 
     if action == "install-plugin":
         return _install(args)
@@ -120,8 +121,10 @@ def _dispatch(action: str, args: list[str], settings: Settings, ignored: Sequenc
         return step_lifecycle.DISABLED_STATUS
     if not arguments.store_fill:
         config = config._replace(store_owner="")
+    facts = StepFacts(int(step.partition(".")[0]), arguments.tasks, arguments.nodes,
+                      os.environ.get("SLURM_STEP_NODELIST", ""))
     try:
-        pid = step_lifecycle.start(parsed, step, settings, os.environ, marks, scope=config.container_scope,
+        pid = step_lifecycle.start(parsed, step, settings, os.environ, marks, facts, scope=config.container_scope,
                                    batch_script=arguments.batch_script, attach=arguments.attach, plugin=config)
     except step_lifecycle.StoreImportRequested:
         return step_lifecycle.STORE_STATUS

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from hydria.record import Record
 from hydria.runtime.edits import Edits, StartContext
 from hydria.runtime.fstab import MountEntry
 
@@ -51,23 +52,37 @@ def edits(context: StartContext) -> Edits:
     return Edits(tuple(environment.items()), tuple(mounts))
 
 
+class PmixDirectories(Record):
+    """The step's PMIx directories that exist ("" for one that does not)."""
+
+    server: str  # the server's (PMIX_SERVER_TMPDIR)
+    application: str  # Open MPI's session directory
+
+
 def pmix_mounts(host: Mapping[str, str]) -> list[MountEntry]:
-    """Binds of the step's PMIx server directory and application directory, those that exist.
-    The Slurm plugin's step container starts before Slurm sets the tasks' ``PMIX_*`` variables;
-    both directories exist then (the server's found in slurmd's spool), and ``SLURM_PMIX_*`` or
-    ``SLURM_MPI_TYPE`` tell."""
+    """Binds of the step's PMIx server directory and application directory, those that exist."""
+    return binds(pmix_directories(host))
+
+
+def binds(directories: PmixDirectories) -> list[MountEntry]:
+    return [MountEntry(path, path, "none", BIND, origin="slurm") for path in directories if path]
+
+
+def pmix_directories(host: Mapping[str, str]) -> PmixDirectories:
+    """The step's PMIx server directory and application directory. The Slurm plugin's step
+    container starts before Slurm sets the tasks' ``PMIX_*`` variables; both directories exist
+    then (the server's found in slurmd's spool), and ``SLURM_PMIX_*`` or ``SLURM_MPI_TYPE`` tell."""
     job, step = host.get("SLURM_JOB_ID"), host.get("SLURM_STEP_ID")
     if not job or not step or not (host.get("SLURM_MPI_TYPE", "").startswith("pmix") or
                                    any(name.startswith(("PMIX_", "SLURM_PMIX")) for name in host)):
-        return []
+        return PmixDirectories("", "")
     conf = _slurm_conf(host)
-    directories = [host.get("PMIX_SERVER_TMPDIR", "").rstrip("/") or _server_directory(host, conf, job, step)]
+    server = host.get("PMIX_SERVER_TMPDIR", "").rstrip("/") or _server_directory(host, conf, job, step)
     bases = [conf.get("tmpfs"), host.get("PMIX_SYSTEM_TMPDIR"), host.get("TMPDIR"), "/tmp"]
     names = [f"spmix_appdir_{os.getuid()}_{job}.{step}", f"spmix_appdir_{job}.{step}"]
-    directories += [next((path for base in bases if base for name in names
-                          if os.path.isdir(path := f"{base.rstrip('/')}/{name}")), "")]
-    return [MountEntry(path, path, "none", BIND, origin="slurm")
-            for path in directories if path and os.path.isdir(path)]
+    application = next((path for base in bases if base for name in names
+                        if os.path.isdir(path := f"{base.rstrip('/')}/{name}")), "")
+    return PmixDirectories(server if os.path.isdir(server) else "", application)
 
 
 def _server_directory(host: Mapping[str, str], conf: Mapping[str, str], job: str, step: str) -> str:

@@ -60,6 +60,8 @@ _ENV_DEFAULTS = {"container-image": "IMAGE", "container-mounts": "MOUNTS", "cont
 _BOOL_DEFAULTS = {"mount_home": "MOUNT_HOME", "remap_root": "REMAP_ROOT", "entrypoint": "ENTRYPOINT",
                   "entrypoint_log": "ENTRYPOINT_LOG"}
 TRUE, FALSE = ("1", "true", "yes", "y"), ("0", "false", "no", "n")  # pyxis's booleans, case-sensitive
+# A job's defaults of the options: HYDRIA_CONTAINER_IMAGE, ..., else pyxis's PYXIS_CONTAINER_IMAGE, ...
+JOB_VARIABLE_PREFIXES = ("HYDRIA_CONTAINER_", "PYXIS_CONTAINER_")
 
 
 class ContainerOptions:
@@ -139,7 +141,7 @@ def parse(args: Sequence[str], environment: Mapping[str, str]) -> ContainerOptio
 
 def _job_default(environment: Mapping[str, str], suffix: str) -> str:
     """The job's ``HYDRIA_CONTAINER_<suffix>``, else pyxis's ``PYXIS_CONTAINER_<suffix>``."""
-    return environment.get(f"HYDRIA_CONTAINER_{suffix}") or environment.get(f"PYXIS_CONTAINER_{suffix}") or ""
+    return next((value for prefix in JOB_VARIABLE_PREFIXES if (value := environment.get(prefix + suffix))), "")
 
 
 def _apply_values(options: ContainerOptions, values: Mapping[str, str]) -> None:

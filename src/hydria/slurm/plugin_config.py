@@ -11,7 +11,7 @@ from hydria.slurm.options import FALSE, TRUE, device_names
 
 class PluginConfig(Record):
     execute_entrypoint: bool = False
-    container_scope: str = "global"  # or "job"
+    container_scope: str = "global"  # or JOB_SCOPE
     sbatch_support: bool = True
     runtime_path: str = "/run/hydria-spank"
     use_enroot_load: bool = False
@@ -22,6 +22,10 @@ class PluginConfig(Record):
 
 
 DEFAULT_PLUGIN = PluginConfig()
+# The arguments the C shim reads itself (slurm/generated.py): before any step (sbatch_support), as
+# root (runtime_path, store_owner), in slurmd's job epilog (container_scope).
+SHIM_READS = ("sbatch_support", "runtime_path", "container_scope", "store_owner")
+JOB_SCOPE = "job"  # container_scope=job: named containers are removed when the job ends
 
 
 def parse_plugin_config(arguments: Sequence[str]) -> PluginConfig:
@@ -36,7 +40,7 @@ def parse_plugin_config(arguments: Sequence[str]) -> PluginConfig:
             if value not in TRUE + FALSE:
                 raise HydriaError(f"{key}: invalid value: {value}")
             values[key] = value in TRUE
-        elif key == "container_scope" and value not in ("global", "job"):
+        elif key == "container_scope" and value not in ("global", JOB_SCOPE):
             raise HydriaError(f"{key}: invalid value: {value}")
         else:
             if key == "container_device":

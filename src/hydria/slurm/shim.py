@@ -1,13 +1,15 @@
 """What the C shim passes to ``hydria slurm ACTION``, and how errors go back to it.
 
 The shim's command line: ``--config KEY=VALUE`` (plugstack arguments), ``--step=JOB.STEP``,
-``--job=JOB``, ``--batch-script=PATH``, ``--export``, ``--no-attach``, ``--marks-fd=N``, then
-every ``--container-*`` occurrence.
+``--job=JOB``, ``--tasks=N`` and ``--nodes=N`` (the step's, as Slurm counts them),
+``--batch-script=PATH``, ``--export``, ``--no-attach``, ``--marks-fd=N``, then every
+``--container-*`` occurrence.
 Errors print as ``hydria: MESSAGE`` (the user sees them in srun's terminal) and exit 1.
 
 ``start`` tells the shim what it resolved with marked lines (``@log``, ``@workdir``, ``@cleanup``,
-...) on a descriptor of their own, ``--marks-fd`` (``hydria store import`` takes one too, for its
-``@log`` lines, when the shim runs it for a step): never on stdout or stderr, which the image's
+the tasks' environment plan of hydria.slurm.task_env, ...) on a descriptor of their own,
+``--marks-fd`` (``hydria store import`` takes one too, for its ``@log`` lines, when the shim runs
+it for a step): never on stdout or stderr, which the image's
 entrypoint writes to as well (an image that printed ``@workdir /x`` moved every task). The
 descriptor is not inherited by anything ``start`` runs, the container least of all.
 """
@@ -31,6 +33,8 @@ class ShimArguments:
     attach: bool = True  # False: the running container to join ended meanwhile; start another
     marks_fd: int | None = None
     store_fill: bool = True  # False: the store's owner tried to import the image already
+    tasks: int = 0  # the step's tasks on all its nodes (0: not told)
+    nodes: int = 0  # the step's nodes (0: not told)
 
     def __init__(self) -> None:
         self.config: list[str] = []  # the plugstack arguments
@@ -57,13 +61,19 @@ def split(args: Sequence[str]) -> ShimArguments:
         elif arg == "--no-store-fill":
             parsed.store_fill = False
         elif arg.startswith("--marks-fd="):
-            number = arg.removeprefix("--marks-fd=")
-            if not number.isdigit():
-                raise HydriaError(f"--marks-fd: expected a descriptor number, got {number!r}")
-            parsed.marks_fd = int(number)
+            parsed.marks_fd = _number(arg, "a descriptor number")
+        elif arg.startswith(("--tasks=", "--nodes=")):
+            setattr(parsed, arg[2:].partition("=")[0], _number(arg, "a count"))
         else:
             parsed.options.append(arg)
     return parsed
+
+
+def _number(arg: str, meaning: str) -> int:
+    name, _, number = arg.partition("=")
+    if not number.isdigit():
+        raise HydriaError(f"{name}: expected {meaning}, got {number!r}")
+    return int(number)
 
 
 LOG_MARK = "@log "  # a line for the user's terminal: the shim passes it to slurm_spank_log

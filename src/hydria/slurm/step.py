@@ -21,10 +21,11 @@ from hydria.log import Logger
 from hydria.paths import ensure_dir, process_tag, read_text
 from hydria.runtime.filesystems import file_system_type, may_be_shared
 from hydria.runtime.fstab import READ_ONLY_FILE_BIND, MountEntry
-from hydria.slurm import importer
+from hydria.slurm import importer, task_env
 from hydria.slurm.options import ContainerOptions
-from hydria.slurm.plugin_config import DEFAULT_PLUGIN, PluginConfig
+from hydria.slurm.plugin_config import DEFAULT_PLUGIN, JOB_SCOPE, PluginConfig
 from hydria.slurm.shim import MarkChannel
+from hydria.slurm.task_env import StepFacts
 
 log = Logger(__name__)
 
@@ -64,11 +65,11 @@ def step_dir(settings: Settings, step: str) -> str:
 
 
 def start(options: ContainerOptions, step: str, settings: Settings, environment: Mapping[str, str],
-          marks: MarkChannel, scope: str = "global", batch_script: str | None = None, attach: bool = True,
-          plugin: PluginConfig = DEFAULT_PLUGIN) -> int:
+          marks: MarkChannel, facts: StepFacts, scope: str = "global", batch_script: str | None = None,
+          attach: bool = True, plugin: PluginConfig = DEFAULT_PLUGIN) -> int:
     """Set up the step's container and stop inside it (this process becomes the holder), or return
     the PID of the named container when it is running already, for the tasks to join (attach).
-    Raises HydriaError."""
+    Either way, the tasks' environment plan goes to the shim (task_env). Raises HydriaError."""
     from hydria.container.start import StartOptions
     from hydria.container.start import start as start_container
     from hydria.container.target import resolve_target
@@ -77,7 +78,7 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
     joinable = options.name is not None and options.name_flag != "no_exec" and attach
     name = container_name(options, step, scope) or ""
     if joinable and (pid := _running_pid(name, settings)) is not None:
-        return _join(options, pid)
+        return _join(options, pid, environment, facts, marks)
     cwd = _job_cwd(environment)
     os.chdir(cwd)
     for entry in options.mounts:  # as pyxis: checked here, with its message
@@ -98,12 +99,13 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
         lock.hold(lock_file)
         if (pid := _running_pid(name, settings)) is not None:
             lock.release(lock_file)
-            return _join(options, pid)
+            return _join(options, pid, environment, facts, marks)
     entries = list(options.mounts)
     if batch_script:  # sbatch: the script in slurmd's spool runs inside, at the same path
         entries.append(MountEntry(batch_script, batch_script, "none", READ_ONLY_FILE_BIND,
                                   origin="hydria"))
-    entries += slurm_pmi.pmix_mounts(environment)  # srun --mpi=pmix: the step's directories, when ready
+    pmix = slurm_pmi.pmix_directories(environment)
+    entries += slurm_pmi.binds(pmix)  # srun --mpi=pmix: the step's directories, when ready
     if not options.entrypoint:
         entries.append(MountEntry(_rc_local(settings), "/etc/rc.local", "none", READ_ONLY_FILE_BIND,
                                   origin="hydria"))
@@ -111,6 +113,7 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
     temporary = options.name is None and options.save is not None
     if os.path.exists(scratch) or temporary or _uses_importer(options, plugin):
         marks.send(CLEANUP_MARK)  # the shim runs `hydria slurm cleanup` only when told to
+    _send_plan(options, facts._replace(pmix_directory=bool(pmix.server)), marks)
     start_container(resolve_target(target, settings),
                     StartOptions(target, STOP_COMMAND, env=env, entries=entries, slurm_hook=False,
                                  devices=options.devices), settings)
@@ -125,7 +128,26 @@ def _tell_shim(options: ContainerOptions, marks: MarkChannel) -> None:
             marks.send(mark)
 
 
-def _join(options: ContainerOptions, pid: int) -> int:
+def _send_plan(options: ContainerOptions, facts: StepFacts, marks: MarkChannel) -> None:
+    for mark in task_env.plan(options.env, facts):
+        marks.send(mark)
+
+
+def _join(options: ContainerOptions, pid: int, environment: Mapping[str, str], facts: StepFacts,
+          marks: MarkChannel) -> int:
+    """The tasks join process ``pid``'s container: its environment is another step's when it
+    names a step other than this one (a holder names none), and it has this step's PMIx server
+    directory only where someone mounted it."""
+    from hydria.container.execute import target_environment
+
+    try:
+        theirs = target_environment(pid).get("SLURM_STEP_ID")
+    except HydriaError:  # it ended: the shim finds that out, and starts a container of the step's own
+        theirs = None
+    server = slurm_pmi.pmix_directories(environment).server
+    _send_plan(options, facts._replace(
+        foreign=theirs is not None and theirs != environment.get("SLURM_STEP_ID"),
+        pmix_directory=bool(server) and os.path.isdir(f"/proc/{pid}/root{server}")), marks)
     if options.mounts:
         log.warning("ignoring --container-mounts when attaching to a running container")
     if options.devices:
@@ -244,7 +266,7 @@ def _job_cwd(environment: Mapping[str, str]) -> str:
 
 
 def _prefix(step: str, scope: str) -> str:
-    return f"{PREFIX}{step.partition('.')[0]}_" if scope == "job" else PREFIX
+    return f"{PREFIX}{step.partition('.')[0]}_" if scope == JOB_SCOPE else PREFIX
 
 
 def remove_job_containers(job: str, settings: Settings) -> None:

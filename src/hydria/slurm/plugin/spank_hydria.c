@@ -9,8 +9,8 @@
  *   user_init  (once per step, before tasks fork): runs `hydria slurm start`, which imports and sets up
  *              the container and stops itself inside it (SIGSTOP); its PID holds the namespaces.
  *              Errors are kept and reported in task_init, because Slurm does not show user_init's.
- *   task_init  (in each task, as the user): setns into the holder's namespaces, chdir, merge its
- *              environment into the task's.
+ *   task_init  (in each task, as the user): the task's environment as the start's plan says (the
+ *              holder's merged in), setns into the holder's namespaces, chdir.
  *   task_exit  (when the last local task has exited; else at exit): kill the holder, run
  *              `hydria slurm cleanup`.
  */
@@ -41,7 +41,9 @@
 SPANK_PLUGIN(hydria, 1);
 
 /* `hydria slurm install-plugin` writes it from the Python declarations (hydria/slurm/generated.py):
- * HYDRIA_OPTION_TABLE, the step options; the exit statuses of `hydria slurm start`: DISABLED_STATUS
+ * HYDRIA_OPTION_TABLE, the step options; JOB_VARIABLE_PREFIXES (HYDRIA_CONTAINER_, then pyxis's
+ * PYXIS_CONTAINER_); FALSE_VALUES, pyxis's; the plugstack keys the shim reads itself (KEY_*,
+ * JOB_SCOPE, DEFAULT_RUNTIME_PATH); the exit statuses of `hydria slurm start`: DISABLED_STATUS
  * (no container for this step), ATTACH_STATUS (join the running container "@attach PID" names) and
  * STORE_STATUS (the image store lacks "@store-import URI": its owner imports it (plugstack
  * store_owner), then the start runs again). */
@@ -61,7 +63,7 @@ static int option_count;
 static pid_t holder = -1;                  /* the stopped container process of this step */
 static int attached;                       /* holder is a running container's: not ours to stop */
 
-/* The holder's namespaces, root, environment and working directory, taken in user_init: the tasks
+/* The holder's namespaces, environment and working directory, taken in user_init: the tasks
  * join these even if the process is gone by then (a joined container's may end at any time). */
 static const struct {
     const char *name;
@@ -70,7 +72,6 @@ static const struct {
                   {"ipc", CLONE_NEWIPC},   {"uts", CLONE_NEWUTS},       {"net", CLONE_NEWNET}};
 #define NAMESPACE_COUNT (sizeof NAMESPACES / sizeof *NAMESPACES)
 static int namespace_fds[NAMESPACE_COUNT] = {-1, -1, -1, -1, -1, -1};
-static int root_fd = -1;
 static char *holder_environ;
 static char holder_cwd[PATH_MAX];
 static uint32_t *started;                  /* tasks that joined the container (shared with them) */
@@ -82,7 +83,7 @@ static int save_requested;                 /* "@save": --container-save */
 static int show_entrypoint_output;         /* "@entrypoint-log": the entrypoint ran and its output is wanted */
 static char step_workdir[PATH_MAX];        /* "@workdir PATH": --container-workdir */
 static char *start_error;                  /* what `hydria slurm start` said when it failed */
-static char *container_env;                /* --container-env names, which keep the host value */
+static char *env_plan;                     /* the "@env-..." marks: each task's environment (apply_env_plan) */
 static char *store_request;                /* "@store-import URI": the image for the store's owner to import */
 
 static int option_cb(int val, const char *optarg, int remote);
@@ -103,17 +104,13 @@ static int option_cb(int val, const char *optarg, int remote)
                  options[val].has_arg && optarg ? optarg : "") < 0)
         return -1;
     option_args[option_count++] = arg;
-    if (strcmp(options[val].name, "container-env") == 0 && optarg) {
-        free(container_env);
-        container_env = strdup(optarg);
-    }
     return 0;
 }
 
-/* The job's variable HYDRIA_CONTAINER_<suffix>, else pyxis's PYXIS_CONTAINER_<suffix> */
+/* The job's variable PREFIX<suffix>, for the first of JOB_VARIABLE_PREFIXES that it has */
 static int job_variable(spank_t sp, const char *suffix, char *value, size_t size)
 {
-    static const char *const prefixes[] = {"HYDRIA_CONTAINER_", "PYXIS_CONTAINER_"};
+    static const char *const prefixes[] = {JOB_VARIABLE_PREFIXES};
     char name[64];
     for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++) {
         snprintf(name, sizeof name, "%s%s", prefixes[i], suffix);
@@ -136,22 +133,33 @@ static int wanted(spank_t sp)
     return job_variable(sp, "IMAGE", value, sizeof value) || job_variable(sp, "NAME", value, sizeof value);
 }
 
-/* pyxis's false values; anything else is checked (and refused) by `hydria slurm validate` */
+/* The plugstack's false values; anything else is checked (and refused) by `hydria slurm validate` */
 static int is_false(const char *value)
 {
-    return !strcmp(value, "0") || !strcmp(value, "false") || !strcmp(value, "no") || !strcmp(value, "n");
+    static const char *const values[] = {FALSE_VALUES};
+    for (size_t i = 0; i < sizeof values / sizeof *values; i++)
+        if (strcmp(value, values[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* The value of plugstack argument `argument` when it is KEY=VALUE, else NULL */
+static const char *value_of(const char *argument, const char *key)
+{
+    size_t length = strlen(key);
+    return strncmp(argument, key, length) == 0 && argument[length] == '=' ? argument + length + 1 : NULL;
 }
 
 /* The plugstack arguments: hydria=PATH for us, the others passed on to Python; of those, the
- * shim itself reads sbatch_support, runtime_path and container_scope. */
+ * shim itself reads sbatch_support, runtime_path, container_scope and store_owner. */
 static int allocator_options = 1;               /* sbatch_support: the options in sbatch and salloc */
-#define DEFAULT_RUNTIME_PATH "/run/hydria-spank"
 static const char *runtime_path = DEFAULT_RUNTIME_PATH; /* runtime_path */
 static int job_scope;                           /* container_scope=job */
 static const char *store_owner;                 /* store_owner=NAME: the account that fills the image store */
 
 static void parse_arguments(int ac, char **av)
 {
+    const char *value;
     config_count = 0;
     allocator_options = 1;
     runtime_path = DEFAULT_RUNTIME_PATH;
@@ -162,14 +170,14 @@ static void parse_arguments(int ac, char **av)
             hydria_path = av[i] + 7;
         else if (config_count < 32)
             config_args[config_count++] = av[i];
-        if (strncmp(av[i], "sbatch_support=", 15) == 0)
-            allocator_options = !is_false(av[i] + 15);
-        else if (strncmp(av[i], "runtime_path=", 13) == 0)
-            runtime_path = av[i] + 13;
-        else if (strcmp(av[i], "container_scope=job") == 0)
-            job_scope = 1;
-        else if (strncmp(av[i], "store_owner=", 12) == 0 && av[i][12])
-            store_owner = av[i] + 12;
+        if ((value = value_of(av[i], KEY_SBATCH_SUPPORT)))
+            allocator_options = !is_false(value);
+        else if ((value = value_of(av[i], KEY_RUNTIME_PATH)))
+            runtime_path = value;
+        else if ((value = value_of(av[i], KEY_CONTAINER_SCOPE)))
+            job_scope = strcmp(value, JOB_SCOPE) == 0;
+        else if ((value = value_of(av[i], KEY_STORE_OWNER)) && *value)
+            store_owner = value;
     }
 }
 
@@ -434,9 +442,6 @@ static int snapshot(pid_t pid)
         if (namespace_fds[i] < 0 && NAMESPACES[i].type != CLONE_NEWCGROUP)
             return -1;
     }
-    snprintf(path, sizeof path, "/proc/%d/root", pid);
-    if ((root_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
-        return -1;
     snprintf(path, sizeof path, "/proc/%d/cwd", pid);
     length = readlink(path, holder_cwd, sizeof holder_cwd - 1);
     holder_cwd[length > 0 ? length : 0] = '\0';
@@ -490,17 +495,23 @@ static const char *read_marks(const char *marks)
 static void start_container(spank_t sp, const char *ids, const char *script, const char *attach,
                             const char *store_fill)
 {
-    char marks_arg[32];
-    const char *extras[] = {ids, script, attach, store_fill, marks_arg};
+    char marks_arg[32], tasks_arg[32], nodes_arg[32];
+    const char *extras[] = {ids, script, attach, store_fill, marks_arg, tasks_arg, nodes_arg};
     int status, log, marks;
     pid_t child = -1;
     struct identity user;
+    uint32_t tasks = 0, nodes = 0;
+
+    spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &tasks);
+    spank_get_item(sp, S_JOB_NNODES, &nodes);
+    snprintf(tasks_arg, sizeof tasks_arg, "--tasks=%u", tasks);
+    snprintf(nodes_arg, sizeof nodes_arg, "--nodes=%u", nodes);
 
     log = memfd_create("hydria-start", MFD_CLOEXEC);
     marks = memfd_create("hydria-marks", MFD_CLOEXEC);
     snprintf(marks_arg, sizeof marks_arg, "--marks-fd=%d", marks);
     if (job_identity(sp, &user) == 0 && log >= 0 && marks >= 0)
-        child = run_hydria(command("start", extras, 5), &user, log, marks, NULL, 0);
+        child = run_hydria(command("start", extras, 7), &user, log, marks, NULL, 0);
     if (child < 0) {
         start_error = strdup("cannot start the container: out of resources");
         if (log >= 0)
@@ -541,7 +552,8 @@ static void start_container(spank_t sp, const char *ids, const char *script, con
         store_request = NULL;
     }
     free(output);
-    free(resolved);
+    free(env_plan);
+    env_plan = resolved;
     close(log);
     close(marks);
     if (holder > 0 && snapshot(holder) < 0 && !start_error)
@@ -635,9 +647,6 @@ static void release_snapshot(void)
             close(namespace_fds[i]);
             namespace_fds[i] = -1;
         }
-    if (root_fd >= 0)
-        close(root_fd);
-    root_fd = -1;
     free(holder_environ);
     holder_environ = NULL;
 }
@@ -706,150 +715,74 @@ static int join_all(int *privileged)
     return 0;
 }
 
-static int keeps_host_value(const char *name, size_t length)
+/* The container's variables over the task's, by the plan's rules (the first "@env-keep NAME",
+ * "@env-keep-prefix PREFIX" or "@env-skip-prefix PREFIX" that matches): kept ones only where the
+ * task has none, skipped ones never, the others always. */
+static void merge_container_environment(spank_t sp)
 {
-    const char *p = container_env;
-    while (p && *p) {
-        const char *end = strchrnul(p, ',');
-        if ((size_t)(end - p) == length && strncmp(p, name, length) == 0)
-            return 1;
-        p = *end ? end + 1 : end;
-    }
-    return 0;
-}
-
-/* Slurm's and PMI's variables describe the task's own step. The process whose environment is
- * merged may be a task of another step that this one joined (a shared --container-name): its values
- * of these never replace the task's, and fill in names the task lacks only when it is of the same
- * step (a holder, which has no SLURM_STEP_ID of its own, counts as one). */
-static int task_owns(const char *name)
-{
-    return strncmp(name, "SLURM_", 6) == 0 || strncmp(name, "PMI_", 4) == 0 || strncmp(name, "PMIX_", 5) == 0;
-}
-
-static int of_another_step(spank_t sp, const char *merged)
-{
-    static const char key[] = "SLURM_STEP_ID=";
-    char own[64];
-    for (const char *entry = merged; *entry; entry += strlen(entry) + 1)
-        if (strncmp(entry, key, sizeof key - 1) == 0)
-            return spank_getenv(sp, "SLURM_STEP_ID", own, sizeof own) != ESPANK_SUCCESS ||
-                   strcmp(entry + sizeof key - 1, own) != 0;
-    return 0;
-}
-
-/* The task's environment: the job's, without the host locale, then the container's on top
- * (except the --container-env names, which keep the host value when it has one, and the task's
- * own Slurm and PMI variables). */
-static int merge_environment(spank_t sp)
-{
-    char *text, *entry;
-    static const char *locale[] = {"LANG", "LANGUAGE", "LC_ALL"};
-
-    if (!container_env) {  /* the HYDRIA_CONTAINER_ENV (PYXIS_CONTAINER_ENV) default of --container-env */
-        char names[4096];
-        if (job_variable(sp, "ENV", names, sizeof names) && *names)
-            container_env = strdup(names);
-    }
-    for (size_t i = 0; i < sizeof locale / sizeof *locale; i++)
-        if (!keeps_host_value(locale[i], strlen(locale[i])))
-            spank_unsetenv(sp, locale[i]);
-    if (!(text = holder_environ))
-        return -1;
-    int foreign = of_another_step(sp, text);
-    for (entry = text; *entry; entry += strlen(entry) + 1) {
+    for (char *entry = holder_environ; entry && *entry; entry += strlen(entry) + 1) {
         char *equals = strchr(entry, '=');
         if (!equals)
             continue;
         *equals = '\0';
-        if (!task_owns(entry))
-            spank_setenv(sp, entry, equals + 1, !keeps_host_value(entry, strlen(entry)));
-        else if (!foreign)
-            spank_setenv(sp, entry, equals + 1, 0);
+        int rule = 's';  /* set */
+        for (const char *line = env_plan; line && *line && rule == 's';) {
+            const char *end = strchrnul(line, '\n');
+            size_t length = (size_t)(end - line), name = strlen(entry);
+            if (length == 10 + name && strncmp(line, "@env-keep ", 10) == 0 && strncmp(line + 10, entry, name) == 0)
+                rule = 'k';
+            else if (strncmp(line, "@env-keep-prefix ", 17) == 0 && length - 17 <= name &&
+                     strncmp(line + 17, entry, length - 17) == 0)
+                rule = 'k';
+            else if (strncmp(line, "@env-skip-prefix ", 17) == 0 && length - 17 <= name &&
+                     strncmp(line + 17, entry, length - 17) == 0)
+                rule = 'x';
+            line = *end ? end + 1 : end;
+        }
+        if (rule != 'x')
+            spank_setenv(sp, entry, equals + 1, rule == 's');
         *equals = '=';
     }
-    return 0;
 }
 
-/* srun --mpi=pmix: the component selections that Slurm's PMIx server advertises made explicit
- * (PMIX_MCA_psec from PMIX_SECURITY_MODE, ...), unless the user chose, as enroot's 50-slurm-pmi hook
- * does. The server's directory (in slurmd's spool) is mounted in the container when it starts
- * (hooks/slurm_pmi.py); where the container lacks it (a container that another step started), the
- * clients keep their data in their own memory (gds "hash") and talk to the server over its socket. */
-static void pmix_selections(spank_t sp)
+static int task_has(spank_t sp, const char *name)
 {
-    static const char *selections[][2] = {{"PMIX_MCA_psec", "PMIX_SECURITY_MODE"},
-                                          {"PMIX_MCA_gds", "PMIX_GDS_MODULE"},
-                                          {"PMIX_MCA_ptl", "PMIX_PTL_MODULE"}};
-    char directory[PATH_MAX], value[256];
-    if (spank_getenv(sp, "PMIX_SERVER_TMPDIR", directory, sizeof directory) != ESPANK_SUCCESS)
-        return;
-    int has_directory = faccessat(root_fd, directory[0] == '/' ? directory + 1 : directory, F_OK, 0) == 0;
-    for (size_t i = 0; i < sizeof selections / sizeof *selections; i++) {
-        if (spank_getenv(sp, selections[i][0], value, sizeof value) != ESPANK_ENV_NOEXIST)
-            continue;  /* the user's choice */
-        if (strcmp(selections[i][0], "PMIX_MCA_gds") == 0 && !has_directory)
-            spank_setenv(sp, selections[i][0], "hash", 1);
-        else if (spank_getenv(sp, selections[i][1], value, sizeof value) == ESPANK_SUCCESS)
-            spank_setenv(sp, selections[i][0], value, 1);
-    }
+    char value[8];
+    return spank_getenv(sp, name, value, sizeof value) != ESPANK_ENV_NOEXIST;
 }
 
-/* The first host of a Slurm hostlist: "n1,n2" -> "n1", "gpu[07-09,12]x" -> "gpu07x". */
-static void first_host(const char *list, char *host, size_t size)
+/* The task's environment, as `hydria slurm start` planned it ("@env-..." marks, in order; see
+ * hydria/slurm/task_env.py): the shim decides nothing here. */
+static void apply_env_plan(spank_t sp)
 {
-    size_t n = 0;
-    const char *p = list;
-    while (*p && *p != ',' && n + 1 < size) {
-        if (*p == '[') {  /* the first number of the range, as written (zero padding kept) */
-            for (p++; (*p >= '0' && *p <= '9') && n + 1 < size; p++)
-                host[n++] = *p;
-            while (*p && *p != ']')
-                p++;
-            if (*p)
-                p++;
+    static char value[65536];
+    char line[8192];
+    int active = 1;
+    for (const char *next = env_plan; next && *next;) {
+        const char *end = strchrnul(next, '\n');
+        snprintf(line, sizeof line, "%.*s", (int)(end - next), next);
+        next = *end ? end + 1 : end;
+        char *argument = strchr(line, ' '), *equals = argument ? strchr(argument, '=') : NULL;
+        if (argument)
+            *argument++ = '\0';
+        if (equals)
+            *equals++ = '\0';
+        if (strcmp(line, "@env-end") == 0)
+            active = 1;
+        else if (!active)
             continue;
-        }
-        host[n++] = *p++;
+        else if (strcmp(line, "@env-if") == 0 && argument)
+            active = task_has(sp, argument);
+        else if (strcmp(line, "@env-unset") == 0 && argument)
+            spank_unsetenv(sp, argument);
+        else if (strcmp(line, "@env-merge") == 0)
+            merge_container_environment(sp);
+        else if (strcmp(line, "@env-default") == 0 && equals && !task_has(sp, argument))
+            spank_setenv(sp, argument, equals, 0);
+        else if ((strcmp(line, "@env-copy") == 0 || (strcmp(line, "@env-copy-default") == 0 && !task_has(sp, argument))) &&
+                 equals && spank_getenv(sp, equals, value, sizeof value) == ESPANK_SUCCESS)
+            spank_setenv(sp, argument, value, 1);
     }
-    host[n] = '\0';
-}
-
-static void set_unless_set(spank_t sp, const char *name, const char *value)
-{
-    char current[8];
-    if (spank_getenv(sp, name, current, sizeof current) == ESPANK_ENV_NOEXIST)
-        spank_setenv(sp, name, value, 0);
-}
-
-/* PyTorch images (PYTORCH_VERSION set): RANK and LOCAL_RANK from Slurm's (as pyxis), and what
- * torch.distributed's env:// rendezvous needs when not set already (as enroot's 50-slurm-pytorch
- * hook): MASTER_ADDR (the step's first node), MASTER_PORT (from the job id), WORLD_SIZE, and
- * OMP_NUM_THREADS=1 when a node runs several tasks. */
-static void pytorch_ranks(spank_t sp)
-{
-    char version[64], value[4096], host[256], number[32];
-    if (spank_getenv(sp, "PYTORCH_VERSION", version, sizeof version) == ESPANK_ENV_NOEXIST)
-        return;
-    if (spank_getenv(sp, "SLURM_PROCID", value, sizeof value) == ESPANK_SUCCESS)
-        spank_setenv(sp, "RANK", value, 1);
-    if (spank_getenv(sp, "SLURM_LOCALID", value, sizeof value) == ESPANK_SUCCESS)
-        spank_setenv(sp, "LOCAL_RANK", value, 1);
-    if (spank_getenv(sp, "SLURM_STEP_NODELIST", value, sizeof value) == ESPANK_SUCCESS) {
-        first_host(value, host, sizeof host);
-        set_unless_set(sp, "MASTER_ADDR", host);
-    }
-    uint32_t job = 0, tasks = 0, nodes = 0;
-    if (spank_get_item(sp, S_JOB_ID, &job) == ESPANK_SUCCESS) {
-        snprintf(number, sizeof number, "%u", job % 4536 + 61000);
-        set_unless_set(sp, "MASTER_PORT", number);
-    }
-    if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &tasks) == ESPANK_SUCCESS) {
-        snprintf(number, sizeof number, "%u", tasks);
-        set_unless_set(sp, "WORLD_SIZE", number);
-    }
-    if (spank_get_item(sp, S_JOB_NNODES, &nodes) == ESPANK_SUCCESS && tasks > nodes)
-        set_unless_set(sp, "OMP_NUM_THREADS", "1");
 }
 
 /* enroot's and pyxis's seccomp filter, the program hydria/runtime/seccomp.py installs for `hydria
@@ -886,12 +819,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     if (entrypoint_output && spank_get_item(sp, S_TASK_ID, &local_id) == ESPANK_SUCCESS && local_id == 0)
         for (char *line = strtok(entrypoint_output, "\n"); line; line = strtok(NULL, "\n"))
             fprintf(stderr, "%s\n", line);  /* once per node, in the first task's error stream */
-    if (merge_environment(sp) < 0) {
-        slurm_error("hydria: cannot read the container's environment");
-        return -1;
-    }
-    pmix_selections(sp);
-    pytorch_ranks(sp);
+    apply_env_plan(sp);
     int privileged;
     if (join_all(&privileged) < 0)
         return -1;
