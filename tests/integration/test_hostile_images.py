@@ -51,6 +51,13 @@ def hostile(busybox: PublishedImage, registry: Registry, image_workdir: Path) ->
         layer.directory("deep")
         layer.symlink("deep/up", "../../../../../..")
     link_layer = make_layer(links, work)
+    identity = work / "identity.tar"
+    with LayerTar(identity) as layer:  # the files every start writes, linked to the host's
+        layer.directory(str(HOST_TARGET))
+        layer.file(f"{HOST_TARGET}/where", "image\n")
+        layer.symlink("etc/passwd", f"{HOST_TARGET}/where")
+        layer.symlink("etc/group", "../../../../../.." + f"{HOST_TARGET}/group")
+    identity_layer = make_layer(identity, work)
     uris = {}
 
     def publish(name: str, config: dict[str, Any], layers: int = 2) -> None:
@@ -66,6 +73,9 @@ def hostile(busybox: PublishedImage, registry: Registry, image_workdir: Path) ->
                              "Labels": {"label\nexec /bin/false": "x\n/bin/false"},
                              "WorkingDir": "/tmp/it's $(false)\n`false`"}, layers=1)
     publish("nul-in-env", {"Env": ["A=b\u0000c"]}, layers=1)
+    push([Image([base, identity_layer], busybox.image.config)], registry.address, "hostile/linked-identity", "latest",
+         work)
+    uris["linked-identity"] = f"docker://{registry.address}#hostile/linked-identity:latest"
     publish("labels-list", {"Labels": ["a", "b"]}, layers=1)
     publish("entrypoint-number", {"Entrypoint": 5}, layers=1)
     return uris
@@ -113,6 +123,19 @@ def test_volumes_through_links_bind_the_images_paths_not_the_hosts(hostile: dict
     result = workspace.run("start", image, "sh", "-c", script)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "image\n" * 4
+    assert sorted(p.name for p in host_target.iterdir()) == ["where"]
+    assert (host_target / "where").read_text() == "host\n"
+
+
+def test_identity_files_linked_to_the_host_are_written_inside_the_container(
+        hostile: dict[str, str], host_target: Path, workspace: Workspace) -> None:
+    """Every start writes the caller's passwd and group entries: an image whose /etc/passwd and
+    /etc/group link to a host file the user can write gets them in its own file of that path (the
+    host's was overwritten before the root's own edits resolved their paths in the root)."""
+    image = str(imported(workspace, hostile["linked-identity"]))
+    result = workspace.run("start", image, "sh", "-c", f"head -qn 1 {HOST_TARGET}/where {HOST_TARGET}/group; id -un")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"root:x:0:0:root:/root:/bin/sh\nroot:x:0:\n{workspace.user.name}\n"
     assert sorted(p.name for p in host_target.iterdir()) == ["where"]
     assert (host_target / "where").read_text() == "host\n"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hydria.errors import HydriaError
+from hydria.runtime.edits import Edits, environment_over
 from hydria.runtime.environ import build, env_option, parse_env_lines
 
 
@@ -15,10 +16,13 @@ def test_normalisation() -> None:
 
 def test_precedence_and_substitution() -> None:
     host = {"TERM": "xterm", "HOME": "/h", "SECRET": "s"}
-    env = build("PATH=/usr/bin\nX=${HOME}/x\nY=image\n", ["Y=envd\nZ=${NOPE}z\n"], "Y=hook\n",
-                [("Y", "option")], host)
-    assert env == {"PATH": "/usr/bin", "X": "/h/x", "Y": "option", "Z": "z", "TERM": "xterm"}
+    env = build("PATH=/usr/bin\nX=${HOME}/x\nY=image\nW=image\n", ["Y=envd\nZ=${NOPE}z\n"], [("Y", "option")],
+                host, conf_output="W=conf\nY=conf\n")
+    assert env == {"PATH": "/usr/bin", "X": "/h/x", "Y": "option", "Z": "z", "TERM": "xterm", "W": "conf"}
     assert "SECRET" not in env
+    # the hooks' variables (hooks.d scripts' and built-in hooks' edits) come over all but --env's
+    environment_over(env, Edits(environment=(("Y", "hook"), ("W", "hook"), ("TERM", "hook"))), kept=["Y"])
+    assert (env["Y"], env["W"], env["TERM"]) == ("option", "hook", "hook")
 
 
 @pytest.mark.parametrize(("value", "expected"), [("A=1", ("A", "1")), ("A", ("A", "host")), ("A=", ("A", "")),

@@ -33,7 +33,7 @@ RUN_FSTAB = """\
 /etc/hosts /etc/hosts none x-create=file,bind,ro,nosuid,nodev,private 0 0
 /etc/resolv.conf /etc/resolv.conf none x-create=file,bind,ro,nosuid,nodev,private,nofail,silent 0 0
 """
-# apt drops to its _apt user to download, which one mapped ID cannot be (as identity.apt_as_root)
+# apt drops to its _apt user to download, which one mapped ID cannot be (as the identity hook, hooks/identity.py)
 APT_AS_ROOT = 'APT::Sandbox::User "root";\n'
 APT_CONF = "/etc/apt/apt.conf.d/zz-hydria-build"
 FAILED = 125  # the child's exit status when hydria itself failed (its error is in the work folder)

@@ -25,8 +25,7 @@ from collections.abc import Sequence
 from hydria.config import Settings
 from hydria.container import read_cache
 from hydria.errors import HydriaError
-from hydria.hooks import identity, scripts, slurm_pmi
-from hydria.hooks.localtime import copy_localtime
+from hydria.hooks import cgroups, identity, localtime, scripts, slurm_pmi
 from hydria.paths import check_input_file, ensure_dir, listed, process_tag, read_text
 from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime import edits, environ, fstab, lock, namespaces, rootfs, seccomp
@@ -123,29 +122,27 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
         raise HydriaError(f"{options.misplaced_option} after the image is the container's command, and the image "
                           "has no entrypoint to take it", hint="hydria's options go before the image: hydria start "
                           f"{options.misplaced_option} ... {options.target} [COMMAND...]")
-    identity.write_identity(root, host_user, settings.remap_root)
-    identity.apt_as_root(root, settings.remap_root)
-    copy_localtime(root)
-
     mounts = fstab.parse(SYSTEM_FSTAB + (NET_FSTAB if settings.unshare_net else "") + _dev_fstab(settings),
                          "system fstab")
-    mount_entries([*mounts, *_own_cgroups()], root, -1, cwd)
+    mount_entries(mounts, root, -1, cwd)
+    host = {**settings.environment, **os.environ}
+    bare = edits.StartContext(root, area, cwd, host, {}, settings, host_user)  # before any environment
+    _apply_edits(edits.combined([identity.edits(bare), localtime.edits(bare), cgroups.edits(bare)]), bare, {}, kept=())
     if settings.restrict_dev or settings.unshare_ipc:
         for name, target in DEV_LINKS.items():
             os.symlink(target, f"{root}/dev/{name}")
-    hook_env = scripts.run_hooks(settings, root, area, options.conf)
-    hook_mounts = fstab.parse(hook_env.mounts, "hooks", dict(os.environ, HYDRIA_ROOTFS=root, ENROOT_ROOTFS=root))
-    mount_entries(hook_mounts, root, 0, cwd)
+    sites = scripts.run_hooks(settings, root, area, options.conf)
     env_files = [text for _, text in _config_texts(settings, "environ.d", ".env")]
-    conf = hook_env.conf  # what --conf's environ(), mounts() and rc() printed
+    conf = sites.conf  # what --conf's environ(), mounts() and rc() printed
     if rc_text is None and conf is not None:
         rc_text = conf.rc
-    environment = environ.build(_read(root, "etc/environment"), env_files, hook_env.environ,
-                                env_options, os.environ, conf.environ if conf else "")
-    host = {**settings.environment, **os.environ}
+    environment = environ.build(_read(root, "etc/environment"), env_files, env_options, os.environ,
+                                conf.environ if conf else "")
+    kept = [name for name, _ in env_options]
+    _apply_edits(sites.edits, bare, environment, kept)
     context = edits.StartContext(root, area, cwd, host, dict(environment), settings, host_user)
     hook_edits = _hook_edits(context, options, device_edits, specs)
-    _apply_edits(hook_edits, context, environment, kept=[name for name, _ in env_options])
+    _apply_edits(hook_edits, context, environment, kept)
     substitution = {**os.environ, "HYDRIA_ROOTFS": root, "ENROOT_ROOTFS": root}
     final = [*fstab.parse(_read(root, "etc/fstab"), "image fstab", substitution),
              *_config_files(settings, "mounts.d", ".fstab", substitution),
@@ -246,13 +243,26 @@ def _hook_edits(context: edits.StartContext, options: StartOptions, devices: edi
 
 
 def _apply_edits(changes: edits.Edits, context: edits.StartContext, environment: dict[str, str], kept: Sequence[str]) -> None:
-    """The one place where edits change the container, in runtime/edits.py's order: mounts (device
-    nodes first), links, one refresh of the loader cache, the environment (``kept``: --env's names)."""
+    """The one place where edits change the container, in runtime/edits.py's order: files, mounts
+    (device nodes first), links, one refresh of the loader cache, the environment (``kept``: --env's
+    names). A file, or an optional link, that the root cannot take (a read-only unpacked root)
+    leaves the image's own."""
     root = context.root
+    for file in changes.files:
+        try:
+            edits.write_file(root, file)
+        except (OSError, HydriaError):
+            continue
     mount_entries([*edits.device_mounts(changes.devices, root), *changes.mounts], root, 0, context.cwd)
     for link in changes.links:
-        if not link.optional or os.path.isdir(resolve_in_root(root, os.path.dirname(link.path))):
+        if not link.optional:
             link_in_root(root, link.path, link.target, link.origin)
+            continue
+        try:
+            if os.path.isdir(resolve_in_root(root, os.path.dirname(link.path))):
+                link_in_root(root, link.path, link.target, link.origin)
+        except HydriaError:
+            continue
     if changes.libraries:
         from hydria.hooks import ldcache
 
@@ -301,16 +311,6 @@ def _home_mount(settings: Settings, host_user: pwd.struct_passwd) -> list[fstab.
     home = os.environ.get("HOME") or host_user.pw_dir
     return [fstab.MountEntry(home, "/root" if settings.remap_root else home, "none",
                              ("x-create=dir", "bind", "rw", "nosuid"))]
-
-
-def _own_cgroups() -> list[fstab.MountEntry]:
-    from hydria.hooks import cgroups
-
-    try:
-        with open("/proc/self/cgroup") as groups, open("/proc/self/mountinfo") as mountinfo:
-            return cgroups.mounts(groups.read(), mountinfo.read(), os.environ)
-    except OSError:
-        return []
 
 
 def _dev_fstab(settings: Settings) -> str:

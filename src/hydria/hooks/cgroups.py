@@ -11,9 +11,19 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from hydria.runtime.edits import Edits, StartContext
 from hydria.runtime.fstab import MountEntry, unescape
 
 OPTIONS = ("rbind", "ro", "nosuid", "nodev", "noexec", "nofail", "silent")
+
+
+def edits(context: StartContext) -> Edits:
+    """The binds for the caller's own cgroups."""
+    try:
+        with open("/proc/self/cgroup") as groups, open("/proc/self/mountinfo") as mountinfo:
+            return Edits(mounts=tuple(mounts(groups.read(), mountinfo.read(), context.host)))
+    except OSError:
+        return Edits()
 
 
 def mounts(self_cgroup: str, mountinfo: str, environment: Mapping[str, str]) -> list[MountEntry]:
@@ -37,7 +47,7 @@ def mounts(self_cgroup: str, mountinfo: str, environment: Mapping[str, str]) -> 
         if relative is None or relative.startswith("..") or relative == ".":
             continue  # outside what this mount shows (a nested cgroup namespace), or all of it
         source = os.path.normpath(os.path.join(mount_point, relative))
-        entries.append(MountEntry(source, mount_point, "none", OPTIONS, passno=-1, origin="cgroups"))
+        entries.append(MountEntry(source, mount_point, "none", OPTIONS, origin="cgroups"))
     return entries
 
 

@@ -6,53 +6,63 @@ from __future__ import annotations
 import grp
 import os
 import pwd
+from collections.abc import Callable
 
 from hydria.errors import HydriaError
 from hydria.paths import read_text
+from hydria.runtime.edits import Edits, File, StartContext
 from hydria.runtime.mounts import resolve_in_root
 
+ORIGIN = "hydria's identity hook"
 
-def write_identity(root: str, user: pwd.struct_passwd, remap_root: bool) -> None:
-    """Put root and the caller in the container's passwd and group files, first, so that ``id``,
-    ``whoami`` and ``~`` work (the built-in equivalent of enroot's 10-shadow hook)."""
-    etc = os.path.join(root, "etc")
-    if not os.path.isdir(etc):
-        return
+
+def edits(context: StartContext) -> Edits:
+    """Root and the caller first in the container's passwd and group files, so that ``id``,
+    ``whoami`` and ``~`` work (enroot's 10-shadow hook), and, under ``--root`` on a Debian-family
+    image, apt fetching as root instead of as its ``_apt`` sandbox user, which a user namespace of
+    one uid cannot switch to (enroot's 10-aptfix hook)."""
+    root, user, remap_root = context.root, context.user, context.settings.remap_root
+    if not _is(os.path.isdir, root, "/etc"):
+        return Edits()
     shell = _shell(root)
     entries = [f"root:x:0:0:root:/root:{shell}"]
     groups = ["root:x:0:"]
     if not remap_root:
         entries.append(f"{user.pw_name}:x:{user.pw_uid}:{user.pw_gid}:{user.pw_gecos}:{user.pw_dir}:{shell}")
         groups.append(f"{_group_name(user.pw_gid)}:x:{user.pw_gid}:")
-    for name, new in (("passwd", entries), ("group", groups)):
-        path = os.path.join(etc, name)
-        try:
-            old = read_text(path).splitlines() if os.path.exists(path) else []
-            taken = {line.split(":")[0] for line in new} | {line.split(":")[2] for line in new}
-            kept = [line for line in old if line.count(":") >= 2 and
-                    line.split(":")[0] not in taken and line.split(":")[2] not in taken]
-            with open(path, "w") as handle:
-                handle.write("\n".join([*new, *kept]) + "\n")
-        except OSError:
-            continue  # a read-only unpacked root: leave it as it is
+    files = [File(f"/etc/{name}", _first(new, _image_lines(root, f"/etc/{name}")), ORIGIN)
+             for name, new in (("passwd", entries), ("group", groups))]
+    if remap_root and _is(os.path.isfile, root, "/etc/debian_version"):
+        files.append(File("/etc/apt/apt.conf.d/hydria", b'APT::Sandbox::User "root";\n', ORIGIN))
+    return Edits(files=tuple(files))
 
 
-def apt_as_root(root: str, remap_root: bool) -> None:
-    """Under ``--root`` on a Debian-family image, apt fetches as root instead of as its ``_apt``
-    sandbox user, which a user namespace of one uid cannot switch to (enroot's 10-aptfix hook)."""
-    if not remap_root or not os.path.isfile(os.path.join(root, "etc", "debian_version")):
-        return
+def _first(new: list[str], old: list[str]) -> bytes:
+    """``new`` entries, then the ``old`` ones that name neither their names nor their ids."""
+    taken = {line.split(":")[0] for line in new} | {line.split(":")[2] for line in new}
+    kept = [line for line in old if line.count(":") >= 2 and
+            line.split(":")[0] not in taken and line.split(":")[2] not in taken]
+    return ("\n".join([*new, *kept]) + "\n").encode()
+
+
+def _image_lines(root: str, path: str) -> list[str]:
+    """The image's file, where it is a plain one (a FIFO there would hang the start)."""
     try:
-        conf_dir = resolve_in_root(root, "/etc/apt/apt.conf.d")
-        os.makedirs(conf_dir, exist_ok=True)
-        with open(os.path.join(conf_dir, "hydria"), "w") as handle:
-            handle.write('APT::Sandbox::User "root";\n')
+        inside = resolve_in_root(root, path)
+        return read_text(inside).splitlines() if os.path.isfile(inside) else []
     except (OSError, HydriaError):
-        return  # a read-only unpacked root: leave it as it is
+        return []
+
+
+def _is(test: Callable[[str], bool], root: str, path: str) -> bool:
+    try:
+        return test(resolve_in_root(root, path))
+    except HydriaError:  # a link loop
+        return False
 
 
 def _shell(root: str) -> str:
-    return "/bin/bash" if os.path.exists(os.path.join(root, "bin/bash")) else "/bin/sh"
+    return "/bin/bash" if _is(os.path.exists, root, "/bin/bash") else "/bin/sh"
 
 
 def _group_name(gid: int) -> str:

@@ -7,7 +7,8 @@ every setting as ``HYDRIA_*`` (switches ``y``/``n``) and ``ENROOT_*`` (as enroot
 switch that is off is unset), and ``HYDRIA_PID``, ``HYDRIA_ROOTFS``, ``HYDRIA_ENVIRON``,
 ``HYDRIA_MOUNTS`` (and their ``ENROOT_*`` twins). ``enroot-mount`` is first on its ``PATH``
 (cli/enroot_mount.py). It may append ``NAME=value`` lines to the environment file and fstab lines
-to the mounts file; its stdout is discarded, its stderr shown, and a non-zero exit aborts the start.
+to the mounts file (what they append becomes one record of edits, runtime/edits.py); its stdout is
+discarded, its stderr shown, and a non-zero exit aborts the start.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ from hydria.config import PREFIX, SPECS, Settings
 from hydria.errors import HydriaError
 from hydria.paths import listed, read_text
 from hydria.record import TYPE_CHECKING, Record
+from hydria.runtime import fstab
 from hydria.runtime import syscalls as sc
+from hydria.runtime.edits import Edits
+from hydria.runtime.environ import parse_env_lines
 from hydria.version import __version__
 
 if TYPE_CHECKING:
@@ -32,8 +36,7 @@ class HookFailed(HydriaError):
 
 
 class HookOutput(Record):
-    environ: str
-    mounts: str
+    edits: Edits  # the variables and the fstab lines the scripts appended
     conf: ConfOutput | None = None
 
 
@@ -60,7 +63,9 @@ def run_hooks(settings: Settings, root: str, area: str, conf: ConfScript | None 
                     raise HookFailed(f"{script} exited with return code {result.returncode}")
             if conf is not None:
                 conf_output = conf.run(env)
-    return HookOutput(read_text(environ_file), read_text(mounts_file), conf_output)
+    substitution = dict(os.environ, HYDRIA_ROOTFS=root, ENROOT_ROOTFS=root)
+    return HookOutput(Edits(tuple(parse_env_lines(read_text(environ_file))),
+                            tuple(fstab.parse(read_text(mounts_file), "hooks", substitution))), conf_output)
 
 
 def hook_files(area: str) -> tuple[str, str]:

@@ -1,10 +1,15 @@
-"""What shapes a container, as data: environment variables, mounts, device nodes, symbolic links,
-a refresh of the loader cache, and programs to run at a named point of the start (OCI's hooks).
-Each built-in hook (NVIDIA, InfiniBand with its driver libraries, SHARP, Slurm's PMI, the MPI
-launch agent) and each CDI device (hooks/cdi.py) is a function from one :class:`StartContext` to
-one :class:`Edits`; :mod:`hydria.container.start` applies them all in one place, in this order
-(docs/runtime.md):
+"""What shapes a container, as data: files of the image's own, environment variables, mounts,
+device nodes, symbolic links, a refresh of the loader cache, and programs to run at a named point
+of the start (OCI's hooks). Each built-in hook (identity, localtime, cgroups; NVIDIA, InfiniBand
+with its driver libraries, SHARP, Slurm's PMI, the MPI launch agent) and each CDI device
+(hooks/cdi.py) is a function from one :class:`StartContext` to one :class:`Edits`;
+:mod:`hydria.container.start` applies them in one place (``_apply_edits``), in two rounds: the
+root's own (identity, localtime, cgroups) after the system fstab and before the hooks.d scripts,
+as enroot's ``10-*`` hooks run before a site's (their context has no container environment yet);
+the devices' and the job's (GPUs, InfiniBand, SHARP, CDI devices, Slurm's PMI, the launch agent)
+after the hooks.d scripts. Each round in this order (docs/runtime.md):
 
+0. the files, where the root takes them (a read-only unpacked root keeps the image's own);
 1. device nodes, then the mounts, in the hooks' order (after the system fstab and the hooks.d
    scripts; before the image's fstab, the ``mounts.d`` files and ``--mount``, which may cover them);
 2. the symbolic links (in what the mounts brought in), then one refresh of the image's loader cache
@@ -60,7 +65,18 @@ class Link(Record):
     path: str  # in the container
     target: str
     origin: str
-    optional: bool = False  # skipped where its folder is absent (a sysfs class the kernel lacks)
+    # skipped where it cannot be made: its folder is absent (a sysfs class the kernel lacks), or the
+    # root does not take it (a read-only unpacked root keeps the image's /etc/localtime)
+    optional: bool = False
+
+
+class File(Record):
+    """A file written into the root, over the image's own (never through a link out of the root),
+    where the root takes it (a read-only unpacked root keeps the image's)."""
+
+    path: str  # in the container
+    content: bytes
+    origin: str
 
 
 class Edits(Record):
@@ -70,11 +86,13 @@ class Edits(Record):
     hooks: tuple[Hook, ...] = ()
     links: tuple[Link, ...] = ()
     libraries: tuple[str, ...] = ()  # what was added for the loader (for messages): its cache is refreshed
+    files: tuple[File, ...] = ()
 
 
 class StartContext(Record):
     """What a hook may read of the start: the mounted root, the start's private area, the host's
-    environment and the container's as it stands before the hooks, the settings."""
+    environment and the container's as it stands before the hooks (empty for the root's own,
+    which come first), the settings."""
 
     root: str
     area: str
@@ -92,6 +110,16 @@ def combined(parts: Iterable[Edits]) -> Edits:
         for collected, values in zip(fields, part):
             collected.extend(values)
     return Edits(*(tuple(values) for values in fields))  # type: ignore[arg-type]
+
+
+def write_file(root: str, file: File) -> None:
+    """Write ``file`` into ``root``; its path resolves inside the root (an image whose
+    ``/etc/passwd`` links to a host path gets its own file at ``/etc/passwd``'s target inside).
+    Raises OSError or HydriaError (MountFailed) where the root cannot take it."""
+    inside = resolve_in_root(root, file.path)
+    os.makedirs(os.path.dirname(inside), exist_ok=True)
+    with open(os.open(inside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644), "wb") as handle:
+        handle.write(file.content)
 
 
 def device_mounts(devices: Sequence[DeviceNode], root: str) -> list[MountEntry]:

@@ -1,7 +1,8 @@
 """The container's environment, built as enroot builds it. Pure.
 
 Order (later wins): the image's ``/etc/environment``, ``environ.d/*.env`` (system, then user),
-``TERM`` from the host, what hooks append, then ``--env``. The host environment is never
+``TERM`` from the host, a configuration script's ``environ()``, then ``--env``; the hooks' variables
+come over these as edits (runtime/edits.py), except ``--env``'s names. The host environment is never
 inherited otherwise. Lines are normalised as enroot's ``envfmt`` does: blank lines, comments,
 lines that are not ``NAME=...`` and every ``HYDRIA_*``/``ENROOT_*`` line are dropped, and one pair
 of surrounding quotes is removed from the value.
@@ -45,8 +46,8 @@ def env_option(value: str, host: Mapping[str, str]) -> tuple[str, str]:
     return name, rest if equals else host.get(name, "")
 
 
-def build(image_environment: str, env_files: Iterable[str], hook_output: str,
-          options: Iterable[tuple[str, str]], host: Mapping[str, str], conf_output: str = "") -> dict[str, str]:
+def build(image_environment: str, env_files: Iterable[str], options: Iterable[tuple[str, str]],
+          host: Mapping[str, str], conf_output: str = "") -> dict[str, str]:
     """The container environment from its sources, lowest precedence first (``conf_output``: what
     a configuration script's ``environ()`` printed, taken as it is)."""
     result: dict[str, str] = {}
@@ -55,6 +56,5 @@ def build(image_environment: str, env_files: Iterable[str], hook_output: str,
     if "TERM" in host:
         result["TERM"] = host["TERM"]
     result.update(parse_env_lines(conf_output))
-    result.update(parse_env_lines(hook_output))
     result.update(options)
     return result

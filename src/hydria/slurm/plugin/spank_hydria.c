@@ -779,8 +779,8 @@ static void apply_env_plan(spank_t sp)
             merge_container_environment(sp);
         else if (strcmp(line, "@env-default") == 0 && equals && !task_has(sp, argument))
             spank_setenv(sp, argument, equals, 0);
-        else if ((strcmp(line, "@env-copy") == 0 || (strcmp(line, "@env-copy-default") == 0 && !task_has(sp, argument))) &&
-                 equals && spank_getenv(sp, equals, value, sizeof value) == ESPANK_SUCCESS)
+        else if (equals && (!strcmp(line, "@env-copy") || (!strcmp(line, "@env-copy-default") && !task_has(sp, argument))) &&
+                 spank_getenv(sp, equals, value, sizeof value) == ESPANK_SUCCESS)
             spank_setenv(sp, argument, value, 1);
     }
 }

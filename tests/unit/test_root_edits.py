@@ -1,0 +1,112 @@
+"""The root's own edits (hooks/identity.py, hooks/localtime.py), applied as a start applies them
+(container/start.py ``_apply_edits``) to plain directories."""
+
+from __future__ import annotations
+
+import os
+import pwd
+from pathlib import Path
+
+from hydria.config import load_settings
+from hydria.container.start import _apply_edits
+from hydria.hooks import identity, localtime
+from hydria.runtime.edits import Edits, StartContext
+
+
+def context(root: Path, remap_root: bool = False) -> StartContext:
+    settings = load_settings({"HOME": str(root.parent), "HYDRIA_SYSCONF_PATH": str(root.parent / "none")})
+    settings = settings._replace(remap_root=remap_root)
+    return StartContext(str(root), str(root.parent), "/", {}, {}, settings, pwd.getpwuid(os.getuid()))
+
+
+def apply(changes: Edits, root: Path) -> None:
+    _apply_edits(changes, context(root), {}, kept=())
+
+
+def make_host(tmp_path: Path, link: str) -> Path:
+    zone = tmp_path / "host" / "usr/share/zoneinfo/Europe/Paris"
+    zone.parent.mkdir(parents=True)
+    zone.write_bytes(b"TZif-paris")
+    etc = tmp_path / "host" / "etc"
+    etc.mkdir()
+    (etc / "localtime").symlink_to(link)
+    return etc / "localtime"
+
+
+def make_root(tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc/localtime").write_text("the image's own\n")
+    return root
+
+
+def test_the_link_and_its_zone_are_copied(tmp_path: Path) -> None:
+    host = make_host(tmp_path, "../usr/share/zoneinfo/Europe/Paris")
+    root = make_root(tmp_path)
+    apply(localtime.edits(context(root), str(host)), root)
+    assert os.readlink(root / "etc/localtime") == "../usr/share/zoneinfo/Europe/Paris"
+    assert (root / "etc/localtime").read_bytes() == b"TZif-paris"  # resolves inside the root
+
+
+def test_nothing_happens_without_a_host_link(tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    plain = tmp_path / "localtime"
+    plain.write_text("a regular file\n")
+    for host in (plain, tmp_path / "missing"):
+        assert localtime.edits(context(root), str(host)) == Edits()
+
+
+def test_a_root_that_cannot_take_them_keeps_its_own(tmp_path: Path) -> None:
+    host = make_host(tmp_path, "../usr/share/zoneinfo/Europe/Paris")
+    root = make_root(tmp_path)
+    (root / "etc/passwd").write_text("image:x:5:5::/:/bin/sh\n")
+    os.chmod(root / "etc", 0o555)
+    try:
+        apply(localtime.edits(context(root), str(host)), root)
+        apply(identity.edits(context(root)), root)
+    finally:
+        os.chmod(root / "etc", 0o755)
+    if os.getuid() != 0:  # root writes into a folder of mode 555 all the same
+        assert (root / "etc/localtime").read_text() == "the image's own\n"
+
+
+def test_the_callers_entries_come_first_and_replace_the_images_of_the_same_name_or_id(tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    me = pwd.getpwuid(os.getuid())
+    (root / "etc/passwd").write_text(f"{me.pw_name}:x:4242:4242::/old:/bin/false\nother:x:{me.pw_uid}:1::/:/bin/sh\n"
+                                     "daemon:x:1:1::/:/bin/sh\n")
+    apply(identity.edits(context(root)), root)
+    lines = (root / "etc/passwd").read_text().splitlines()
+    assert lines[0].startswith("root:x:0:0:") and lines[1].startswith(f"{me.pw_name}:x:{me.pw_uid}:")
+    assert lines[2:] == ["daemon:x:1:1::/:/bin/sh"]
+    assert (root / "etc/group").read_text().startswith("root:x:0:\n")
+
+
+def test_files_that_link_out_of_the_root_are_written_inside_it(tmp_path: Path) -> None:
+    """A hostile image's /etc/passwd, group and localtime's zone, linked to files of the host:
+    the host's files are neither read nor written; the links' targets inside the root are."""
+    victims = {name: tmp_path / f"victim-{name}" for name in ("passwd", "group", "zone")}
+    for name, victim in victims.items():
+        victim.write_text(f"host's own {name}:x:7:\n")
+    root = make_root(tmp_path)
+    (root / "etc/passwd").symlink_to(victims["passwd"])
+    (root / "etc/group").symlink_to(f"../../{victims['group'].name}")  # climbs no higher than the root
+    (root / "usr/share").mkdir(parents=True)
+    (root / "usr/share/zoneinfo").symlink_to(victims["zone"].parent)
+    host = make_host(tmp_path, "../usr/share/zoneinfo/Europe/Paris")
+    apply(identity.edits(context(root)), root)
+    apply(localtime.edits(context(root), str(host)), root)
+    assert {name: victim.read_text() for name, victim in victims.items()} == {
+        name: f"host's own {name}:x:7:\n" for name in victims}
+    inside = root / str(victims["passwd"]).lstrip("/")
+    assert inside.read_text().startswith("root:x:0:0:") and "host's own" not in inside.read_text()
+    assert (root / victims["group"].name).read_text().startswith("root:x:0:")
+    assert (root / str(victims["zone"].parent).lstrip("/") / "Europe/Paris").read_bytes() == b"TZif-paris"
+
+
+def test_apt_fetches_as_root_under_root_remapping_on_debian_images(tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    (root / "etc/debian_version").write_text("12.0\n")
+    assert not any(f.path.startswith("/etc/apt") for f in identity.edits(context(root)).files)
+    _apply_edits(identity.edits(context(root, remap_root=True)), context(root), {}, kept=())
+    assert (root / "etc/apt/apt.conf.d/hydria").read_text() == 'APT::Sandbox::User "root";\n'
