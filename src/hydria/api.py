@@ -49,26 +49,26 @@ def import_image(uri: str, output: str | Path | None = None, *, arch: str | None
 def create(image: str | Path, name: str | None = None, *, force: bool = False, unpack: bool | None = None,
            settings: Settings | None = None) -> Path:
     """``hydria create``: a named container from an image file; returns its directory."""
-    from hydria.container.store import Store
+    from hydria.container.named_containers import NamedContainers
 
     settings = settings or load_settings()
-    return Store(settings).create(Path(image), name, force=force, unpack=settings.unpack if unpack is None else unpack)
+    return NamedContainers(settings).create(Path(image), name, force=force, unpack=settings.unpack if unpack is None else unpack)
 
 
 def containers(settings: Settings | None = None) -> list[str]:
     """``hydria list``: the names of the containers in the data path."""
-    from hydria.container.store import Store
+    from hydria.container.named_containers import NamedContainers
 
-    return Store(settings or load_settings()).names()
+    return NamedContainers(settings or load_settings()).names()
 
 
 def remove(name: str, settings: Settings | None = None) -> None:
     """``hydria remove -f``: delete a container."""
-    from hydria.container.store import Store
+    from hydria.container.named_containers import NamedContainers
 
-    store = Store(settings or load_settings())
-    store.container(name)  # raises when there is no such container
-    store.remove([name])
+    containers = NamedContainers(settings or load_settings())
+    containers.container(name)  # raises when there is no such container
+    containers.remove([name])
 
 
 def export(name: str, output: str | Path | None = None, *, force: bool = False,

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     Kind = Literal["path", "bool", "int", "str", "size"]
 
-PREFIX = "HYDRIA_"
+HYDRIA_PREFIX = "HYDRIA_"
 ENROOT_PREFIX = "ENROOT_"
 DEFAULT_SYSCONF_PATH = "/etc/hydria"
 CONF_FILE = "hydria.conf"
@@ -154,7 +154,7 @@ class Settings(Record):
         out = {}
         for spec in SPECS:
             value = getattr(self, spec.name.lower())
-            out[PREFIX + spec.name] = ("y" if value else "n") if spec.kind == "bool" else str(value)
+            out[HYDRIA_PREFIX + spec.name] = ("y" if value else "n") if spec.kind == "bool" else str(value)
         return out
 
 
@@ -202,9 +202,9 @@ def parse_conf(text: str, source: str, *, commands: bool = False) -> list[Assign
             )
         key = match["key"]
         if key.startswith(ENROOT_PREFIX):
-            key = PREFIX + key[len(ENROOT_PREFIX):]
-        if key.startswith(PREFIX):
-            if key[len(PREFIX):] not in SPEC_BY_NAME:
+            key = HYDRIA_PREFIX + key[len(ENROOT_PREFIX):]
+        if key.startswith(HYDRIA_PREFIX):
+            if key[len(HYDRIA_PREFIX):] not in SPEC_BY_NAME:
                 raise ConfigError(
                     f"Invalid configuration file: {origin}: unknown setting {match['key']}",
                     hint="run 'hydria info' to list the settings",
@@ -274,8 +274,8 @@ def resolve(
         if key.startswith(ENROOT_PREFIX):
             spec = SPEC_BY_NAME.get(key[len(ENROOT_PREFIX):])
             if value and spec is not None:
-                chosen[PREFIX + spec.name] = Assignment(PREFIX + spec.name, value, True, f"environment variable {key}")
-        elif value and (key.startswith(PREFIX) and key[len(PREFIX):] in SPEC_BY_NAME or _is_passthrough(key)):
+                chosen[HYDRIA_PREFIX + spec.name] = Assignment(HYDRIA_PREFIX + spec.name, value, True, f"environment variable {key}")
+        elif value and (key.startswith(HYDRIA_PREFIX) and key[len(HYDRIA_PREFIX):] in SPEC_BY_NAME or _is_passthrough(key)):
             chosen[key] = Assignment(key, value, True, f"environment variable {key}")
     for assignment in overrides:
         chosen[assignment.key] = assignment
@@ -284,13 +284,13 @@ def resolve(
     values: dict[str, object] = {}
     origins: dict[str, str] = {}
     for spec in SPECS:
-        key = PREFIX + spec.name
+        key = HYDRIA_PREFIX + spec.name
         assignment = chosen.get(key) or Assignment(key, spec.default, False, "default")
         values[spec.name.lower()] = _convert(spec, assignment, variables)
         origins[key] = assignment.origin
     environment = {}
     for key, assignment in chosen.items():
-        if not key.startswith(PREFIX):
+        if not key.startswith(HYDRIA_PREFIX):
             environment[key] = _expand(assignment, variables)
             origins[key] = assignment.origin
     return Settings(**values, environment=MappingProxyType(environment), origins=MappingProxyType(origins))  # type: ignore[arg-type]
@@ -458,7 +458,7 @@ SITE_SETTINGS = frozenset({"ALLOW_HTTP", "ALLOW_SUPERUSER", "RESTRICT_DEV", "NVI
 def job_environment(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     """``env`` without the site settings (under ``HYDRIA_`` and ``ENROOT_`` names), and the names
     taken out."""
-    removed = sorted(key for key in env if key.startswith((PREFIX, ENROOT_PREFIX))
+    removed = sorted(key for key in env if key.startswith((HYDRIA_PREFIX, ENROOT_PREFIX))
                      and key.split("_", 1)[1] in SITE_SETTINGS)
     return {key: value for key, value in env.items() if key not in removed}, removed
 
@@ -474,7 +474,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, site_only: frozenset[
     """
     env = os.environ if env is None else env
     context = current_context(env)
-    sysconf = env.get(PREFIX + "SYSCONF_PATH") or env.get(ENROOT_PREFIX + "SYSCONF_PATH") or DEFAULT_SYSCONF_PATH
+    sysconf = env.get(HYDRIA_PREFIX + "SYSCONF_PATH") or env.get(ENROOT_PREFIX + "SYSCONF_PATH") or DEFAULT_SYSCONF_PATH
     system_files = [path for name in SYSTEM_CONF_FILES for path in
                     (os.path.join(sysconf, name), *listed(os.path.join(sysconf, name + ".d"), ".conf"))]
     system_layers = [parse_conf(text, path, commands="$(" in text and only_root_can_write(path))
@@ -484,7 +484,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, site_only: frozenset[
     user_file = os.path.join(config_path, CONF_FILE)
     user_text = _read(user_file)
     user_layers = [[assignment for assignment in parse_conf(user_text, user_file)
-                    if assignment.key[len(PREFIX):] not in site_only]] if user_text is not None else []
+                    if assignment.key[len(HYDRIA_PREFIX):] not in site_only]] if user_text is not None else []
     return resolve([*system_layers, *user_layers], env, context, overrides)
 
 

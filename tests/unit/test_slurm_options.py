@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hydria.runtime.fstab import MountEntry
-from hydria.slurm.options import OptionError, mount_entry, parse
 from hydria.slurm.plugin_config import parse_plugin_config
+from hydria.slurm.step_options import OptionError, mount_entry, parse
 
 
 def test_repeats_same_value_ok_different_value_error() -> None:
@@ -95,7 +95,7 @@ def test_the_shims_declarations_are_generated_from_pythons() -> None:
 
     from hydria.slurm import step
     from hydria.slurm.generated import header
-    from hydria.slurm.options import PAIRS, SHIM_OPTIONS, VALUED, parse
+    from hydria.slurm.step_options import PAIRS, SHIM_OPTIONS, VALUED, parse
 
     values = {"container-mounts": "/a:/b", "container-unshare": "net", "container-device": "example.com/x=a"}
     text = header()

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from hydria.config import Settings
 
 if TYPE_CHECKING:
-    from hydria.container.store import Store
+    from hydria.container.named_containers import NamedContainers
 
 COLUMNS = ("NAME", "PID", "COMM", "STATE", "STARTED", "TIME", "MNTNS", "USERNS", "COMMAND")
 
@@ -23,30 +23,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
-    from hydria.container.store import Store
+    from hydria.container.named_containers import NamedContainers
 
-    store = Store(settings)
+    containers = NamedContainers(settings)
     if options.json:
         import json
 
-        print(json.dumps(json_rows(store), indent=1))
+        print(json.dumps(json_rows(containers), indent=1))
         return 0
     if not options.fancy:
-        for name in store.names():
+        for name in containers.names():
             print(name)
         return 0
-    print_table(fancy_rows(store))
+    print_table(fancy_rows(containers))
     return 0
 
 
-def instances(store: Store) -> list[tuple[str, list[dict[str, str]]]]:
+def instances(containers: NamedContainers) -> list[tuple[str, list[dict[str, str]]]]:
     """Every container (and ``<unknown>`` for running image files, as enroot), in name order, with
     the columns of the first process of each running instance (PID, COMM, ... COMMAND)."""
     from hydria.container.running import UNKNOWN, describe
 
-    processes = store.running()
+    processes = containers.running()
     found = []
-    for name in sorted([*store.names(), *([UNKNOWN] if UNKNOWN in processes else [])]):
+    for name in sorted([*containers.names(), *([UNKNOWN] if UNKNOWN in processes else [])]):
         live = []
         for process in processes.get(name, []):
             columns = describe(process.pid)
@@ -57,9 +57,9 @@ def instances(store: Store) -> list[tuple[str, list[dict[str, str]]]]:
     return found
 
 
-def fancy_rows(store: Store) -> list[list[str]]:
+def fancy_rows(containers: NamedContainers) -> list[list[str]]:
     rows = []
-    for name, live in instances(store):
+    for name, live in instances(containers):
         if not live:
             rows.append([name] + [""] * (len(COLUMNS) - 1))
         for index, columns in enumerate(live):
@@ -67,7 +67,7 @@ def fancy_rows(store: Store) -> list[list[str]]:
     return rows
 
 
-def json_rows(store: Store) -> list[dict[str, object]]:
+def json_rows(containers: NamedContainers) -> list[dict[str, object]]:
     """Each container's name, directory and kind (``image``: an image file and an overlay,
     ``unpacked``: a tree; both null for ``<unknown>``) and its running instances, with --fancy's
     columns in lower case (``pid`` a number)."""
@@ -75,8 +75,8 @@ def json_rows(store: Store) -> list[dict[str, object]]:
     from hydria.container.running import UNKNOWN
 
     rows: list[dict[str, object]] = []
-    for name, live in instances(store):
-        path = None if name == UNKNOWN else store.path(name)
+    for name, live in instances(containers):
+        path = None if name == UNKNOWN else containers.path(name)
         kind = None if path is None else "unpacked" if (path / ROOTFS).is_dir() else "image"
         processes = [{key.lower(): int(value) if key == "PID" else value for key, value in columns.items()}
                      for columns in live]

@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(options: argparse.Namespace, settings: Settings) -> int:
     from pathlib import Path
 
-    from hydria.container.store import Store
+    from hydria.container.named_containers import NamedContainers
     from hydria.errors import AlreadyExists, InvalidArgument
     from hydria.image.importer import import_image
     from hydria.image.reference import parse
@@ -33,14 +33,14 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
         raise InvalidArgument(options.uri, hint="load takes docker:// images; "
                               "for other sources run hydria import, then hydria create")
     name = options.name if options.name is not None else parse(options.uri).default_output().removesuffix(".sqsh")
-    store = Store(settings)
-    target = store.path(name)
+    containers = NamedContainers(settings)
+    target = containers.path(name)
     if target.exists() and not (options.force or settings.force_override):  # before any download
         raise AlreadyExists(target, hint="use --force to replace it")
     staging = Path(ensure_dir(settings.data_path, setting="HYDRIA_DATA_PATH"), f".{name}.loading.{process_tag()}.sqsh")
     try:
         import_image(options.uri, settings, output=str(staging), arch=options.arch)
-        store.create(staging, name, force=options.force, unpack=settings.unpack)
+        containers.create(staging, name, force=options.force, unpack=settings.unpack)
     finally:
         staging.unlink(missing_ok=True)
     log.info("Container %s created in %s", name, settings.data_path)

@@ -25,17 +25,17 @@ def _ask(path: Path) -> bool:
 def run(options: argparse.Namespace, settings: Settings) -> int:
     """The names that exist are removed even where others do not (each of those is reported and
     the exit status is 1); a running container among them stops all (none is removed)."""
-    from hydria.container.store import Store
+    from hydria.container.named_containers import NamedContainers
 
-    store = Store(settings)
+    containers = NamedContainers(settings)
     present, missing = [], []
     for name in dict.fromkeys(options.names):  # each name once, in the order given
         try:
-            store.container(name)
+            containers.container(name)
             present.append(name)
         except HydriaError as e:
             missing.append(e)
-    store.remove(present, confirm=None if options.force or settings.force_override else _ask)
+    containers.remove(present, confirm=None if options.force or settings.force_override else _ask)
     for error in missing:
         report(error)
     return 1 if missing else 0

@@ -62,7 +62,7 @@ def _job_settings() -> tuple[Settings, list[str]]:
     """A step's settings: those that protect the site (plain HTTP, paths, ...) come from the
     administrator's files alone. Also the site settings that the job's environment or the user's
     hydria.conf would have changed."""
-    from hydria.config import PREFIX, SITE_SETTINGS, job_environment, load_settings
+    from hydria.config import HYDRIA_PREFIX, SITE_SETTINGS, job_environment, load_settings
     from hydria.errors import ConfigError
 
     environment, removed = job_environment(os.environ)
@@ -75,14 +75,13 @@ def _job_settings() -> tuple[Settings, list[str]]:
         del os.environ[name]
     if wanted is None:
         return settings, removed
-    return settings, [PREFIX + name for name in sorted(SITE_SETTINGS)
+    return settings, [HYDRIA_PREFIX + name for name in sorted(SITE_SETTINGS)
                       if getattr(wanted, name.lower()) != getattr(settings, name.lower())]
 
 
 def _dispatch(action: str, args: list[str], settings: Settings, ignored: Sequence[str] = ()) -> int:
     """``ignored``: site settings the job wanted to change (the user hears of them when the step fails)."""
-    from hydria.slurm import options as container_options
-    from hydria.slurm import shim
+    from hydria.slurm import shim, step_options
     from hydria.slurm import step as step_lifecycle
     from hydria.slurm.plugin_config import parse_plugin_config
     from hydria.slurm.task_env import StepFacts
@@ -98,7 +97,7 @@ def _dispatch(action: str, args: list[str], settings: Settings, ignored: Sequenc
             raise HydriaError(f"--job: expected a job id, got {arguments.job!r}")
         step_lifecycle.remove_job_containers(arguments.job, settings)
         return 0
-    parsed = container_options.parse(arguments.options, os.environ)
+    parsed = step_options.parse(arguments.options, os.environ)
     step = _step(arguments.step)
     if action == "cleanup":
         saved = step_lifecycle.cleanup(parsed, step, settings, os.environ, config.container_scope, arguments.export,
@@ -114,7 +113,7 @@ def _dispatch(action: str, args: list[str], settings: Settings, ignored: Sequenc
     if parsed.entrypoint is None:
         parsed.entrypoint = config.execute_entrypoint
     if not parsed.devices and config.container_device:
-        parsed.devices = container_options.device_names(config.container_device, "container_device")
+        parsed.devices = step_options.device_names(config.container_device, "container_device")
     for warning in parsed.warnings:
         print(f"hydria: {warning}", file=sys.stderr)
     if not parsed.enabled:

@@ -27,9 +27,9 @@ from hydria.trees import walk
 def export(name: str, output: str | None, force: bool, settings: Settings) -> Path:
     """Raises HydriaError for a missing container, an existing output without force, or a failed
     mksquashfs; nothing is left at the output path then."""
-    from hydria.container.store import Store
+    from hydria.container.named_containers import NamedContainers
 
-    container = Store(settings).container(name)
+    container = NamedContainers(settings).container(name)
     check_unchanged(container)
     target = output_file(output, f"{name}.sqsh", force=force or settings.force_override)
     staging = staging_file(target, "exporting")

@@ -1,5 +1,5 @@
 """Where a named container lives in ``$HYDRIA_DATA_PATH``, found without ``pathlib``: starts
-look containers up here; store.py creates, lists and removes them (see docs/runtime.md, start
+look containers up here; named_containers.py creates, lists and removes them (see docs/runtime.md, start
 latency)."""
 
 from __future__ import annotations

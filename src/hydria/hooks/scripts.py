@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 
-from hydria.config import PREFIX, SPECS, Settings
+from hydria.config import HYDRIA_PREFIX, SPECS, Settings
 from hydria.errors import HydriaError
 from hydria.paths import listed, read_text
 from hydria.record import TYPE_CHECKING, Record
@@ -85,8 +85,8 @@ def hook_environment(settings: Settings, root: str, area: str) -> dict[str, str]
     switches = {spec.name for spec in SPECS if spec.kind == "bool"}
     for name, value in settings.as_variables().items():
         env[name] = value
-        enroot_name = "ENROOT_" + name.removeprefix(PREFIX)
-        if name.removeprefix(PREFIX) in switches and value == "n":
+        enroot_name = "ENROOT_" + name.removeprefix(HYDRIA_PREFIX)
+        if name.removeprefix(HYDRIA_PREFIX) in switches and value == "n":
             env.pop(enroot_name, None)
         else:
             env[enroot_name] = value

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from hydria.errors import HydriaError
 from hydria.record import Record
-from hydria.slurm.options import FALSE, TRUE, device_names
+from hydria.slurm.step_options import FALSE, TRUE, device_names
 
 
 class PluginConfig(Record):

@@ -111,8 +111,8 @@ def report(error: HydriaError) -> int:
 
 def validate(args: Sequence[str]) -> int:
     """``hydria slurm validate``: the submit side's check of the options (and plugstack arguments)."""
-    from hydria.slurm.options import parse
     from hydria.slurm.plugin_config import parse_plugin_config
+    from hydria.slurm.step_options import parse
 
     shim = split(args)
     try:

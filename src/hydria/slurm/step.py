@@ -21,10 +21,10 @@ from hydria.log import Logger
 from hydria.paths import ensure_dir, process_tag, read_text
 from hydria.runtime.filesystems import file_system_type, may_be_shared
 from hydria.runtime.fstab import READ_ONLY_FILE_BIND, MountEntry
-from hydria.slurm import importer, task_env
-from hydria.slurm.options import ContainerOptions
+from hydria.slurm import importer_plugin, task_env
 from hydria.slurm.plugin_config import DEFAULT_PLUGIN, JOB_SCOPE, PluginConfig
 from hydria.slurm.shim import MarkChannel
+from hydria.slurm.step_options import ContainerOptions
 from hydria.slurm.task_env import StepFacts
 
 log = Logger(__name__)
@@ -40,7 +40,7 @@ STORE_STATUS = 66  # the image store lacks "@store-import URI": its owner import
 STORE_MARK = "@store-import "
 STOP_COMMAND = ("sh", "-c", "kill -STOP $$; exit 0")
 # pyxis's names, so that epilog scripts written for pyxis (rm pyxis_*) keep working
-PREFIX = "pyxis_"
+NAME_PREFIX = "pyxis_"
 
 
 def user_dir(settings: Settings) -> str:
@@ -193,9 +193,9 @@ def cleanup(options: ContainerOptions, step: str, settings: Settings, environmen
         raise HydriaError(f"failed to export container {name} to {options.save}: {e.message}") from None
     finally:
         if options.name is None and name and os.path.isdir(container_path(settings.data_path, name)):
-            from hydria.container.store import Store
+            from hydria.container.named_containers import NamedContainers
 
-            Store(settings).remove([name])
+            NamedContainers(settings).remove([name])
         from hydria.trees import delete_tree
 
         try:
@@ -266,23 +266,23 @@ def _job_cwd(environment: Mapping[str, str]) -> str:
 
 
 def _prefix(step: str, scope: str) -> str:
-    return f"{PREFIX}{step.partition('.')[0]}_" if scope == JOB_SCOPE else PREFIX
+    return f"{NAME_PREFIX}{step.partition('.')[0]}_" if scope == JOB_SCOPE else NAME_PREFIX
 
 
 def remove_job_containers(job: str, settings: Settings) -> None:
     """container_scope=job: remove every ``pyxis_JOB_*`` container of the user when the job ends.
     Raises HydriaError naming the containers that could not be removed."""
-    from hydria.container.store import Store
+    from hydria.container.named_containers import NamedContainers
 
-    store = Store(settings)
-    prefix = f"{PREFIX}{job}_"
-    for name in store.names():
+    containers = NamedContainers(settings)
+    prefix = f"{NAME_PREFIX}{job}_"
+    for name in containers.names():
         if name.startswith(prefix):
             try:
-                store.remove([name])
+                containers.remove([name])
             except (HydriaError, OSError) as e:
                 log.warning("cannot remove %s: %s", name, e)
-    leftovers = [name for name in store.names() if name.startswith(prefix)]
+    leftovers = [name for name in containers.names() if name.startswith(prefix)]
     if leftovers:
         raise HydriaError("; ".join(f"container {name} was not removed" for name in leftovers))
 
@@ -336,9 +336,9 @@ def _create(image: str, name: str, settings: Settings, *, force: bool, unpack: b
     # here: a step that starts an existing container spares pathlib's import
     from pathlib import Path
 
-    from hydria.container.store import Store
+    from hydria.container.named_containers import NamedContainers
 
-    Store(settings).create(Path(image), name, force=force, unpack=unpack)
+    NamedContainers(settings).create(Path(image), name, force=force, unpack=unpack)
 
 
 def _uses_importer(options: ContainerOptions, plugin: PluginConfig) -> bool:
@@ -349,7 +349,7 @@ def _release(options: ContainerOptions, plugin: PluginConfig) -> None:
     """Tell the importer plugin its file is no longer needed: the container holds its own copy
     (a hardlink or copy), or the step has ended."""
     if _uses_importer(options, plugin):
-        importer.release(plugin.importer, plugin.runtime_path)
+        importer_plugin.release(plugin.importer, plugin.runtime_path)
 
 
 def _image_file(image: str, scratch: str, settings: Settings, cwd: str, plugin: PluginConfig,
@@ -372,7 +372,7 @@ def _image_file(image: str, scratch: str, settings: Settings, cwd: str, plugin: 
                           hint=as_file)
     uri = image if image.startswith(("docker://", "dockerd://")) else f"docker://{image}"
     if plugin.importer:
-        return importer.get(plugin.importer, uri, plugin.runtime_path)
+        return importer_plugin.get(plugin.importer, uri, plugin.runtime_path)
     os.makedirs(scratch, mode=0o700, exist_ok=True)
     target = os.path.join(scratch, "image.sqsh")
     if os.path.lexists(target):

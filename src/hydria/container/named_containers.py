@@ -28,7 +28,7 @@ from hydria.trees import delete_tree
 RENAME_ATTEMPTS = 5  # forced creates racing for one name: each try removes the one that won
 
 
-class Store:
+class NamedContainers:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.root = Path(settings.data_path)
