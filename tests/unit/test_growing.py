@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from hydria.image.cache import DigestMismatch
+from hydria.image.blobcache import DigestMismatch
 from hydria.image.growing import FollowingReader, GrowingBlob
 
 

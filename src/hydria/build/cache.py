@@ -29,7 +29,7 @@ from pathlib import Path
 from hydria.build import idmap
 from hydria.build.layers import Layer
 from hydria.errors import HydriaError
-from hydria.image.cache import DigestMismatch, hex_of
+from hydria.image.blobcache import DigestMismatch, hex_of
 from hydria.image.prune import Item, item, regular_files
 from hydria.log import Logger
 from hydria.paths import ensure_dir, is_own_private_dir

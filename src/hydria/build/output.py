@@ -22,7 +22,7 @@ from hydria.build.state import StageImage, now
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.image import manifest as mf
-from hydria.image.cache import digest_of, hex_of
+from hydria.image.blobcache import digest_of, hex_of
 from hydria.image.push import PushBlob, PushImage
 
 

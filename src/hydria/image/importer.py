@@ -16,7 +16,7 @@ from hydria.anonfile import AnonymousFile, anonymous_file, link_or_copy
 from hydria.config import Settings
 from hydria.errors import AlreadyExists, HydriaError, InvalidArgument
 from hydria.image import manifest as mf
-from hydria.image.cache import BlobCache
+from hydria.image.blobcache import BlobCache
 from hydria.image.compression import Prefetcher, decompressed
 from hydria.image.config import runtime_files
 from hydria.image.flatten import ExtraFile, LayerContent, LayerStream, flatten

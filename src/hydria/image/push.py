@@ -21,7 +21,7 @@ import httpx
 
 from hydria.config import Settings
 from hydria.image import manifest as mf
-from hydria.image.cache import digest_of
+from hydria.image.blobcache import digest_of
 from hydria.image.reference import RegistryImage
 from hydria.image.sources.registryhttp import RegistryError, RegistryHttp
 from hydria.log import Logger
@@ -153,7 +153,7 @@ def from_oci_layout(folder: str, name: str | None) -> PushImage:
     from contextlib import contextmanager
 
     from hydria.errors import InvalidImage
-    from hydria.image.cache import VerifyingReader
+    from hydria.image.blobcache import VerifyingReader
 
     blobs = os.path.join(folder, "blobs", "sha256")
 

@@ -22,7 +22,7 @@ import httpx
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.image import manifest as mf
-from hydria.image.cache import BlobCache, Writer, digest_of
+from hydria.image.blobcache import BlobCache, Writer, digest_of
 from hydria.image.growing import GrowingBlob
 from hydria.image.progress import Progress
 from hydria.image.reference import RegistryImage
