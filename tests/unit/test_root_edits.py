@@ -1,5 +1,5 @@
 """The root's own edits (hooks/identity.py, hooks/localtime.py), applied as a start applies them
-(container/start.py ``_apply_edits``) to plain directories."""
+(container/start.py ``_apply_edits``) to plain directories, and the image files a start reads."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pwd
 from pathlib import Path
 
 from hydria.config import load_settings
-from hydria.container.start import _apply_edits
+from hydria.container.start import _apply_edits, _read
 from hydria.hooks import identity, localtime
 from hydria.runtime.edits import Edits, StartContext
 
@@ -110,3 +110,22 @@ def test_apt_fetches_as_root_under_root_remapping_on_debian_images(tmp_path: Pat
     assert not any(f.path.startswith("/etc/apt") for f in identity.edits(context(root)).files)
     _apply_edits(identity.edits(context(root, remap_root=True)), context(root), {}, kept=())
     assert (root / "etc/apt/apt.conf.d/hydria").read_text() == 'APT::Sandbox::User "root";\n'
+
+
+def test_the_image_files_a_start_reads_are_the_roots_plain_files(tmp_path: Path) -> None:
+    """/etc/environment, /etc/fstab and /etc/rc of an image file made by hand: a link to a host file
+    reads the root's file of that path (or nothing), never the host's; a FIFO reads nothing (it
+    would hang the start)."""
+    host_file = tmp_path / "credentials"
+    host_file.write_text("TOKEN=host-secret\n")
+    root = make_root(tmp_path)
+    (root / "etc/environment").symlink_to(host_file)
+    os.mkfifo(root / "etc/fstab")
+    (root / "etc/rc").symlink_to("../../../etc/rc.real")
+    (root / "etc/rc.real").write_text("exec \"$@\"\n")
+    assert _read(str(root), "etc/environment") == ""
+    (root / str(host_file).lstrip("/")).parent.mkdir(parents=True)
+    (root / str(host_file).lstrip("/")).write_text("TOKEN=the-image's\n")
+    assert _read(str(root), "etc/environment") == "TOKEN=the-image's\n"
+    assert _read(str(root), "etc/fstab") == ""
+    assert _read(str(root), "etc/rc") == 'exec "$@"\n'

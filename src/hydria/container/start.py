@@ -320,10 +320,15 @@ def _dev_fstab(settings: Settings) -> str:
 
 
 def _read(root: str, relative: str) -> str:
+    """The image's file, resolved inside the root (a link never reads a host file), where it is a
+    plain file (a FIFO would hang the start)."""
     try:
-        with open(os.path.join(root, relative)) as handle:
+        path = resolve_in_root(root, relative)
+        if not os.path.isfile(path):
+            return ""
+        with open(path) as handle:
             return handle.read()
-    except (OSError, UnicodeDecodeError):
+    except (OSError, UnicodeDecodeError, HydriaError):
         return ""
 
 
