@@ -141,6 +141,7 @@ def test_enroot_style_hook_reaches_the_program(images: dict[str, Path], workspac
     (marker / "file").write_text("mounted by a hook\n")
     write_hook(hooks, "10-test.sh",
                'echo "FROM_HOOK=$ENROOT_PID" >> "$ENROOT_ENVIRON"\n'
+               'printf "CHOSEN=hook\\nPATH=/hook:/bin\\n" >> "$ENROOT_ENVIRON"\n'
                f'echo "{marker} /hooked none x-create=dir,bind,ro" >> "$ENROOT_MOUNTS"\n'
                'test -d "$HYDRIA_ROOTFS/etc" || exit 9\n', workspace)
     write_hook(hooks, "20-not-executable.sh", "exit 1\n", workspace)
@@ -148,6 +149,9 @@ def test_enroot_style_hook_reaches_the_program(images: dict[str, Path], workspac
     out = output(workspace, str(images["busybox"]), "sh", "-c", "echo $FROM_HOOK; cat /hooked/file")
     pid, content = out.splitlines()
     assert pid.isdigit() and content == "mounted by a hook"
+    # a hook's variables come over the image's (PATH), under --env's
+    chosen = output(workspace, "--env", "CHOSEN=user", str(images["busybox"]), "sh", "-c", "echo $CHOSEN $PATH")
+    assert chosen == "user /hook:/bin\n"
 
 
 ENROOT_STYLE_HOOK = """#!/bin/bash
