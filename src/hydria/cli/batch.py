@@ -18,7 +18,7 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     from hydria.container import options as start_options
     from hydria.errors import HydriaError
 
-    conf, settings = start_options.load_conf(options.conf)
+    conf, settings = start_options.load_conf(options.conf, "hydria batch's CONFIG")
     rootfs = conf.directives.get("ROOTFS")
     if not rootfs:
         raise HydriaError(f"Missing directive ENROOT_ROOTFS in {options.conf}",

@@ -125,12 +125,13 @@ def _target_taken_as_a_value(options: Parsed, settings: Settings) -> str | None:
     return None
 
 
-def load_conf(path: str) -> tuple[ConfScript, Settings]:
-    """The configuration script and the settings with its directives applied over the environment."""
+def load_conf(path: str, argument: str = "--conf") -> tuple[ConfScript, Settings]:
+    """The configuration script (given as ``argument``, for messages) and the settings with its
+    directives applied over the environment."""
     from hydria.config import Assignment, load_settings
     from hydria.runtime.confscript import load
 
-    conf = load(path)
+    conf = load(path, argument)
     directives = {f"HYDRIA_{name}": value for name, value in conf.directives.items() if name != "ROOTFS"}
     # In the environment too: as enroot exports them, they may move the configuration folders.
     # As overrides, named after the script (an empty one sets nothing, as an empty variable).

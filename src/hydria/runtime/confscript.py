@@ -66,10 +66,11 @@ class ConfScript(Record):
         return ConfOutput(environ, mounts, "\n".join(lines[2:-1]) + "\n" if len(lines) >= 3 else None)
 
 
-def load(path: str) -> ConfScript:
-    """Check a configuration script and read its directives. Raises HydriaError for a missing
-    file or a syntax error (bash's messages are shown as warnings first)."""
-    check_input_file(path, "--conf")
+def load(path: str, argument: str = "--conf") -> ConfScript:
+    """Check a configuration script (given as ``argument``, for messages) and read its directives.
+    Raises HydriaError for a missing file or a syntax error (bash's messages are shown as warnings
+    first)."""
+    check_input_file(path, argument)
     script = Path(path)
     check = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
     if check.returncode != 0:
