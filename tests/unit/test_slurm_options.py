@@ -114,6 +114,34 @@ def test_the_shims_declarations_are_generated_from_pythons() -> None:
     assert not any(f"#define {name} " in source for name in ("DISABLED_STATUS", "ATTACH_STATUS", "STORE_STATUS"))
 
 
+def test_the_shim_spells_no_decision_of_the_python_side() -> None:
+    """The job variables, pyxis's false values and the plugstack keys the shim reads come from the
+    generated header; the tasks' environment rules (which variables, the PyTorch and PMIx names)
+    come from `hydria slurm start`'s plan (slurm/task_env.py), not from the C."""
+    from pathlib import Path
+
+    from hydria.hooks.slurm_pmi import PMIX_SELECTIONS
+    from hydria.slurm import step, task_env
+    from hydria.slurm.generated import header
+    from hydria.slurm.plugin_config import DEFAULT_PLUGIN, SHIM_READS, PluginConfig
+    from hydria.slurm.step_options import FALSE, JOB_VARIABLE_PREFIXES
+
+    text = header()
+    assert f"#define JOB_VARIABLE_PREFIXES {', '.join(map(repr, JOB_VARIABLE_PREFIXES))}".replace("'", '"') in text
+    assert f"#define FALSE_VALUES {', '.join(map(repr, FALSE))}".replace("'", '"') in text
+    assert all(key in PluginConfig._fields and f'#define KEY_{key.upper()} "{key}"' in text for key in SHIM_READS)
+    assert f'#define DEFAULT_RUNTIME_PATH "{DEFAULT_PLUGIN.runtime_path}"' in text
+    import re
+
+    code = re.sub(r"/\*.*?\*/", "", (Path(step.__file__).parent / "plugin" / "spank_hydria.c").read_text(),
+                  flags=re.DOTALL)  # what the comments say is no decision
+    spelled = [*JOB_VARIABLE_PREFIXES, *(f'"{value}"' for value in FALSE), *(f'"{key}' for key in SHIM_READS),
+               DEFAULT_PLUGIN.runtime_path, *task_env.LOCALE, task_env.PYTORCH_IMAGE, *task_env.PYTORCH_RANKS,
+               *task_env.PYTORCH_RANKS.values(), *PMIX_SELECTIONS, *PMIX_SELECTIONS.values(), task_env.PMIX_TASK,
+               "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "OMP_NUM_THREADS", '"SLURM_"', '"PMIX_"', '"PMI_"']
+    assert [word for word in spelled if word in code] == []
+
+
 def test_the_shims_seccomp_filter_is_the_python_one() -> None:
     """Each machine's BPF program, as runtime/seccomp.py builds it, is in the generated header;
     the C spells no system call of it."""
