@@ -8,9 +8,10 @@ import pwd
 from pathlib import Path
 
 from hydria.config import load_settings
-from hydria.container.start import _apply_edits, _read
+from hydria.container.start import _apply_edits
 from hydria.hooks import identity, localtime
 from hydria.runtime.edits import Edits, StartContext
+from hydria.runtime.mounts import read_in_root
 
 
 def context(root: Path, remap_root: bool = False) -> StartContext:
@@ -123,9 +124,9 @@ def test_the_image_files_a_start_reads_are_the_roots_plain_files(tmp_path: Path)
     os.mkfifo(root / "etc/fstab")
     (root / "etc/rc").symlink_to("../../../etc/rc.real")
     (root / "etc/rc.real").write_text("exec \"$@\"\n")
-    assert _read(str(root), "etc/environment") == ""
+    assert read_in_root(str(root), "/etc/environment") == ""
     (root / str(host_file).lstrip("/")).parent.mkdir(parents=True)
     (root / str(host_file).lstrip("/")).write_text("TOKEN=the-image's\n")
-    assert _read(str(root), "etc/environment") == "TOKEN=the-image's\n"
-    assert _read(str(root), "etc/fstab") == ""
-    assert _read(str(root), "etc/rc") == 'exec "$@"\n'
+    assert read_in_root(str(root), "/etc/environment") == "TOKEN=the-image's\n"
+    assert read_in_root(str(root), "/etc/fstab") == ""
+    assert read_in_root(str(root), "/etc/rc") == 'exec "$@"\n'

@@ -30,7 +30,7 @@ from hydria.paths import check_input_file, ensure_dir, listed, process_tag, read
 from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime import edits, environ, fstab, lock, namespaces, rootfs, seccomp
 from hydria.runtime import syscalls as sc
-from hydria.runtime.mounts import link_in_root, mount_entries, resolve_in_root
+from hydria.runtime.mounts import link_in_root, mount_entries, read_in_root, resolve_in_root
 
 if TYPE_CHECKING:  # confscript (and the secrets it needs) only for --conf
     from collections.abc import Mapping
@@ -118,7 +118,7 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
                                   settings.fast_reader, source)
     if source.daemon_holds is not None:
         os.close(source.daemon_holds)  # the image's daemon alone holds it now
-    if options.misplaced_option and rc_text is None and _runs_the_command_alone(_read(root, "etc/rc")):
+    if options.misplaced_option and rc_text is None and _runs_the_command_alone(read_in_root(root, "/etc/rc")):
         raise HydriaError(f"{options.misplaced_option} after the image is the container's command, and the image "
                           "has no entrypoint to take it", hint="hydria's options go before the image: hydria start "
                           f"{options.misplaced_option} ... {options.target} [COMMAND...]")
@@ -136,7 +136,7 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     conf = sites.conf  # what --conf's environ(), mounts() and rc() printed
     if rc_text is None and conf is not None:
         rc_text = conf.rc
-    environment = environ.build(_read(root, "etc/environment"), env_files, env_options, os.environ,
+    environment = environ.build(read_in_root(root, "/etc/environment"), env_files, env_options, os.environ,
                                 conf.environ if conf else "")
     kept = [name for name, _ in env_options]
     _apply_edits(sites.edits, bare, environment, kept)
@@ -144,7 +144,7 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     hook_edits = _hook_edits(context, options, device_edits, specs)
     _apply_edits(hook_edits, context, environment, kept)
     substitution = {**os.environ, "HYDRIA_ROOTFS": root, "ENROOT_ROOTFS": root}
-    final = [*fstab.parse(_read(root, "etc/fstab"), "image fstab", substitution),
+    final = [*fstab.parse(read_in_root(root, "/etc/fstab"), "image fstab", substitution),
              *_config_files(settings, "mounts.d", ".fstab", substitution),
              *fstab.parse(conf.mounts if conf else "", f"{options.conf.path if options.conf else ''} mounts()"),
              *_home_mount(settings, host_user),
@@ -317,19 +317,6 @@ def _dev_fstab(settings: Settings) -> str:
     if not (settings.restrict_dev or settings.unshare_ipc):
         return ""
     return DEV_FSTAB + (PRIVATE_IPC_FSTAB if settings.unshare_ipc else SHARED_IPC_FSTAB)
-
-
-def _read(root: str, relative: str) -> str:
-    """The image's file, resolved inside the root (a link never reads a host file), where it is a
-    plain file (a FIFO would hang the start)."""
-    try:
-        path = resolve_in_root(root, relative)
-        if not os.path.isfile(path):
-            return ""
-        with open(path) as handle:
-            return handle.read()
-    except (OSError, UnicodeDecodeError, HydriaError):
-        return ""
 
 
 def _config_texts(settings: Settings, folder: str, suffix: str) -> list[tuple[str, str]]:

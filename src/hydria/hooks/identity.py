@@ -9,9 +9,8 @@ import pwd
 from collections.abc import Callable
 
 from hydria.errors import HydriaError
-from hydria.paths import read_text
 from hydria.runtime.edits import Edits, File, StartContext
-from hydria.runtime.mounts import resolve_in_root
+from hydria.runtime.mounts import read_in_root, resolve_in_root
 
 ORIGIN = "hydria's identity hook"
 
@@ -30,7 +29,7 @@ def edits(context: StartContext) -> Edits:
     if not remap_root:
         entries.append(f"{user.pw_name}:x:{user.pw_uid}:{user.pw_gid}:{user.pw_gecos}:{user.pw_dir}:{shell}")
         groups.append(f"{_group_name(user.pw_gid)}:x:{user.pw_gid}:")
-    files = [File(f"/etc/{name}", _first(new, _image_lines(root, f"/etc/{name}")), ORIGIN)
+    files = [File(f"/etc/{name}", _first(new, read_in_root(root, f"/etc/{name}").splitlines()), ORIGIN)
              for name, new in (("passwd", entries), ("group", groups))]
     if remap_root and _is(os.path.isfile, root, "/etc/debian_version"):
         files.append(File("/etc/apt/apt.conf.d/hydria", b'APT::Sandbox::User "root";\n', ORIGIN))
@@ -43,15 +42,6 @@ def _first(new: list[str], old: list[str]) -> bytes:
     kept = [line for line in old if line.count(":") >= 2 and
             line.split(":")[0] not in taken and line.split(":")[2] not in taken]
     return ("\n".join([*new, *kept]) + "\n").encode()
-
-
-def _image_lines(root: str, path: str) -> list[str]:
-    """The image's file, where it is a plain one (a FIFO there would hang the start)."""
-    try:
-        inside = resolve_in_root(root, path)
-        return read_text(inside).splitlines() if os.path.isfile(inside) else []
-    except (OSError, HydriaError):
-        return []
 
 
 def _is(test: Callable[[str], bool], root: str, path: str) -> bool:

@@ -110,6 +110,19 @@ def open_in_root(root: str, path: str) -> int:
             os.close(fd)
 
 
+def read_in_root(root: str, path: str) -> str:
+    """The text of the root's file ``path``, resolved inside the root (a link never reads a host
+    file); "" where it is no plain file (a FIFO would hang the caller) or cannot be read."""
+    try:
+        inside = resolve_in_root(root, path)
+        if not os.path.isfile(inside):
+            return ""
+        with open(inside) as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError, MountFailed):
+        return ""
+
+
 def link_in_root(root: str, path: str, target: str, origin: str) -> None:
     """Make ``path`` inside ``root`` a symlink to ``target``, replacing what is there (a link an
     earlier start of a named container left in its upper directory): only the directory is
