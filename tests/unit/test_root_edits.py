@@ -10,6 +10,8 @@ from pathlib import Path
 from hydria.config import load_settings
 from hydria.container.start import _apply_edits
 from hydria.hooks import identity, localtime
+from hydria.runtime import edits
+from hydria.runtime import syscalls as sc
 from hydria.runtime.edits import Edits, StartContext
 from hydria.runtime.mounts import read_in_root
 
@@ -57,18 +59,36 @@ def test_nothing_happens_without_a_host_link(tmp_path: Path) -> None:
         assert localtime.edits(context(root), str(host)) == Edits()
 
 
+def apply_to_a_read_only_root(changes: Edits, root: Path) -> None:
+    """Apply ``changes`` in a child that sees ``root`` read-only: a read-only bind mount in a mount
+    namespace of its own where it can make one (root), else a mode that forbids writes."""
+    child = os.fork()
+    if child == 0:
+        try:  # the child ends here: 0 when the edits applied, 1 when they raised
+            if os.getuid() == 0:
+                sc.unshare(sc.CLONE_NEWNS)
+                sc.mount(None, "/", None, sc.MS_REC | sc.MS_PRIVATE)
+                sc.mount(str(root), str(root), None, sc.MS_BIND | sc.MS_REC)
+                sc.mount(None, str(root), None, sc.MS_REMOUNT | sc.MS_BIND | sc.MS_RDONLY)
+            else:
+                os.chmod(root / "etc", 0o555)
+            apply(changes, root)
+            os._exit(0)
+        finally:
+            os._exit(1)
+    assert os.waitpid(child, 0)[1] == 0  # applied without an error
+    os.chmod(root / "etc", 0o755)
+
+
 def test_a_root_that_cannot_take_them_keeps_its_own(tmp_path: Path) -> None:
     host = make_host(tmp_path, "../usr/share/zoneinfo/Europe/Paris")
     root = make_root(tmp_path)
     (root / "etc/passwd").write_text("image:x:5:5::/:/bin/sh\n")
-    os.chmod(root / "etc", 0o555)
-    try:
-        apply(localtime.edits(context(root), str(host)), root)
-        apply(identity.edits(context(root)), root)
-    finally:
-        os.chmod(root / "etc", 0o755)
-    if os.getuid() != 0:  # root writes into a folder of mode 555 all the same
-        assert (root / "etc/localtime").read_text() == "the image's own\n"
+    apply_to_a_read_only_root(edits.combined([localtime.edits(context(root), str(host)),
+                                              identity.edits(context(root))]), root)
+    assert (root / "etc/localtime").read_text() == "the image's own\n"
+    assert (root / "etc/passwd").read_text() == "image:x:5:5::/:/bin/sh\n"
+    assert not (root / "usr").exists()
 
 
 def test_the_callers_entries_come_first_and_replace_the_images_of_the_same_name_or_id(tmp_path: Path) -> None:
