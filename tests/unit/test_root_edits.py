@@ -7,6 +7,8 @@ import os
 import pwd
 from pathlib import Path
 
+import pytest
+
 from hydria.config import load_settings
 from hydria.container.start import _apply_edits
 from hydria.hooks import identity, localtime
@@ -150,3 +152,35 @@ def test_the_image_files_a_start_reads_are_the_roots_plain_files(tmp_path: Path)
     assert read_in_root(str(root), "/etc/environment") == "TOKEN=the-image's\n"
     assert read_in_root(str(root), "/etc/fstab") == ""
     assert read_in_root(str(root), "/etc/rc") == 'exec "$@"\n'
+
+
+def test_the_images_entries_keep_their_bytes_utf8_or_not(tmp_path: Path) -> None:
+    """An image's passwd whose comment field is Latin-1: its lines stay, byte for byte (they were
+    dropped, and before that the start failed on them)."""
+    root = make_root(tmp_path)
+    latin = b"daemon:x:1:1:D\xe9mon:/:/bin/sh\n"
+    (root / "etc/passwd").write_bytes(b"root:x:0:0:old:/root:/bin/sh\n" + latin)
+    apply(identity.edits(context(root)), root)
+    written = (root / "etc/passwd").read_bytes()
+    assert written.startswith(b"root:x:0:0:root:/root:") and written.endswith(latin) and b":old:" not in written
+
+
+def test_a_build_reads_the_images_accounts_only_from_plain_files(tmp_path: Path) -> None:
+    """COPY --chown's lookup: a FIFO at /etc/passwd names no user (it hung the build); a link out of
+    the root reads the root's file of that path."""
+    from hydria.build.copying import CopyError, home_of, owner_of
+
+    root = make_root(tmp_path)
+    os.mkfifo(root / "etc/passwd")
+    assert home_of(str(root), "app") is None
+    with pytest.raises(CopyError, match="the image has no user 'app'"):
+        owner_of(str(root), "app")
+    host = tmp_path / "host-passwd"
+    host.write_text("app:x:5:5::/host-home:/bin/sh\n")
+    (root / "etc/passwd").unlink()
+    (root / "etc/passwd").symlink_to(host)
+    assert home_of(str(root), "app") is None
+    inside = root / str(host).lstrip("/")
+    inside.parent.mkdir(parents=True)
+    inside.write_text("app:x:7:8::/home/app:/bin/sh\n")
+    assert (home_of(str(root), "app"), owner_of(str(root), "app")) == ("/home/app", (7, 8))

@@ -27,7 +27,7 @@ from hydria.build import ignore
 from hydria.errors import HydriaError
 from hydria.image.flatten import UnsafeLayer, clean_path
 from hydria.record import Record
-from hydria.runtime.mounts import resolve_in_root
+from hydria.runtime.mounts import read_in_root, resolve_in_root
 
 WILDCARDS = frozenset("*?[")
 FOLDER_MODE = 0o755
@@ -163,12 +163,9 @@ def _lookup(root: str, table: str, name: str, text: str) -> tuple[int, int]:
 
 
 def _table(root: str, table: str) -> Iterator[list[str]]:
-    """The fields of each line of the image's ``/etc/passwd`` or ``/etc/group`` (none if unreadable)."""
-    try:
-        with open(resolve_in_root(root, table), errors="replace") as handle:
-            yield from (line.rstrip("\n").split(":") for line in handle)
-    except OSError:
-        return
+    """The fields of each line of the image's ``/etc/passwd`` or ``/etc/group`` (none if unreadable
+    or no plain file)."""
+    return (line.split(":") for line in read_in_root(root, table, errors="replace").split("\n"))
 
 
 def make_folder(root: str, path: str) -> dict[str, Owner]:

@@ -29,7 +29,7 @@ def edits(context: StartContext) -> Edits:
     if not remap_root:
         entries.append(f"{user.pw_name}:x:{user.pw_uid}:{user.pw_gid}:{user.pw_gecos}:{user.pw_dir}:{shell}")
         groups.append(f"{_group_name(user.pw_gid)}:x:{user.pw_gid}:")
-    files = [File(f"/etc/{name}", _first(new, read_in_root(root, f"/etc/{name}").splitlines()), ORIGIN)
+    files = [File(f"/etc/{name}", _first(new, read_in_root(root, f"/etc/{name}", errors="surrogateescape").splitlines()), ORIGIN)
              for name, new in (("passwd", entries), ("group", groups))]
     if remap_root and _is(os.path.isfile, root, "/etc/debian_version"):
         files.append(File("/etc/apt/apt.conf.d/hydria", b'APT::Sandbox::User "root";\n', ORIGIN))
@@ -37,11 +37,12 @@ def edits(context: StartContext) -> Edits:
 
 
 def _first(new: list[str], old: list[str]) -> bytes:
-    """``new`` entries, then the ``old`` ones that name neither their names nor their ids."""
+    """``new`` entries, then the ``old`` ones that name neither their names nor their ids (their
+    bytes as they were, UTF-8 or not)."""
     taken = {line.split(":")[0] for line in new} | {line.split(":")[2] for line in new}
     kept = [line for line in old if line.count(":") >= 2 and
             line.split(":")[0] not in taken and line.split(":")[2] not in taken]
-    return ("\n".join([*new, *kept]) + "\n").encode()
+    return ("\n".join([*new, *kept]) + "\n").encode(errors="surrogateescape")
 
 
 def _is(test: Callable[[str], bool], root: str, path: str) -> bool:

@@ -110,14 +110,15 @@ def open_in_root(root: str, path: str) -> int:
             os.close(fd)
 
 
-def read_in_root(root: str, path: str) -> str:
+def read_in_root(root: str, path: str, errors: str = "strict") -> str:
     """The text of the root's file ``path``, resolved inside the root (a link never reads a host
-    file); "" where it is no plain file (a FIFO would hang the caller) or cannot be read."""
+    file); "" where it is no plain file (a FIFO would hang the caller) or cannot be read.
+    ``errors``: what bytes that are not UTF-8 become (``strict``: the file cannot be read)."""
     try:
         inside = resolve_in_root(root, path)
         if not os.path.isfile(inside):
             return ""
-        with open(inside) as handle:
+        with open(inside, encoding="utf-8", errors=errors) as handle:
             return handle.read()
     except (OSError, UnicodeDecodeError, MountFailed):
         return ""
