@@ -3,11 +3,12 @@ device nodes, symbolic links, a refresh of the loader cache, and programs to run
 of the start (OCI's hooks). Each built-in hook (identity, localtime, cgroups; NVIDIA, InfiniBand
 with its driver libraries, SHARP, Slurm's PMI, the MPI launch agent) and each CDI device
 (hooks/cdi.py) is a function from one :class:`StartContext` to one :class:`Edits`;
-:mod:`hydria.container.start` applies them in one place (``_apply_edits``), in two rounds: the
+:mod:`hydria.container.start` applies them in one place (``_apply_edits``), in three rounds: the
 root's own (identity, localtime, cgroups) after the system fstab and before the hooks.d scripts,
 as enroot's ``10-*`` hooks run before a site's (their context has no container environment yet);
-the devices' and the job's (GPUs, InfiniBand, SHARP, CDI devices, Slurm's PMI, the launch agent)
-after the hooks.d scripts. Each round in this order (docs/runtime.md):
+what the hooks.d scripts appended (hooks/scripts.py), right after them; the devices' and the
+job's (GPUs, InfiniBand, SHARP, CDI devices, Slurm's PMI, the launch agent) last. Each round in
+this order (docs/runtime.md):
 
 0. the files, where the root takes them (a read-only unpacked root keeps the image's own);
 1. device nodes, then the mounts, in the hooks' order (after the system fstab and the hooks.d
