@@ -240,3 +240,36 @@ def test_prune_never_takes_an_image_the_reader_serves(images: dict[str, Path], w
     finally:
         process.kill()
         process.wait(timeout=10)
+
+
+def cpu_ticks(pid: int) -> int:
+    """User and system time a process has used, in clock ticks (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def test_the_reader_sleeps_while_nobody_reads(images: dict[str, Path], workspace: Workspace) -> None:
+    """After each request the reader keeps asking for the next for a millisecond where a CPU is
+    to spare (docs/performance.md), never longer: a container that computes or waits costs its
+    daemon no CPU."""
+    script = "find / -xdev -type f -exec cat {} + > /dev/null; exec sleep 30"
+    process = workspace.popen("start", str(images["debian"]), "sh", "-c", script, **READ_CACHE_OFF)
+    try:
+        daemon = sleeper = ""
+        for _ in range(300):
+            daemon = subprocess.run(["pgrep", "-u", str(workspace.user.uid), "-f", "hydria-squashfuse"],
+                                    capture_output=True, text=True, check=False).stdout.strip()
+            sleeper = subprocess.run(["pgrep", "-u", str(workspace.user.uid), "-x", "sleep"],
+                                     capture_output=True, text=True, check=False).stdout.strip()
+            if daemon and sleeper:
+                break
+            subprocess.run(["sleep", "0.1"], check=True)
+        assert daemon and sleeper, "the container did not read its image and sleep"
+        pid = int(daemon.split()[0])
+        busy = cpu_ticks(pid)
+        subprocess.run(["sleep", "2"], check=True)
+        assert cpu_ticks(pid) - busy <= 2  # 20 ms in 2 s at most: it sleeps in poll()
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+    assert live_processes(workspace.user) == []
