@@ -12,6 +12,8 @@
  *     a listing (tar, Python's import system, find) cost no request each;
  *   - no OPEN, FLUSH or RELEASE requests where the kernel can do without them (FUSE_NO_OPEN), and
  *     no xattr requests for an image that holds no extended attributes;
+ *   - no OPENDIR or RELEASEDIR requests either (FUSE_NO_OPENDIR), which also has the kernel keep
+ *     each listing in its page cache: a folder that every rank's Python lists is listed once;
  *   - entries and attributes cached for good, symlinks in the page cache: the image never changes;
  *   - larger block caches than the library's (1 data block, 3 fragment blocks, 8 metadata blocks
  *     in squashfuse 0.1): small files read out of the image's order decompress a fragment block
@@ -66,6 +68,7 @@ struct options {
 
 static struct options opts;
 static int kernel_opens;          /* 0 once the kernel handles opens itself (FUSE_NO_OPEN) */
+static int kernel_opens_dirs;     /* 0 once it opens directories itself and keeps their listings */
 static int image_has_xattrs;
 static int read_error_reported;
 
@@ -112,6 +115,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	kernel_opens = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) == 0;
+	kernel_opens_dirs = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) == 0;
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -166,10 +170,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_entry(req, &param);
 }
 
-static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
-			   struct fuse_file_info *fi)
+/* The entries of directory `ino` from `offset` on, as many as `size` bytes hold; with `plus`,
+ * each with its attributes. */
+static void list_directory(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
+			   struct fuse_file_info *fi, int plus)
 {
-	sqfs_ll_i *lli = (sqfs_ll_i *)(intptr_t)fi->fh; /* made by the library's opendir */
+	sqfs_ll_i own_lli, *lli = (sqfs_ll_i *)(intptr_t)fi->fh; /* made by the library's opendir */
 	sqfs_dir dir;
 	sqfs_name namebuf;
 	sqfs_dir_entry entry;
@@ -178,7 +184,11 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	char *buf, *pos;
 	int failed = 0;
 
-	(void)ino;
+	if (lli == NULL) { /* the kernel opened the directory itself */
+		if (sqfs_ll_iget(req, &own_lli, ino) != SQFS_OK)
+			return; /* it answered */
+		lli = &own_lli;
+	}
 	if (sqfs_dir_open(&lli->ll->fs, &lli->inode, &dir, offset) != SQFS_OK) {
 		fuse_reply_err(req, EINVAL);
 		return;
@@ -191,16 +201,26 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	sqfs_dentry_init(&entry, namebuf);
 	while (sqfs_dir_next(&lli->ll->fs, &dir, &entry, &err)) {
 		const char *name = sqfs_dentry_name(&entry);
+		off_t next = sqfs_dentry_next_offset(&entry);
 		size_t used;
 
-		/* Measure first: an entry handed to the kernel counts as looked up. */
-		if (fuse_add_direntry_plus(req, NULL, 0, name, NULL, 0) > size)
-			break;
-		if (fill_entry(lli->ll, &entry, &param) != 0) {
-			failed = 1;
-			break;
+		if (plus) {
+			/* Measure first: an entry handed to the kernel counts as looked up. */
+			if (fuse_add_direntry_plus(req, NULL, 0, name, NULL, 0) > size)
+				break;
+			if (fill_entry(lli->ll, &entry, &param) != 0) {
+				failed = 1;
+				break;
+			}
+			used = fuse_add_direntry_plus(req, pos, size, name, &param, next);
+		} else {
+			memset(&param.attr, 0, sizeof(param.attr));
+			param.attr.st_ino = lli->ll->ino_fuse_num(lli->ll, &entry);
+			param.attr.st_mode = sqfs_dentry_mode(&entry);
+			used = fuse_add_direntry(req, pos, size, name, &param.attr, next);
+			if (used > size)
+				break;
 		}
-		used = fuse_add_direntry_plus(req, pos, size, name, &param, sqfs_dentry_next_offset(&entry));
 		pos += used;
 		size -= used;
 	}
@@ -211,6 +231,29 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	else /* what was read; the next call starts after it and meets the error again */
 		fuse_reply_buf(req, buf, pos - buf);
 	free(buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
+		       struct fuse_file_info *fi)
+{
+	list_directory(req, ino, size, offset, fi, 0);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
+			   struct fuse_file_info *fi)
+{
+	list_directory(req, ino, size, offset, fi, 1);
+}
+
+/* Without OPENDIR, the kernel keeps each listing in its page cache (FOPEN_CACHE_DIR, its default
+ * then): a directory that many processes list (every rank's Python) is read from the image once. */
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	if (!kernel_opens_dirs) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	sqfs_ll_op_opendir(req, ino, fi);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -347,7 +390,7 @@ static int serve(struct fuse_session *session)
 		? open("/proc/loadavg", O_RDONLY | O_CLOEXEC) : -1;
 	int cpus = 1, status = 0;
 	long long spin_until = 0;
-	long preempted = preemptions();
+	long preempted = 0; /* set after each request */
 	cpu_set_t allowed;
 
 	if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0)
@@ -415,8 +458,8 @@ int main(int argc, char *argv[])
 	ops.lookup = op_lookup;
 	ops.getattr = op_getattr;
 	ops.forget = sqfs_ll_op_forget;
-	ops.opendir = sqfs_ll_op_opendir;
-	ops.readdir = sqfs_ll_op_readdir;
+	ops.opendir = op_opendir;
+	ops.readdir = op_readdir;
 	ops.readdirplus = op_readdirplus;
 	ops.releasedir = sqfs_ll_op_releasedir;
 	ops.open = op_open;
