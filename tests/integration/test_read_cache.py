@@ -176,6 +176,30 @@ def test_a_damaged_image_is_not_unpacked_nor_tried_again(workspace: Workspace, i
     assert "served" in read.stdout and "I/O error" in read.stderr
 
 
+def test_an_image_unsquashfs_cannot_list_is_not_tried_again(workspace: Workspace, image_workdir: Path,
+                                                              images: dict[str, Path]) -> None:
+    """An lz4 image as tar2sqfs writes one (and hydria did before it had mksquashfs write lz4):
+    the reader serves it, unsquashfs 4.5 rejects it ("failed to read id table block")."""
+    work = image_workdir / "read-cache-lz4"
+    rootfs = work / "rootfs"
+    work.mkdir()
+    subprocess.run(["unsquashfs", "-q", "-no-progress", "-d", str(rootfs), str(images["busybox"])], check=True,
+                   stdout=subprocess.DEVNULL)
+    image = work / "tar2sqfs-lz4.sqsh"
+    tar = subprocess.Popen(["tar", "-C", str(rootfs), "-cf", "-", "."], stdout=subprocess.PIPE)
+    subprocess.run(["tar2sqfs", "-q", "-c", "lz4", str(image)], stdin=tar.stdout, check=True)
+    assert tar.wait() == 0
+    image.chmod(0o644)
+    for _ in range(2):  # the second start finds the marker and leaves the image alone
+        result = workspace.run("start", str(image), "sh", "-c", f"cat /etc/passwd > /dev/null; sleep {UNPACK_AFTER + 3}")
+        assert result.returncode == 0, result.stderr
+        assert live_processes(workspace.user) == []
+        failed = [name for name in os.listdir(workspace.unpacked) if name.endswith(".failed")]
+        assert len(failed) == 1 and entries(workspace.unpacked) == []
+        why = (workspace.unpacked / failed[0]).read_text()
+        assert f"unsquashfs -lln {image}" in why and "id table" in why, why
+
+
 def test_the_size_limit_is_kept_by_removing_the_least_recently_started_image_not_in_use(
         tree_image: tuple[Path, Path], images: dict[str, Path], workspace: Workspace) -> None:  # noqa: F811
     image, _ = tree_image
@@ -186,7 +210,7 @@ def test_the_size_limit_is_kept_by_removing_the_least_recently_started_image_not
     first = unpack_behind(workspace, str(images["busybox"]))
     # Room for the Debian image, not for both: the busybox one must go first.
     needed = _unpacked_size(str(images["debian"]))
-    assert needed is not None
+    assert isinstance(needed, int), needed
     limit = {"HYDRIA_READ_CACHE_SIZE": str(needed + 2**20)}
     old = time.time() - 3600  # started an hour ago, out of the grace period
     using = workspace.popen("start", str(images["busybox"]), "sleep", "600")

@@ -86,7 +86,10 @@ def _unpack(cache: rc.ReadCache, image: str, key: str, alive: int) -> None:
         if not leftover.endswith(rc.FAILED):
             rc.remove(leftover)
     need = _unpacked_size(image)
-    if need is None or not _make_room(cache, need):
+    if isinstance(need, str):  # unsquashfs cannot read it: never tried again for this image
+        _record_failure(entry, need)
+        return
+    if not _make_room(cache, need):
         return
     staging = entry + rc.UNPACKING
     os.mkdir(staging, 0o700)
@@ -98,28 +101,41 @@ def _unpack(cache: rc.ReadCache, image: str, key: str, alive: int) -> None:
     if outcome != DONE:
         rc.remove(staging)
         if outcome == FAILED:
-            with open(entry + rc.FAILED, "w") as handle:
-                handle.write(why + "\n")
+            _record_failure(entry, why)
         return
     with open(os.path.join(staging, rc.SIZE), "w") as handle:
         handle.write(f"{_tree_size(os.path.join(staging, rc.ROOT))}\n")
     os.rename(staging, entry)
 
 
-def _unpacked_size(image: str) -> int | None:
+def _record_failure(entry: str, why: str) -> None:
+    """The marker that keeps later starts from unpacking this image again, saying why."""
+    with open(entry + rc.FAILED, "w") as handle:
+        handle.write(why + "\n")
+
+
+def _unpacked_size(image: str) -> int | str:
     """Bytes that the image's files take once unpacked (whole blocks), from ``unsquashfs -lln``
-    (read as it comes: an image of a million files lists a hundred megabytes)."""
+    (read as it comes: an image of a million files lists a hundred megabytes); or, where
+    unsquashfs cannot list it, why."""
     import subprocess
+    import tempfile
 
     total = 0
-    with subprocess.Popen(["unsquashfs", "-lln", image], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.DEVNULL) as listing:
-        assert listing.stdout is not None
-        for line in listing.stdout:
-            fields = line.split(None, 3)
-            if len(fields) == 4 and fields[2].isdigit():
-                total += -(-int(fields[2]) // BLOCK) * BLOCK if line.startswith(b"-") else BLOCK
-    return total if listing.returncode == 0 else None
+    with tempfile.TemporaryFile() as errors:  # a file: a pipe left unread could stall unsquashfs
+        with subprocess.Popen(["unsquashfs", "-lln", image], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=errors) as listing:
+            assert listing.stdout is not None
+            for line in listing.stdout:
+                fields = line.split(None, 3)
+                if len(fields) == 4 and fields[2].isdigit():
+                    total += -(-int(fields[2]) // BLOCK) * BLOCK if line.startswith(b"-") else BLOCK
+        if listing.returncode == 0:
+            return total
+        errors.seek(0)
+        lines = [line for line in errors.read().decode(errors="replace").splitlines() if line.strip()]
+    return (f"{time.strftime('%Y-%m-%d %H:%M:%S')} unsquashfs -lln {image} (exit status {listing.returncode}): "
+            + " / ".join(lines[-3:]))
 
 
 def _make_room(cache: rc.ReadCache, need: int) -> bool:

@@ -3,7 +3,8 @@
 ``HYDRIA_SQUASH_OPTIONS`` is written in mksquashfs's terms (as ``ENROOT_SQUASH_OPTIONS`` is), so
 existing configurations keep working; :func:`squash_plan` translates it. Blocks stored
 uncompressed (``-noD``, ``-noI``, ``-noF``, ``-noX``: enroot's default ``-comp lzo -noD``) are
-what tar2sqfs cannot write: then tar2sqfs writes a quick zstd image and mksquashfs, which reads no
+what tar2sqfs cannot write, and its lz4 images are what unsquashfs cannot read (``REPACKED_COMPRESSORS``):
+then tar2sqfs writes a quick zstd image and mksquashfs, which reads no
 tar before 4.6, repacks it from the pseudo file that ``unsquashfs -pf`` makes of it (owners,
 modes, links and data as they are; no extended attributes before 4.6), with the options as
 given (:func:`repack`).
@@ -33,6 +34,10 @@ MKSQUASHFS_DEFAULT_COMPRESSOR = "gzip"
 # tar2sqfs's compressor for an image that mksquashfs repacks: fast to write and read, and read
 # by unsquashfs 4.5 (which rejects some of tar2sqfs's lz4 and lzo images: "failed to read id table block").
 REPACKED_COMPRESSOR = "zstd"
+# Compressors whose tar2sqfs images unsquashfs 4.5 rejects ("failed to read id table block": tar2sqfs
+# 1.2 keeps a metadata block compressed where lz4 made it larger), so that neither the read cache
+# nor create --unpack could unpack them: mksquashfs writes these.
+REPACKED_COMPRESSORS = frozenset({"lz4"})
 # mksquashfs options tar2sqfs has no use for: hydria already does what they ask, they only
 # affect mksquashfs's own reporting, or they choose how metadata (a small part of an image) is
 # compressed, which tar2sqfs decides with the data's compressor.
@@ -120,7 +125,7 @@ def squash_plan(squash_options: str, processors: int) -> SquashPlan:
     taken = {option: setting for option, setting in extras.items() if compressor in _EXTRAS[option][1]}
     common = [*(["--block-size", str(block_size)] if block_size else []), *(["--no-xattr"] if no_xattrs else [])]
     jobs = ["--num-jobs", str(processors)] if processors > 0 else []
-    if uncompressed:
+    if uncompressed or compressor in REPACKED_COMPRESSORS:
         repack = ["-comp", compressor, *(w for option, setting in taken.items() for w in (option, setting)),
                   *(["-Xhc"] if high_compression and compressor == "lz4" else []),
                   *(["-b", str(block_size)] if block_size else []), *(["-no-xattrs"] if no_xattrs else []),
@@ -150,7 +155,8 @@ def repack(source: str, pseudo: str, target: str, arguments: list[str], pass_fds
     run_tool(["mksquashfs", "-", target, "-pf", pseudo, "-noappend", "-quiet", "-no-progress", *arguments],
              "cannot repack the image: mksquashfs", pass_fds=pass_fds,
              hint=f"{hint}; mksquashfs 4.5 cannot describe every tree (names with a tab or a line break, "
-                  "paths over 16 KiB): for such an image, HYDRIA_SQUASH_OPTIONS without -noD, -noI, -noF, -noX")
+                  "paths over 16 KiB): for such an image, HYDRIA_SQUASH_OPTIONS without -noD, -noI, -noF, -noX "
+                  "and another compressor than lz4")
 
 
 class Tar2Sqfs:
