@@ -11,7 +11,7 @@ fi
 
 PACKAGES=(
     squashfs-tools squashfs-tools-ng squashfuse fuse-overlayfs fuse3   # build, mount, unpack images
-    libsquashfuse-dev libfuse3-dev pkg-config                          # hydria's squashfs reader (install-reader)
+    libsquashfuse-dev libfuse3-dev libzstd-dev pkg-config              # hydria's squashfs reader (install-reader)
     bindfs                                                             # a FUSE data path (stands in for NFS)
     tmux                                                               # a real terminal for the progress display
     docker-registry                                                    # the local test registry

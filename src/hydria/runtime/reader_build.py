@@ -7,25 +7,33 @@ from pathlib import Path
 
 from hydria.errors import HydriaError
 from hydria.runtime.reader import reader_path
-from hydria.tools import run_tool
+from hydria.tools import ToolFailed, run_tool
 
 SOURCE = Path(__file__).parent / "squashfs_reader.c"
 LIBRARIES = ("squashfuse_ll", "fuse3")
+# Libraries the reader uses where they are there, and the macro that tells it so: with libzstd
+# it keeps one zstd context where the library makes one per block (squashfs_reader.c).
+OPTIONAL_LIBRARIES = {"libzstd": "-DHYDRIA_ZSTD"}
 DEVELOPMENT_PACKAGES = ("install libsquashfuse's and libfuse 3's development files: Debian, Ubuntu: "
-                        "libsquashfuse-dev libfuse3-dev pkg-config gcc; RHEL (EPEL): squashfuse-devel "
-                        "fuse3-devel pkgconf gcc")
+                        "libsquashfuse-dev libfuse3-dev pkg-config gcc (and libzstd-dev); RHEL (EPEL): "
+                        "squashfuse-devel fuse3-devel pkgconf gcc (and libzstd-devel)")
 
 
 def install_reader() -> Path:
     """Build the reader into ``reader_path()``, replacing an older one atomically (running
     containers keep theirs). Raises MissingTool, ToolFailed."""
     flags = run_tool(["pkg-config", "--cflags", "--libs", *LIBRARIES],
-                     "cannot find the libraries the reader is built with", hint=DEVELOPMENT_PACKAGES)
+                     "cannot find the libraries the reader is built with", hint=DEVELOPMENT_PACKAGES).split()
+    for library, macro in OPTIONAL_LIBRARIES.items():
+        try:
+            flags += [macro, *run_tool(["pkg-config", "--cflags", "--libs", library], library).split()]
+        except ToolFailed:
+            pass  # built without: the library's own way
     target = Path(reader_path())
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.with_name(f".{target.name}.new")
     try:
-        run_tool(["gcc", "-O2", "-Wall", "-o", str(staging), str(SOURCE), *flags.split()],
+        run_tool(["gcc", "-O2", "-Wall", "-o", str(staging), str(SOURCE), *flags],
                  f"cannot compile {SOURCE}", hint=DEVELOPMENT_PACKAGES)
         staging.chmod(0o755)
         staging.rename(target)

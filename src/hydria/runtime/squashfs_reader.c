@@ -18,6 +18,8 @@
  *   - larger block caches than the library's (1 data block, 3 fragment blocks, 8 metadata blocks
  *     in squashfuse 0.1): small files read out of the image's order decompress a fragment block
  *     each time it left the cache, which is most of the daemon's time;
+ *   - one zstd decompression context for the daemon's life, where it is built with libzstd
+ *     (HYDRIA_ZSTD): the library makes and frees one for every block it decompresses;
  *   - several threads where the library is built for them (squashfuse 0.5 and newer);
  *   - single-threaded, it keeps asking for the next request for a millisecond after each one
  *     instead of sleeping at once, where the node has a CPU to spare: a program reading the image
@@ -35,6 +37,10 @@
 
 #include <squashfuse/cache.h>
 #include <squashfuse/ll.h>
+#if defined(HYDRIA_ZSTD) && !defined(SQFS_MULTITHREADED)
+#define OWN_ZSTD_CONTEXT 1 /* one thread: one context (threads would each need their own) */
+#include <zstd.h>
+#endif
 
 #include <errno.h>
 #include <fcntl.h>
@@ -312,6 +318,23 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	sqfs_ll_op_listxattr(req, ino, size);
 }
 
+#ifdef OWN_ZSTD_CONTEXT
+/* The library's zstd decompressor, with the context kept from one block to the next. */
+static sqfs_err zstd_decompress(void *in, size_t insz, void *out, size_t *outsz)
+{
+	static ZSTD_DCtx *context;
+	size_t size;
+
+	if (context == NULL && (context = ZSTD_createDCtx()) == NULL)
+		return SQFS_ERR;
+	size = ZSTD_decompressDCtx(context, out, *outsz, in, insz);
+	if (ZSTD_isError(size))
+		return SQFS_ERR;
+	*outsz = size;
+	return SQFS_OK;
+}
+#endif
+
 /* Replace the library's small caches (they hold nothing yet). 0, or -1 without memory. */
 static int enlarge_caches(sqfs *fs)
 {
@@ -451,6 +474,10 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "hydria-squashfuse: out of memory for its caches\n");
 		return 1;
 	}
+#ifdef OWN_ZSTD_CONTEXT
+	if (ll->fs.sb.compression == ZSTD_COMPRESSION)
+		ll->fs.decompressor = zstd_decompress;
+#endif
 	image_has_xattrs = ll->fs.sb.xattr_id_table_start != (uint64_t)SQUASHFS_INVALID_BLK;
 
 	memset(&ops, 0, sizeof(ops));
