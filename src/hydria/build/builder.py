@@ -185,7 +185,7 @@ class _Builder:
         from hydria.image.progress import Progress
         from hydria.image.reference import RegistryImage, parse
         from hydria.image.sources.registry import RegistrySource
-        from hydria.image.squashfs import squash_plan
+        from hydria.image.squashfs import mounted_only_plan
 
         known = self.pulled.get(f"{word} {platform}")
         if known is not None:
@@ -220,8 +220,8 @@ class _Builder:
                 self._note(f"importing {ref.uri} for the build")
                 fetched.append(True)  # by write_image
                 try:
-                    # lz4: the lowest folder of every step, read often, written once
-                    write_image(resolved, squashfs, squash_plan("-comp lz4", self.settings.max_processors),
+                    # the lowest folder of every step, read often, written once, only mounted
+                    write_image(resolved, squashfs, mounted_only_plan(self.settings.max_processors),
                                 progress=progress)
                 except HydriaError:
                     if not squashfs.exists():  # else another build made it first
