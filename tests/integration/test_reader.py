@@ -182,7 +182,7 @@ def damaged_copy(image: Path, target: Path) -> Path:
     half of zstd's magic number): decompressing them fails, while the tables at the end stay
     readable."""
     blob = bytearray(image.read_bytes())
-    start = 96 + 2  # the superblock, then the first block's zlib header
+    start = 96 + 2  # the superblock, then the first block's first two bytes
     blob[start:start + 50_000] = bytes(50_000)
     target.write_bytes(bytes(blob))
     target.chmod(0o644)

@@ -3,8 +3,8 @@
 ``HYDRIA_SQUASH_OPTIONS`` is written in mksquashfs's terms (as ``ENROOT_SQUASH_OPTIONS`` is), so
 existing configurations keep working; :func:`squash_plan` translates it. Blocks stored
 uncompressed (``-noD``, ``-noI``, ``-noF``, ``-noX``: enroot's default ``-comp lzo -noD``) are
-what tar2sqfs cannot write, and its lz4 images are what unsquashfs cannot read (``REPACKED_COMPRESSORS``):
-then tar2sqfs writes a quick zstd image and mksquashfs, which reads no
+what tar2sqfs cannot write, and its lz4 images are what unsquashfs cannot read
+(``REPACKED_COMPRESSORS``): then tar2sqfs writes a quick zstd image and mksquashfs, which reads no
 tar before 4.6, repacks it from the pseudo file that ``unsquashfs -pf`` makes of it (owners,
 modes, links and data as they are; no extended attributes before 4.6), with the options as
 given (:func:`repack`).
@@ -32,7 +32,7 @@ F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # Python 3.9's fcntl lacks 
 COMPRESSORS = frozenset({"gzip", "lzma", "lzo", "xz", "lz4", "zstd"})
 MKSQUASHFS_DEFAULT_COMPRESSOR = "gzip"
 # tar2sqfs's compressor for an image that mksquashfs repacks: fast to write and read, and read
-# by unsquashfs 4.5 (which rejects some of tar2sqfs's lz4 and lzo images: "failed to read id table block").
+# by unsquashfs 4.5 (unlike tar2sqfs's lz4 images: REPACKED_COMPRESSORS).
 REPACKED_COMPRESSOR = "zstd"
 # Compressors whose tar2sqfs images unsquashfs 4.5 rejects ("failed to read id table block": tar2sqfs
 # 1.2 keeps a metadata block compressed where lz4 made it larger), so that neither the read cache
@@ -124,7 +124,7 @@ def squash_plan(squash_options: str, processors: int) -> SquashPlan:
         i += 1
     taken = {option: setting for option, setting in extras.items() if compressor in _EXTRAS[option][1]}
     common = [*(["--block-size", str(block_size)] if block_size else []), *(["--no-xattr"] if no_xattrs else [])]
-    jobs = ["--num-jobs", str(processors)] if processors > 0 else []
+    jobs = _tar2sqfs_jobs(processors)
     if uncompressed or compressor in REPACKED_COMPRESSORS:
         repack = ["-comp", compressor, *(w for option, setting in taken.items() for w in (option, setting)),
                   *(["-Xhc"] if high_compression and compressor == "lz4" else []),
@@ -133,8 +133,6 @@ def squash_plan(squash_options: str, processors: int) -> SquashPlan:
         plan = SquashPlan([*common, "--compressor", REPACKED_COMPRESSOR, "--comp-extra", "level=1", *jobs], repack)
     else:
         comp_extra = [f"{_EXTRAS[option][0]}={setting}" for option, setting in taken.items()]
-        if high_compression and compressor == "lz4":
-            comp_extra.append("hc")
         plan = SquashPlan([*common, "--compressor", compressor,
                            *(["--comp-extra", ",".join(comp_extra)] if comp_extra else []), *jobs], None)
     log.debug("HYDRIA_SQUASH_OPTIONS %r: %s", squash_options, plan)
@@ -145,7 +143,12 @@ def mounted_only_plan(processors: int) -> SquashPlan:
     """tar2sqfs's own lz4, for an image that only hydria's reader or squashfuse mounts (a build's
     base image): the fastest to write and to read. unsquashfs cannot read it
     (``REPACKED_COMPRESSORS``), and nothing unpacks it."""
-    return SquashPlan(["--compressor", "lz4", *(["--num-jobs", str(processors)] if processors > 0 else [])], None)
+    return SquashPlan(["--compressor", "lz4", *_tar2sqfs_jobs(processors)], None)
+
+
+def _tar2sqfs_jobs(processors: int) -> list[str]:
+    """tar2sqfs's threads: ``HYDRIA_MAX_PROCESSORS``, or its own default for 0."""
+    return ["--num-jobs", str(processors)] if processors > 0 else []
 
 
 def repack(source: str, pseudo: str, target: str, arguments: list[str], pass_fds: tuple[int, ...] = ()) -> None:

@@ -186,7 +186,8 @@ static void list_directory(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	sqfs_name namebuf;
 	sqfs_dir_entry entry;
 	sqfs_err err = SQFS_OK;
-	struct fuse_entry_param param;
+	struct fuse_entry_param param; /* an entry with its attributes (plus) */
+	struct stat type;              /* an entry's inode number and type (plain) */
 	char *buf, *pos;
 	int failed = 0;
 
@@ -220,10 +221,10 @@ static void list_directory(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 			}
 			used = fuse_add_direntry_plus(req, pos, size, name, &param, next);
 		} else {
-			memset(&param.attr, 0, sizeof(param.attr));
-			param.attr.st_ino = lli->ll->ino_fuse_num(lli->ll, &entry);
-			param.attr.st_mode = sqfs_dentry_mode(&entry);
-			used = fuse_add_direntry(req, pos, size, name, &param.attr, next);
+			memset(&type, 0, sizeof(type));
+			type.st_ino = lli->ll->ino_fuse_num(lli->ll, &entry);
+			type.st_mode = sqfs_dentry_mode(&entry);
+			used = fuse_add_direntry(req, pos, size, name, &type, next);
 			if (used > size)
 				break;
 		}
