@@ -262,8 +262,14 @@ def _read_cache(settings: Settings) -> Check:
     detail = (f"{cache.folder}: {len(present)} unpacked image(s), {sum(i.size for i in present) / 2**30:.1f} GiB "
               f"({limit}); an image whose container runs {read_cache.UNPACK_AFTER:.0f} s is unpacked there, "
               "and its later starts read it at the disk's speed")
-    if problem:
-        return Check(name, "warn", f"{detail}; but it {problem}", local)
+    concerns, fix = [f"it {problem}"] if problem else [], local
+    free, reserve = read_cache.free_and_reserve(cache.folder)
+    if free < reserve:
+        concerns.append(f"its file system has {free / 2**30:.1f} GiB free, less than the tenth "
+                        f"({reserve / 2**30:.1f} GiB) that an unpack leaves free: no image is unpacked")
+        fix = f"make room on that disk, or {local} with room"
+    if concerns:
+        return Check(name, "warn", f"{detail}; but " + "; and ".join(concerns), fix)
     return Check(name, "ok", detail)
 
 

@@ -318,6 +318,30 @@ def test_a_disk_that_fills_during_the_unpack_loses_nothing(images: dict[str, Pat
         subprocess.run(["umount", "-l", str(small)], check=False)
 
 
+def test_a_disk_without_its_reserve_gets_no_unpack_and_doctor_says_so(images: dict[str, Path],
+                                                                         workspace: Workspace) -> None:
+    def read_cache_check() -> dict[str, str]:
+        report = json.loads(workspace.run("doctor", "--json").stdout)
+        return next(check for check in report["checks"] if check["name"] == "read cache")
+
+    assert "free" not in read_cache_check()["detail"]
+    space = os.statvfs(workspace.unpacked)
+    keep = space.f_blocks * space.f_frsize // 20  # half the tenth an unpack leaves free
+    filler = workspace.unpacked / "another-program's"
+    subprocess.run(["fallocate", "-l", str(space.f_bavail * space.f_frsize - keep), str(filler)], check=True)
+    check = read_cache_check()
+    assert check["status"] == "warn", check
+    assert "GiB free, less than the tenth (0.1 GiB) that an unpack leaves free: no image is unpacked" \
+        in check["detail"], check
+    assert check["fix"] == "make room on that disk, or set HYDRIA_READ_CACHE_PATH to a folder on a node-local " \
+                           "disk with room"
+    result = workspace.run("start", str(images["busybox"]), "sleep", str(UNPACK_AFTER + 3))
+    assert result.returncode == 0, result.stderr
+    assert live_processes(workspace.user) == [] and entries(workspace.unpacked) == []
+    filler.unlink()
+    assert unpack_behind(workspace, str(images["busybox"])).is_dir()
+
+
 def test_images_built_alike_never_start_from_each_others_tree(images: dict[str, Path], workspace: Workspace,
                                                               image_workdir: Path) -> None:
     # Two images of the same size and the same superblock whose /etc/os-release differs, as

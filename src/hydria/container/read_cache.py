@@ -37,6 +37,7 @@ UNPACK_AFTER = 5.0  # seconds a container runs before its image is unpacked behi
 ROOT, SIZE, LOCK, UNPACKING, FAILED = "root", "size", ".lock", ".unpacking", ".failed"
 SETTING = "HYDRIA_READ_CACHE_PATH"
 MEMORY_TYPES = frozenset({"tmpfs", "ramfs"})
+FREE_RESERVE = 0.1  # the share of its file system that an unpack leaves free
 # Characters that a path in an overlay's lowerdir= option cannot hold.
 _OPTION_CHARACTERS = frozenset(",:\\ \t\n")
 
@@ -59,20 +60,30 @@ def configured(settings: Settings) -> ReadCache | None:
     return ReadCache(os.path.abspath(folder), settings.read_cache_size)
 
 
+def _nearest_existing(folder: str) -> str:
+    while not os.path.exists(folder):
+        folder = os.path.dirname(folder)
+    return folder
+
+
 def placement_problem(folder: str) -> str | None:
     """What makes ``folder`` a poor place for unpacked images (memory, a file system that other
     nodes share), or None for a local disk. The built-in default is used only on a local disk."""
     from hydria.runtime.filesystems import file_system_type, may_be_shared
 
-    existing = folder
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
-    kind = file_system_type(os.path.realpath(existing))
+    kind = file_system_type(os.path.realpath(_nearest_existing(folder)))
     if kind in MEMORY_TYPES:
         return f"is in memory ({kind})"
     if may_be_shared(kind):
         return f"is on a file system that other nodes may share ({kind})"
     return None
+
+
+def free_and_reserve(folder: str) -> tuple[int, int]:
+    """Bytes free for the user on ``folder``'s file system, and the bytes an unpack leaves free
+    there (``FREE_RESERVE`` of it). Raises OSError."""
+    space = os.statvfs(_nearest_existing(folder))
+    return space.f_bavail * space.f_frsize, int(space.f_blocks * space.f_frsize * FREE_RESERVE)
 
 
 def image_key(image: str) -> str:

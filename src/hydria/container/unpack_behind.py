@@ -17,7 +17,6 @@ from hydria.container import read_cache as rc
 from hydria.runtime import syscalls as sc
 
 BLOCK = 4096
-FREE_RESERVE = 0.1  # the share of its file system that an unpack leaves free
 SIGKILL = 9
 DISK_FULL = ("No space left on device", "Disk quota exceeded")
 DONE, STOPPED, AGAIN, FAILED = "done", "stopped", "again", "failed"  # how an unpack ended
@@ -145,8 +144,7 @@ def _make_room(cache: rc.ReadCache, need: int) -> bool:
 
     items = rc.entries(cache)
     total = sum(item.size for item in items)
-    space = os.statvfs(cache.folder)
-    free, reserve = space.f_bavail * space.f_frsize, space.f_blocks * space.f_frsize * FREE_RESERVE
+    free, reserve = rc.free_and_reserve(cache.folder)
     # Bytes to free: for the limit, and for the disk's reserve.
     excess = max(total + need - cache.limit, need + reserve - free)
     if excess <= 0:
