@@ -15,7 +15,8 @@ files, 640 MiB of large files, and 8 processes importing at once (8 ranks of a j
 An image store entry is an image file mounted in place: its reads are those of IMAGE.sqsh.
 The workload's wall time timed inside the reader (bash's $EPOCHREALTIME: the reads without the
 start), the whole command's wall time, and CPU time, the FUSE daemons' included (this process is
-their subreaper and reaps them); the median of interleaved rounds; ratios to the host directory.
+their subreaper and reaps them); the median of interleaved rounds; ratios to the host directory,
+paired by round (the median of each round's ratio).
 
 Run as root: python benchmarks/read_bench.py [--rounds 3] [--workdir /var/tmp/hydria-read-bench]
 [--squash-options "-comp lz4"] (the image's compression; default: hydria's setting in effect)
@@ -168,6 +169,13 @@ def measure(user: User, argv: list[str], env: dict[str, str], script: str) -> tu
     return wall, cpu, float(end) - float(begin)
 
 
+def paired_ratio(runs: list[float], limits: list[float]) -> float:
+    """The median of each round's ratio to the host directory's run of the same round: a slow
+    moment of the machine, which moves both, cancels out (a ratio of medians moved ~5% between
+    runs on a 2-CPU machine)."""
+    return statistics.median(run / limit for run, limit in zip(runs, limits))
+
+
 def unpack_on_this_node(user: User, target: str, env: dict[str, str]) -> None:
     """Start ``target`` for as long as hydria takes to unpack its image into the read cache
     behind the container (docs/performance.md), as a job's first start on a node does."""
@@ -235,25 +243,28 @@ def main() -> int:
         unpack_on_this_node(user, target, env)
     table = readers(tree, image, env)
     samples: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
-    for _ in range(options.rounds):  # interleaved: a slow moment of the machine hits every reader alike
+    names = list(table)
+    for turn in range(options.rounds):  # interleaved: a slow moment of the machine hits every reader alike
+        rotated = names[turn % len(names):] + names[:turn % len(names)]  # and none always runs after another
         for workload, script in workloads.items():
-            for name, (prefix, reader_env) in table.items():
+            for name in rotated:
+                prefix, reader_env = table[name]
                 samples.setdefault((workload, name), []).append(measure(user, prefix, reader_env, script))
-    print(f"cold page cache; median of {options.rounds}; ratios to the host directory; 'unpacked': a later "
-          "start on the node, 'first': the first, read through hydria's reader")
+    print(f"cold page cache; median of {options.rounds} rounds; ratios: the median of each round's ratio to the "
+          "host directory's run in that round; 'unpacked': a later start on the node, 'first': the first, read "
+          "through hydria's reader")
     print(f"image: {image} ({image.stat().st_size / 2**20:.0f} MiB, {squash_options})")
     print(f"\n  {'':<36}{'workload, timed inside':>24}{'whole command (start too)':>28}{'CPU s':>8}")
     for workload in workloads:
         print(f"{workload}")
         host = samples[(workload, "host directory (limit)")]
-        inside_limit = statistics.median(i for _, _, i in host)
-        limit = statistics.median(w for w, _, _ in host)
         for name in table:
             runs = samples[(workload, name)]
             wall, cpu = statistics.median(w for w, _, _ in runs), statistics.median(c for _, c, _ in runs)
             inside = statistics.median(i for _, _, i in runs)
-            print(f"  {name:<36}{inside:>13.2f} ({inside / inside_limit:4.2f}x){wall:>17.2f} ({wall / limit:4.2f}x)"
-                  f"{cpu:>8.2f}")
+            inside_ratio = paired_ratio([i for _, _, i in runs], [i for _, _, i in host])
+            wall_ratio = paired_ratio([w for w, _, _ in runs], [w for w, _, _ in host])
+            print(f"  {name:<36}{inside:>13.2f} ({inside_ratio:4.2f}x){wall:>17.2f} ({wall_ratio:4.2f}x){cpu:>8.2f}")
     shutil.rmtree(state, ignore_errors=True)
     return 0
 
