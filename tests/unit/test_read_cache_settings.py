@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hydria.config import Context, parse_conf, resolve
-from hydria.container.read_cache import ReadCache, configured, image_key, placement_problem
+from hydria.container.read_cache import ReadCache, configured, image_key, placement_problem, room
 
 CONTEXT = Context(uid=1001, user="ada", home="/home/ada", hostname="node07", nproc=4,
                   package_dir="/opt/hydria", runtime_default="/run/user/1001/hydria")
@@ -33,6 +33,21 @@ def test_off_with_no_room_or_a_folder_an_overlay_cannot_name(text: str) -> None:
 
 def test_a_folder_in_memory_is_named_as_such() -> None:
     assert placement_problem("/dev/shm/not-there-yet/unpacked") == "is in memory (tmpfs)"
+
+
+def figures(blocks: int, free: int, available: int) -> os.statvfs_result:
+    """A file system of 4 KiB blocks, as os.statvfs gives its figures."""
+    return os.statvfs_result((4096, 4096, blocks, free, available, 0, 0, 0, 0, 255))
+
+
+@pytest.mark.parametrize(("blocks", "free", "available", "expected"), [
+    (1000, 500, 500, (500 * 4096, 100 * 4096)),  # nothing kept for root (tmpfs, xfs)
+    (1000, 500, 450, (450 * 4096, 95 * 4096)),  # ext4's 5% for root
+    (1000, 800, 200, (200 * 4096, 40 * 4096)),  # 600 blocks kept for root: a tenth of the 400 users may fill
+])
+def test_an_unpack_leaves_a_tenth_of_what_users_may_fill(blocks: int, free: int, available: int,
+                                                          expected: tuple[int, int]) -> None:
+    assert room(figures(blocks, free, available)) == expected
 
 
 def test_images_built_alike_never_share_a_tree(tmp_path: Path) -> None:

@@ -82,8 +82,15 @@ def placement_problem(folder: str) -> str | None:
 def free_and_reserve(folder: str) -> tuple[int, int]:
     """Bytes free for the user on ``folder``'s file system, and the bytes an unpack leaves free
     there (``FREE_RESERVE`` of it). Raises OSError."""
-    space = os.statvfs(_nearest_existing(folder))
-    return space.f_bavail * space.f_frsize, int(space.f_blocks * space.f_frsize * FREE_RESERVE)
+    return room(os.statvfs(_nearest_existing(folder)))
+
+
+def room(space: os.statvfs_result) -> tuple[int, int]:
+    """``free_and_reserve`` of a file system's figures. The reserve is a share of the part users
+    may fill: blocks kept for root (ext4's reserved blocks, 5% by default, sometimes far more)
+    are no user's to keep free, and counting them would leave some disks no room at all."""
+    usable = space.f_blocks - (space.f_bfree - space.f_bavail)
+    return space.f_bavail * space.f_frsize, int(usable * space.f_frsize * FREE_RESERVE)
 
 
 def image_key(image: str) -> str:
