@@ -136,6 +136,8 @@ def test_rc_and_json_config_round_trip(busybox: PublishedImage, workspace: Works
     ("-b 256K", ["Compression gzip", "Block size 262144", "Data is compressed"]),  # mksquashfs's default compressor
     # tar2sqfs's lz4 images are ones that unsquashfs rejects ("failed to read id table block")
     ("-comp lz4", ["Compression lz4", "Data is compressed"]),
+    # an lzo algorithm tar2sqfs does not write ("creating compressor: unknown or not supported")
+    ("-comp lzo -Xalgorithm lzo1x_1", ["Compression lzo", "Data is compressed", "\talgorithm lzo1x_1"]),
 ])
 def test_enroot_squash_options_mean_what_they_say(options: str, superblock: list[str], debian: PublishedImage,
                                                  workspace: Workspace, tmp_path: Path) -> None:

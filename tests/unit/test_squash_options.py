@@ -46,6 +46,9 @@ def test_what_tar2sqfs_writes_itself(options: str, expected: list[str], caplog: 
     ("-comp lz4", ["-comp", "lz4"]),
     ("-comp lz4 -Xhc -b 1M", ["-comp", "lz4", "-Xhc", "-b", "1048576"]),
     ("-comp lz4 -Xcompression-level 9", ["-comp", "lz4"]),
+    # tar2sqfs writes lzo with lzo1x_999 only ("unknown or not supported" for the others)
+    ("-comp lzo -Xalgorithm lzo1x_1", ["-comp", "lzo", "-Xalgorithm", "lzo1x_1"]),
+    ("-comp lzo -Xalgorithm lzo1x_1_15 -b 64K", ["-comp", "lzo", "-Xalgorithm", "lzo1x_1_15", "-b", "65536"]),
 ])
 def test_parts_stored_uncompressed_are_written_by_mksquashfs(options: str, expected: list[str],
                                                              caplog: pytest.LogCaptureFixture) -> None:

@@ -3,8 +3,8 @@
 ``HYDRIA_SQUASH_OPTIONS`` is written in mksquashfs's terms (as ``ENROOT_SQUASH_OPTIONS`` is), so
 existing configurations keep working; :func:`squash_plan` translates it. Blocks stored
 uncompressed (``-noD``, ``-noI``, ``-noF``, ``-noX``: enroot's default ``-comp lzo -noD``) are
-what tar2sqfs cannot write, and its lz4 images are what unsquashfs cannot read
-(``REPACKED_COMPRESSORS``): then tar2sqfs writes a quick zstd image and mksquashfs, which reads no
+what tar2sqfs cannot write, as are lzo algorithms but lzo1x_999, and its lz4 images are what
+unsquashfs cannot read (``REPACKED_COMPRESSORS``): then tar2sqfs writes a quick zstd image and mksquashfs, which reads no
 tar before 4.6, repacks it from the pseudo file that ``unsquashfs -pf`` makes of it (owners,
 modes, links and data as they are; no extended attributes before 4.6), with the options as
 given (:func:`repack`).
@@ -38,6 +38,9 @@ REPACKED_COMPRESSOR = "zstd"
 # 1.2 keeps a metadata block compressed where lz4 made it larger), so that neither the read cache
 # nor create --unpack could unpack them: mksquashfs writes these.
 REPACKED_COMPRESSORS = frozenset({"lz4"})
+# tar2sqfs 1.2 writes lzo with this algorithm only ("creating compressor: unknown or not supported"
+# for the others, which mksquashfs writes: enroot sites may ask for -Xalgorithm lzo1x_1).
+TAR2SQFS_LZO_ALGORITHM = "lzo1x_999"
 # mksquashfs options tar2sqfs has no use for: hydria already does what they ask, they only
 # affect mksquashfs's own reporting, or they choose how metadata (a small part of an image) is
 # compressed, which tar2sqfs decides with the data's compressor.
@@ -125,7 +128,8 @@ def squash_plan(squash_options: str, processors: int) -> SquashPlan:
     taken = {option: setting for option, setting in extras.items() if compressor in _EXTRAS[option][1]}
     common = [*(["--block-size", str(block_size)] if block_size else []), *(["--no-xattr"] if no_xattrs else [])]
     jobs = _tar2sqfs_jobs(processors)
-    if uncompressed or compressor in REPACKED_COMPRESSORS:
+    other_lzo = compressor == "lzo" and taken.get("-Xalgorithm", TAR2SQFS_LZO_ALGORITHM) != TAR2SQFS_LZO_ALGORITHM
+    if uncompressed or other_lzo or compressor in REPACKED_COMPRESSORS:
         repack = ["-comp", compressor, *(w for option, setting in taken.items() for w in (option, setting)),
                   *(["-Xhc"] if high_compression and compressor == "lz4" else []),
                   *(["-b", str(block_size)] if block_size else []), *(["-no-xattrs"] if no_xattrs else []),
