@@ -4,10 +4,10 @@
 existing configurations keep working; :func:`squash_plan` translates it. Blocks stored
 uncompressed (``-noD``, ``-noI``, ``-noF``, ``-noX``: enroot's default ``-comp lzo -noD``) are
 what tar2sqfs cannot write, as are lzo algorithms but lzo1x_999, and its lz4 images are what
-unsquashfs cannot read (``REPACKED_COMPRESSORS``): then tar2sqfs writes a quick zstd image and mksquashfs, which reads no
-tar before 4.6, repacks it from the pseudo file that ``unsquashfs -pf`` makes of it (owners,
-modes, links and data as they are; no extended attributes before 4.6), with the options as
-given (:func:`repack`).
+unsquashfs cannot read (``REPACKED_COMPRESSORS``): then tar2sqfs writes a quick zstd image and
+mksquashfs, which reads no tar before 4.6, repacks it from the pseudo file that
+``unsquashfs -pf`` makes of it (owners, modes, links and data as they are; no extended
+attributes before 4.6), with the options as given (:func:`repack`).
 """
 
 from __future__ import annotations
