@@ -9,14 +9,14 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from hydria.container.read_cache import UNPACK_AFTER
-from hydria.container.unpack_behind import _unpacked_size
+from hydria.container.unpack_behind import Listing, _listing
 from testbed.users import User, live_processes, run_as
 from testbed.workspace import Workspace
 from tests.integration.test_reader import MANIFEST, damaged_copy, host_manifest, tree_image  # noqa: F401
@@ -242,9 +242,9 @@ def test_the_size_limit_is_kept_by_removing_the_least_recently_started_image_not
     assert entries(workspace.unpacked) == [] and live_processes(workspace.user) == []
     first = unpack_behind(workspace, str(images["busybox"]))
     # Room for the Debian image, not for both: the busybox one must go first.
-    needed = _unpacked_size(str(images["debian"]))
-    assert isinstance(needed, int), needed
-    limit = {"HYDRIA_READ_CACHE_SIZE": str(needed + 2**20)}
+    listing = _listing(str(images["debian"]))
+    assert isinstance(listing, Listing), listing
+    limit = {"HYDRIA_READ_CACHE_SIZE": str(listing.size + 2**20)}
     old = time.time() - 3600  # started an hour ago, out of the grace period
     using = workspace.popen("start", str(images["busybox"]), "sleep", "600")
     try:
@@ -365,3 +365,44 @@ def test_images_built_alike_never_start_from_each_others_tree(images: dict[str, 
     result = workspace.run("start", str(second), "cat", "/etc/os-release")
     assert result.stdout == "VERSION=22.04\n", result.stderr
     assert workspace.run("start", str(first), "cat", "/etc/os-release").stdout == "VERSION=20.04\n"
+
+
+CAPABILITY = bytes.fromhex("0100000200200000000000000000000000000000")  # cap_net_raw+ep, as setcap writes it
+
+
+def with_line_break_in_a_name(rootfs: Path) -> None:
+    # A name that would read as a set-user-ID entry of its own in unsquashfs's listing.
+    (rootfs / "bin" / "a\n-rwsr-xr-x 0-0 1 2026-01-01 00:00 b").write_text("odd\n")
+
+
+def with_a_capability(rootfs: Path) -> None:
+    os.setxattr(rootfs / "bin" / "busybox", "security.capability", CAPABILITY)
+
+
+@pytest.mark.parametrize(("change", "reason"), [(with_line_break_in_a_name, "holds a line break"),
+                                                (with_a_capability, "security.capability")],
+                         ids=["line break in a name", "a capability"])
+def test_an_image_the_user_cannot_unpack_as_it_is_is_read_through_the_reader(
+        change: Callable[[Path], None], reason: str, workspace: Workspace, image_workdir: Path,
+        images: dict[str, Path]) -> None:
+    """A tree that would not show what the image does is never made: the reader serves every start."""
+    work = image_workdir / f"read-cache-{change.__name__}"
+    rootfs = work / "rootfs"
+    work.mkdir()
+    subprocess.run(["unsquashfs", "-q", "-no-progress", "-d", str(rootfs), str(images["busybox"])], check=True,
+                   stdout=subprocess.DEVNULL)
+    change(rootfs)
+    image = work / "image.sqsh"
+    subprocess.run(["mksquashfs", str(rootfs), str(image), "-quiet", "-no-progress", "-noappend", "-all-root"],
+                   check=True)
+    image.chmod(0o644)
+    for _ in range(2):  # the second start finds the marker and leaves the image alone
+        result = workspace.run("start", str(image), "sh", "-c", f"cat /etc/passwd > /dev/null; sleep {UNPACK_AFTER + 3}")
+        assert result.returncode == 0, result.stderr
+        assert live_processes(workspace.user) == []
+        names = os.listdir(workspace.unpacked)
+        failed = [name for name in names if name.endswith(".failed")]
+        assert len(failed) == 1 and entries(workspace.unpacked) == [], names
+        assert not [name for name in names if name.endswith(".unpacking")], names
+        assert reason in (workspace.unpacked / failed[0]).read_text()
+    assert not lower_layer(workspace, str(image)).startswith(str(workspace.unpacked))

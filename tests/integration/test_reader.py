@@ -36,22 +36,25 @@ for folder, dirs, files in os.walk(root):
         entry = [stat.filemode(info.st_mode), info.st_uid, info.st_gid]
         if stat.S_ISLNK(info.st_mode):
             entry.append(os.readlink(path))
-        elif stat.S_ISREG(info.st_mode):
+        else:
+            entry += [int(info.st_mtime), sorted([n, os.getxattr(path, n).hex()] for n in os.listxattr(path))]
+        if stat.S_ISREG(info.st_mode):
             with open(path, "rb") as handle:
                 entry += [info.st_size, hashlib.sha256(handle.read()).hexdigest()]
             inodes.setdefault(info.st_ino, []).append(os.path.relpath(path, root))
             entry.append(info.st_ino)
         out[os.path.relpath(path, root)] = entry
 for entry in out.values():  # the inode number: the first of the names that share it
-    if len(entry) == 6:
-        entry[5] = min(inodes[entry[5]])
+    if len(entry) == 8:
+        entry[7] = min(inodes[entry[7]])
 print(json.dumps(out, sort_keys=True))
 """
 
 
 def make_tree(data: Path) -> None:
     """What images carry: a directory too big for one listing reply, deep and long names, links
-    of both kinds, empty, private, executable and multi-block files."""
+    of both kinds, empty, private, executable and multi-block files, set-user-ID and -group-ID
+    files and folders (Debian's su, passwd, /var/mail), a sticky folder, extended attributes."""
     wide = data / "wide"
     wide.mkdir(parents=True)
     for number in range(2500):
@@ -78,6 +81,16 @@ def make_tree(data: Path) -> None:
     locked.mkdir()
     (locked / "inside").write_text("behind 0700\n")
     locked.chmod(0o700)
+    for name, mode in (("setuid-tool", 0o4755), ("setgid-tool", 0o2711), ("setuid-unrunnable", 0o4600)):
+        (data / name).write_text("#!/bin/sh\n")
+        (data / name).chmod(mode)
+    (data / "mail").mkdir()
+    (data / "mail" / "inside").write_text("in a set-group-ID folder\n")
+    (data / "mail").chmod(0o2775)
+    (data / "scratch").mkdir()
+    (data / "scratch").chmod(0o1777)
+    os.setxattr(data / "text", "user.origin", b"hydria")
+    os.setxattr(data / "mail", "user.kind", b"folder")
 
 
 def host_manifest(data: Path, uid: int, gid: int) -> dict[str, list[object]]:
@@ -94,13 +107,15 @@ def host_manifest(data: Path, uid: int, gid: int) -> dict[str, list[object]]:
             entry: list[object] = [stat.filemode(info.st_mode), uid, gid]
             if stat.S_ISLNK(info.st_mode):
                 entry.append(os.readlink(path))
-            elif stat.S_ISREG(info.st_mode):
+            else:
+                entry += [int(info.st_mtime), sorted([n, os.getxattr(path, n).hex()] for n in os.listxattr(path))]
+            if stat.S_ISREG(info.st_mode):
                 entry += [info.st_size, hashlib.sha256(Path(path).read_bytes()).hexdigest(), info.st_ino]
                 inodes.setdefault(info.st_ino, []).append(os.path.relpath(path, data))
             out[os.path.relpath(path, data)] = entry
     for entry in out.values():
-        if len(entry) == 6:
-            entry[5] = min(inodes[int(str(entry[5]))])
+        if len(entry) == 8:
+            entry[7] = min(inodes[int(str(entry[7]))])
     return out
 
 
@@ -134,7 +149,7 @@ def test_a_container_sees_the_tree_the_image_was_made_from(
     seen, expected = json.loads(result.stdout), host_manifest(data, *owner)
     if reader == "squashfuse":  # its high-level FUSE numbers every name apart: hard links look like copies
         for entry in (*seen.values(), *expected.values()):
-            entry[5:] = []
+            entry[7:] = []
     assert seen == expected
 
 

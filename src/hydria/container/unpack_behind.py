@@ -11,9 +11,11 @@ the image's FUSE daemon holds its other end, and leaves when the container's las
 from __future__ import annotations
 
 import os
+import stat
 import time
 
 from hydria.container import read_cache as rc
+from hydria.record import Record
 from hydria.runtime import syscalls as sc
 
 BLOCK = 4096
@@ -23,7 +25,7 @@ DONE, STOPPED, AGAIN, FAILED = "done", "stopped", "again", "failed"  # how an un
 GRACE = 600.0  # seconds: an image started this recently is not removed to make room
 # unsquashfs's complaint about the device nodes that only root makes (an exit status of 2): they
 # are left out, as /dev comes from the host and every mount is nodev.
-DEVICE_NODE_COMPLAINT = "because you're not superuser"
+DEVICE_NODE_COMPLAINT = r"create_inode: could not create (character|block) device .*, because you're not superuser!"
 
 
 def start_behind(cache: rc.ReadCache, image: str, key: str, default_folder: bool) -> int:
@@ -84,19 +86,23 @@ def _unpack(cache: rc.ReadCache, image: str, key: str, alive: int) -> None:
     for leftover in rc.leftovers(cache, held=key):
         if not leftover.endswith(rc.FAILED):
             rc.remove(leftover)
-    need = _unpacked_size(image)
-    if isinstance(need, str):  # unsquashfs cannot read it: never tried again for this image
-        _record_failure(entry, need)
+    listing = _listing(image)
+    if isinstance(listing, str):  # not to be unpacked as it is: never tried again for this image
+        _record_failure(entry, listing)
         return
-    if not _make_room(cache, need):
+    if not _make_room(cache, listing.size):
         return
     staging = entry + rc.UNPACKING
     os.mkdir(staging, 0o700)
-    outcome, why = _run_unsquashfs(image, os.path.join(staging, rc.ROOT), alive)
+    top = os.path.join(staging, rc.ROOT)
+    outcome, why = _run_unsquashfs(image, top, alive)
     if outcome == STOPPED:
         return  # at once, as the container has ended: the next unpack removes the tree
     if outcome == DONE and rc.image_key(image) != key:
         outcome = AGAIN  # rewritten while it was unpacked: not this image's tree
+    if outcome == DONE:
+        why = _restore_special_bits(top, listing.special_bits) or ""
+        outcome = FAILED if why else DONE
     if outcome != DONE:
         rc.remove(staging)
         if outcome == FAILED:
@@ -108,33 +114,84 @@ def _unpack(cache: rc.ReadCache, image: str, key: str, alive: int) -> None:
 
 
 def _record_failure(entry: str, why: str) -> None:
-    """The marker that keeps later starts from unpacking this image again, saying why."""
+    """The marker that keeps later starts from unpacking this image again, saying when and why."""
     with open(entry + rc.FAILED, "w") as handle:
-        handle.write(why + "\n")
+        handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {why}\n")
 
 
-def _unpacked_size(image: str) -> int | str:
-    """Bytes that the image's files take once unpacked (whole blocks), from ``unsquashfs -lln``
-    (read as it comes: an image of a million files lists a hundred megabytes); or, where
-    unsquashfs cannot list it, why."""
+class Listing(Record):
+    """What ``unsquashfs -lln`` says of an image: the bytes its files take once unpacked (whole
+    blocks), and the set-user-ID and set-group-ID bits of each path that has them (relative to
+    the tree's top), which unsquashfs leaves out when it does not run as root."""
+
+    size: int
+    special_bits: dict[str, int]
+
+
+# One entry of `unsquashfs -lln`: type and permissions, uid/gid, size (or major, minor), date,
+# time, the path under squashfs-root (a link adds " -> TARGET"). A name or link target that
+# holds a line break makes a line that is none of these.
+ENTRY = rb"([-dlcbps])([-rwxsStT]{9}) \d+/\d+ +(\d+|\d+, *\d+) \d{4}-\d\d-\d\d \d\d:\d\d squashfs-root(/.*)?\n?"
+
+
+def _special_bits(permissions: bytes) -> int:
+    """The set-user-ID and set-group-ID bits of ``ls``-style permissions (``rwsr-sr-x``)."""
+    return ((stat.S_ISUID if permissions[2:3] in (b"s", b"S") else 0)
+            | (stat.S_ISGID if permissions[5:6] in (b"s", b"S") else 0))
+
+
+def _listing(image: str) -> Listing | str:
+    """The image's ``Listing``, read as it comes (an image of a million files lists a hundred
+    megabytes); or, where unsquashfs cannot list it, or a name holds a line break (which would
+    make its modes ambiguous), why."""
+    import re  # not on a start's path
     import subprocess
     import tempfile
 
-    total = 0
+    one_entry = re.compile(ENTRY)
+    total, odd = 0, b""  # odd: the first line that is no entry
+    special: dict[str, int] = {}
     with tempfile.TemporaryFile() as errors:  # a file: a pipe left unread could stall unsquashfs
         with subprocess.Popen(["unsquashfs", "-lln", image], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                               stderr=errors) as listing:
             assert listing.stdout is not None
             for line in listing.stdout:
-                fields = line.split(None, 3)
-                if len(fields) == 4 and fields[2].isdigit():
-                    total += -(-int(fields[2]) // BLOCK) * BLOCK if line.startswith(b"-") else BLOCK
+                entry = one_entry.fullmatch(line)
+                if entry is None:
+                    odd = odd or line
+                    continue
+                kind, permissions, size, path = entry.groups()
+                if kind == b"-":
+                    total += -(-int(size) // BLOCK) * BLOCK
+                elif kind != b"c" and kind != b"b":
+                    total += BLOCK
+                bits = _special_bits(permissions)
+                if bits and kind in (b"-", b"d"):
+                    special[os.fsdecode((path or b"/")[1:])] = bits
         if listing.returncode == 0:
-            return total
+            if odd:
+                return (f"unsquashfs -lln {image}: a name or link target holds a line break ({odd[:200]!r}): "
+                        "its modes cannot be told apart from the listing")
+            return Listing(total, special)
         errors.seek(0)
         lines = [line for line in errors.read().decode(errors="replace").splitlines() if line.strip()]
-    return (f"{time.strftime('%Y-%m-%d %H:%M:%S')} unsquashfs -lln {image} (exit status {listing.returncode}): "
-            + " / ".join(lines[-3:]))
+    return f"unsquashfs -lln {image} (exit status {listing.returncode}): " + " / ".join(lines[-3:])
+
+
+def _restore_special_bits(top: str, special: dict[str, int]) -> str | None:
+    """Give the unpacked tree's files and folders the set-user-ID and set-group-ID bits that the
+    image has and unsquashfs, not running as root, left out: a later start must show what the
+    image does (``sudo`` in a ``--root`` container checks its own bit). The user owns each of
+    them, so may set both. None, or why it could not."""
+    for path, bits in special.items():
+        full = os.path.join(top, path)
+        try:
+            info = os.lstat(full)
+            if stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode):
+                os.chmod(full, stat.S_IMODE(info.st_mode) | bits)
+        except OSError as e:
+            return f"cannot restore the mode of /{path}: {e.strerror}"
+    return None
 
 
 def _make_room(cache: rc.ReadCache, need: int) -> bool:
@@ -155,13 +212,16 @@ def _make_room(cache: rc.ReadCache, need: int) -> bool:
 
 
 def _run_unsquashfs(image: str, target: str, alive: int) -> tuple[str, str]:
-    """Unpack ``image`` into ``target`` (as the user: no owners, no device nodes, no extended
-    attributes). The outcome (DONE; STOPPED: the container ended first; AGAIN: the disk filled, a
-    later start may try again; FAILED: the image cannot be unpacked) and, when FAILED, why."""
+    """Unpack ``image`` into ``target`` as the user: every file the user's, no device nodes (the
+    host's /dev serves), extended attributes as the image has them; one that only root may set
+    (``security.capability``) fails the unpack, as the tree would not show it. The outcome (DONE;
+    STOPPED: the container ended first; AGAIN: the disk filled, a later start may try again;
+    FAILED: the image cannot be unpacked as it is) and, when FAILED, why."""
+    import re
     import selectors
     import subprocess
 
-    process = subprocess.Popen(["unsquashfs", "-no-progress", "-quiet", "-no-xattrs", "-d", target, image],
+    process = subprocess.Popen(["unsquashfs", "-no-progress", "-quiet", "-xattrs", "-d", target, image],
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                start_new_session=True,  # a group of its own, stopped as one
                                # this process has no other thread: preexec_fn is safe here
@@ -183,12 +243,11 @@ def _run_unsquashfs(image: str, target: str, alive: int) -> tuple[str, str]:
             errors = (errors + chunk)[-65536:]
     status = process.wait()
     lines = [line for line in errors.decode(errors="replace").splitlines() if line.strip()]
-    if status == 0 or (status == 2 and lines and all(DEVICE_NODE_COMPLAINT in line for line in lines)):
+    if status == 0 or (status == 2 and lines and all(re.fullmatch(DEVICE_NODE_COMPLAINT, line) for line in lines)):
         return DONE, ""
     if any(full in line for line in lines for full in DISK_FULL):
         return AGAIN, ""
-    return FAILED, (f"{time.strftime('%Y-%m-%d %H:%M:%S')} unsquashfs {image} (exit status {status}): "
-                    + " / ".join(lines[-3:]))
+    return FAILED, f"unsquashfs {image} (exit status {status}): " + " / ".join(lines[-3:])
 
 
 def _tree_size(top: str) -> int:
