@@ -243,9 +243,9 @@ def _read_cache(settings: Settings) -> Check:
         if not settings.read_cache_size:
             return Check(name, "skip", "off (HYDRIA_READ_CACHE_SIZE is 0): every start reads through the image reader",
                          "set HYDRIA_READ_CACHE_SIZE, e.g. 40G")
-        return Check(name, "fail", f"{setting} {settings.read_cache_path!r} cannot be an overlay's layer "
-                                   "(',', ':', '\\' or a space in it): every start reads through the image reader",
-                     "set HYDRIA_READ_CACHE_PATH to a path without them")
+        return Check(name, "fail", f"{setting} {settings.read_cache_path!r} "
+                                   f"{read_cache.path_problem(settings.read_cache_path)}: every start reads through "
+                                   "the image reader", "set HYDRIA_READ_CACHE_PATH to a path without them")
     problem = read_cache.placement_problem(cache.folder)
     if problem and settings.origins.get(setting) == "default":
         return Check(name, "skip", f"off: the default {cache.folder} {problem}", local)

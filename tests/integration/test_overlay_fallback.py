@@ -81,3 +81,14 @@ def test_named_containers_on_a_network_data_path(images: dict[str, Path], worksp
     check = next(c for c in report["checks"] if c["name"] == "named containers")
     assert check["status"] == "warn" and "fuse-overlayfs" in check["detail"] and "fuse" in check["detail"]
     assert "HYDRIA_DATA_PATH" in check["fix"]
+
+
+def test_a_colon_that_fuse_overlayfs_cannot_take_is_said_so(images: dict[str, Path], workspace: Workspace) -> None:
+    """The kernel's overlay takes a container named with ':' (pytorch:24.01); fuse-overlayfs reads
+    ':' in its folders as a separator ('cannot load store (null)'): the start says which folder."""
+    assert workspace.run("create", "--name", "pytorch:24.01", str(images["busybox"])).returncode == 0
+    assert workspace.run("start", "pytorch:24.01", "echo", "started").stdout == "started\n"
+    refused = workspace.run("start", "pytorch:24.01", "true", HYDRIA_NATIVE_OVERLAYFS="n")
+    assert refused.returncode == 1, refused.stderr
+    assert "fuse-overlayfs cannot take" in refused.stderr and "pytorch:24.01/upper: it holds ':'" in refused.stderr
+    assert "name the container without ':'" in refused.stderr and live_processes(workspace.user) == []

@@ -96,3 +96,31 @@ def test_a_default_runtime_folder_another_user_made_first_is_passed_by(images: d
     info = workspace.run("info", TMPDIR=str(shared_dir)).stdout
     assert f"HYDRIA_RUNTIME_PATH={workspace.root}/xdg-cache/hydria/runtime" in info
     assert list(squatted.iterdir()) == []
+
+
+def test_paths_an_overlay_cannot_be_mounted_from_are_refused_before_anything_is_made(
+        images: dict[str, Path], workspace: Workspace) -> None:
+    """',' separates the overlay's mount options and ':' its lower layers: a container named with
+    ',' (or made in a folder whose path has one) was created, then failed every start with
+    fuse-overlayfs's 'cannot retrieve path'. Now the create says so and makes nothing; so do starts
+    from such a runtime folder; a read cache path the overlay cannot take is passed by, saying so."""
+    image = str(images["busybox"])
+    named = workspace.run("create", "--name", "run,2", image)
+    assert named.returncode == 1 and "holds ','" in named.stderr and "--name" in named.stderr, named.stderr
+    odd = workspace.root / "odd,folder"
+    odd.mkdir()
+    os.chown(odd, workspace.user.uid, workspace.user.gid)
+    in_odd = workspace.run("create", "--name", "run", image, HYDRIA_DATA_PATH=str(odd / "data"))
+    assert in_odd.returncode == 1 and "holds ','" in in_odd.stderr, in_odd.stderr
+    assert list(odd.iterdir()) == [] and not (workspace.root / "data" / "run,2").exists()
+    unpacked = workspace.run("create", "--unpack", "--name", "run,3", image)  # a plain folder: no overlay
+    assert unpacked.returncode == 0, unpacked.stderr
+    assert workspace.run("start", "run,3", "echo", "started").stdout == "started\n"
+    for character in ",:":
+        runtime = workspace.root / f"run{character}time"
+        started = workspace.run("start", image, "true", HYDRIA_RUNTIME_PATH=str(runtime))
+        assert started.returncode == 1 and f"HYDRIA_RUNTIME_PATH {runtime} holds '{character}'" in started.stderr
+        assert not runtime.exists()
+    cache = workspace.root / "read:cache"
+    passed = workspace.run("start", image, "echo", "started", HYDRIA_READ_CACHE_PATH=str(cache))
+    assert passed.stdout == "started\n" and f"HYDRIA_READ_CACHE_PATH {cache} holds" in passed.stderr

@@ -22,7 +22,7 @@ from hydria.container.named import IDENTITY, IMAGE, ROOTFS, container_path, find
 from hydria.container.running import RunningProcess, running
 from hydria.errors import AlreadyExists, HydriaError, InvalidArgument, NotFound
 from hydria.paths import ensure_dir, process_tag
-from hydria.runtime.rootfs import Container, check_image
+from hydria.runtime.rootfs import Container, check_image, overlay_folder_problem
 from hydria.trees import delete_tree
 
 RENAME_ATTEMPTS = 5  # forced creates racing for one name: each try removes the one that won
@@ -50,6 +50,11 @@ class NamedContainers:
         check_image(image)
         name = name if name is not None else image.name.removesuffix(".sqsh")
         target = self.path(name)
+        problem = None if unpack else overlay_folder_problem(str(target), lower=False)
+        if problem:
+            raise HydriaError(f"cannot create {target}: it {problem}, which a container's overlay cannot be mounted "
+                              "from", hint="choose a name without ',' or '\\' (--name) and a HYDRIA_DATA_PATH "
+                                           "without them, or create it with --unpack")
         replace = force or self.settings.force_override
         ensure_dir(self.settings.data_path, setting="HYDRIA_DATA_PATH")
         self._sweep_leftovers()

@@ -53,11 +53,18 @@ class ReadCache(Record):
 
 def configured(settings: Settings) -> ReadCache | None:
     """The read cache the settings ask for, or None where it is off (a size of 0, or a path that
-    an overlay option cannot carry)."""
+    an overlay option cannot carry: ``path_problem``)."""
     folder = settings.read_cache_path
-    if not settings.read_cache_size or _OPTION_CHARACTERS & set(folder):
+    if not settings.read_cache_size or path_problem(folder):
         return None
     return ReadCache(os.path.abspath(folder), settings.read_cache_size)
+
+
+def path_problem(folder: str) -> str | None:
+    """Why ``folder`` cannot hold the lower layers of overlays, or None."""
+    if _OPTION_CHARACTERS & set(folder):
+        return "holds ',', ':', '\\' or a space, which an overlay's lower layer cannot"
+    return None
 
 
 def _nearest_existing(folder: str) -> str:

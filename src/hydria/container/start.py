@@ -26,6 +26,7 @@ from hydria.config import Settings
 from hydria.container import read_cache
 from hydria.errors import HydriaError
 from hydria.hooks import cgroups, identity, localtime, scripts, slurm_pmi
+from hydria.log import Logger
 from hydria.paths import check_input_file, ensure_dir, listed, process_tag, read_text
 from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime import edits, environ, fstab, lock, namespaces, rootfs, seccomp
@@ -38,6 +39,7 @@ if TYPE_CHECKING:  # confscript (and the secrets it needs) only for --conf
     from hydria.hooks.cdi import Registry
     from hydria.runtime.confscript import ConfScript
 
+log = Logger(__name__)
 SYSTEM_FSTAB = """\
 /proc /proc none x-create=dir,rbind,rw,rslave 0 -1
 /sys /sys none x-create=dir,rbind,ro,rslave 0 -1
@@ -102,6 +104,8 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     # belong to nobody): for --device, and for HYDRIA_NVIDIA_CDI, whose request the image may make.
     specs = _cdi_specs(settings) if options.devices or settings.nvidia_cdi else None
     device_edits = _device_edits(options.devices, specs) if specs is not None and options.devices else None
+    if container.directory is None:
+        _check_overlay_folders(container, settings)
     runtime = ensure_dir(settings.runtime_path, setting="HYDRIA_RUNTIME_PATH")
     uid, gid = os.getuid(), os.getgid()
     host_user = pwd.getpwuid(uid)
@@ -190,11 +194,30 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
                           hint="hydria runs the image's /etc/rc with /bin/sh; the image needs one") from None
 
 
+def _check_overlay_folders(container: rootfs.Container, settings: Settings) -> None:
+    """Refuse, before anything is made, a start whose overlay the mount options could not name:
+    the kernel would refuse it, or mount other folders than these."""
+    runtime = os.path.abspath(settings.runtime_path)
+    problem = rootfs.overlay_folder_problem(runtime, lower=True)
+    if problem:
+        raise HydriaError(f"HYDRIA_RUNTIME_PATH {runtime} {problem}, which the container's overlay cannot be mounted "
+                          "from", hint="set HYDRIA_RUNTIME_PATH to a path without ',', ':' or '\\'")
+    problem = rootfs.overlay_folder_problem(container.home, lower=False) if container.home else None
+    if problem:
+        raise HydriaError(f"cannot start {container.name}: its folder {container.home} {problem}, which the "
+                          "container's overlay cannot be mounted from",
+                          hint="create it again under a name without ',' or '\\' (hydria create --name), in a "
+                               "HYDRIA_DATA_PATH without them")
+
+
 def _image_source(container: rootfs.Container, settings: Settings) -> rootfs.ImageSource:
     """The image's unpacked tree where the read cache holds it (container/read_cache.py); otherwise
     the image is mounted, and unpacked behind the container for the next start."""
     cache = read_cache.configured(settings)
     if container.image is None or cache is None:
+        if container.image is not None and settings.read_cache_size:
+            log.warning("HYDRIA_READ_CACHE_PATH %s %s: images are not unpacked there for faster reads (set it to a "
+                        "path without them)", settings.read_cache_path, read_cache.path_problem(settings.read_cache_path))
         return rootfs.ImageSource()
     try:
         key = read_cache.image_key(container.image)

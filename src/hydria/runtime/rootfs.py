@@ -28,6 +28,11 @@ from hydria.trees import delete_tree
 
 SQUASHFS_MAGIC = b"hsqs"
 SUPERBLOCK_SIZE = 96
+# What the overlay's mount options cannot carry in a folder's path: no folder may hold ',' (it
+# separates the options) or '\' (it escapes); ':' separates the lower layers, and fuse-overlayfs
+# takes it in none of its folders.
+OPTION_SEPARATORS = frozenset(",\\")
+LAYER_SEPARATOR = ":"
 
 
 class Container(Record):
@@ -137,6 +142,18 @@ def _become_daemon(argv: list[str], kept: tuple[int, ...], target: str, capabili
         os._exit(127)
 
 
+def overlay_folder_problem(path: str, lower: bool) -> str | None:
+    """What in ``path`` the overlay's mount options cannot carry (``lower``: as a lower layer, or
+    in any folder of fuse-overlayfs's), as "holds ','"; None where nothing."""
+    found = sorted((OPTION_SEPARATORS | ({LAYER_SEPARATOR} if lower else set())) & set(path))
+    return f"holds {' and '.join(repr(c) for c in found)}" if found else None
+
+
+def _fuse_because(refusal: str | None) -> str:
+    """Why fuse-overlayfs mounts the overlay: the kernel's ``refusal``, or the setting."""
+    return f"the kernel refused its overlay ({refusal}) and " if refusal else "HYDRIA_NATIVE_OVERLAYFS is off and "
+
+
 def mount_overlay(lower: str, upper: str, work: str, target: str, uid: int, gid: int, native: bool = True) -> str:
     """The container's overlay: the kernel's (user namespaces allow it since Linux 5.11) unless
     ``native`` is off (``HYDRIA_NATIVE_OVERLAYFS``) or the kernel refuses it (an older kernel, an
@@ -155,10 +172,17 @@ def mount_overlay(lower: str, upper: str, work: str, target: str, uid: int, gid:
             refusal = e.strerror
     binary = find_program("fuse-overlayfs")
     if binary is None:
-        why = f"the kernel refused its overlay ({refusal}) and " if refusal else "HYDRIA_NATIVE_OVERLAYFS is off and "
-        raise HydriaError(f"Failed to mount the container's overlay: {why}fuse-overlayfs is not installed",
+        raise HydriaError(f"Failed to mount the container's overlay: {_fuse_because(refusal)}fuse-overlayfs is not "
+                          "installed",
                           hint="install the Debian package fuse-overlayfs (needed before Linux 5.11, and where "
                                "the data path is on NFS or another network file system)")
+    for folder in (lower, upper, work):
+        problem = overlay_folder_problem(folder, lower=True)
+        if problem:
+            raise HydriaError(f"Failed to mount the container's overlay: {_fuse_because(refusal)}fuse-overlayfs "
+                              f"cannot take {folder}: it {problem}",
+                              hint="name the container without ':' (hydria create --name), and set HYDRIA_DATA_PATH "
+                                   "and HYDRIA_RUNTIME_PATH to paths without ':'")
     if refusal is not None:  # the kernel may have left a mode-0000 "work" in it: start afresh
         work += "-fuse"
         os.mkdir(work, 0o700)
