@@ -63,7 +63,7 @@ def configured(settings: Settings) -> ReadCache | None:
 def path_problem(folder: str) -> str | None:
     """Why ``folder`` cannot hold the lower layers of overlays, or None."""
     if _OPTION_CHARACTERS & set(folder):
-        return "holds ',', ':', '\\' or a space, which an overlay's lower layer cannot"
+        return "holds ',', ':', '\\' or white space, which an overlay's lower layer cannot"
     return None
 
 
