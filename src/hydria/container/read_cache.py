@@ -27,7 +27,7 @@ from hydria.log import Logger
 from hydria.paths import is_own_private_dir, private_dir_problem
 from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime.mountinfo import options_in_use
-from hydria.runtime.rootfs import SUPERBLOCK_SIZE
+from hydria.runtime.rootfs import LAYER_SEPARATOR, OPTION_SEPARATORS, SUPERBLOCK_SIZE
 from hydria.trees import delete_tree
 
 if TYPE_CHECKING:
@@ -38,8 +38,9 @@ ROOT, SIZE, LOCK, UNPACKING, FAILED = "root", "size", ".lock", ".unpacking", ".f
 SETTING = "HYDRIA_READ_CACHE_PATH"
 MEMORY_TYPES = frozenset({"tmpfs", "ramfs"})
 FREE_RESERVE = 0.1  # the share of its file system that an unpack leaves free
-# Characters that a path in an overlay's lowerdir= option cannot hold.
-_OPTION_CHARACTERS = frozenset(",:\\ \t\n")
+# Characters that the read cache's path may not hold: what an overlay's lowerdir= option cannot
+# carry (runtime/rootfs.py), and, stricter than the overlay, white space.
+_OPTION_CHARACTERS = OPTION_SEPARATORS | {LAYER_SEPARATOR} | frozenset(" \t\n")
 
 log = Logger(__name__)
 
