@@ -105,8 +105,9 @@ def test_paths_an_overlay_cannot_be_mounted_from_are_refused_before_anything_is_
     fuse-overlayfs's 'cannot retrieve path'. Now the create says so and makes nothing; so do starts
     from such a runtime folder; a read cache path the overlay cannot take is passed by, saying so."""
     image = str(images["busybox"])
-    named = workspace.run("create", "--name", "run,2", image)
-    assert named.returncode == 1 and "holds ','" in named.stderr and "--name" in named.stderr, named.stderr
+    for character in ",\\":
+        named = workspace.run("create", "--name", f"run{character}2", image)
+        assert named.returncode == 1 and f"holds {character!r}" in named.stderr and "--name" in named.stderr, named.stderr
     odd = workspace.root / "odd,folder"
     odd.mkdir()
     os.chown(odd, workspace.user.uid, workspace.user.gid)
@@ -116,10 +117,10 @@ def test_paths_an_overlay_cannot_be_mounted_from_are_refused_before_anything_is_
     unpacked = workspace.run("create", "--unpack", "--name", "run,3", image)  # a plain folder: no overlay
     assert unpacked.returncode == 0, unpacked.stderr
     assert workspace.run("start", "run,3", "echo", "started").stdout == "started\n"
-    for character in ",:":
+    for character in ",:\\":
         runtime = workspace.root / f"run{character}time"
         started = workspace.run("start", image, "true", HYDRIA_RUNTIME_PATH=str(runtime))
-        assert started.returncode == 1 and f"HYDRIA_RUNTIME_PATH {runtime} holds '{character}'" in started.stderr
+        assert started.returncode == 1 and f"HYDRIA_RUNTIME_PATH {runtime} holds {character!r}" in started.stderr
         assert not runtime.exists()
     cache = workspace.root / "read:cache"
     passed = workspace.run("start", image, "echo", "started", HYDRIA_READ_CACHE_PATH=str(cache))
