@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from hydria.paths import process_tag
+from hydria.paths import hidden_sibling, process_tag
 
 
 @dataclass
@@ -59,7 +59,7 @@ def anonymous_file(target: Path, mode: int = 0o644) -> Iterator[AnonymousFile]:
         import secrets  # here: only file systems without O_TMPFILE pay for its import
 
         # An unpredictable name, made new (O_EXCL follows no link): the directory may be shared.
-        partial = target.with_name(f".{target.name}.{process_tag()}.{secrets.token_hex(8)}.partial")
+        partial = target.with_name(hidden_sibling(target.name, process_tag(), secrets.token_hex(8), "partial"))
         fd = os.open(partial, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
         os.fchmod(fd, mode)

@@ -85,13 +85,28 @@ def process_tag() -> str:
     return f"{os.uname().nodename}.{os.getpid()}"
 
 
+NAME_MAX = 255  # bytes in one path component, on every file system hydria writes to
+_SHORT_NAME = 120  # bytes of a name kept in a hidden sibling's name: the rest is the sibling's own
+
+
+def hidden_sibling(name: str, *parts: str) -> str:
+    """``.NAME.PART...``: the name of a temporary file or folder beside ``name`` (staging, trash,
+    partial). A long ``name`` (past ``_SHORT_NAME`` bytes) stands there as a digest, so that
+    whatever name fits a folder, the siblings its creation and removal need fit it too."""
+    if len(name.encode(errors="surrogateescape")) > _SHORT_NAME:
+        import hashlib
+
+        name = "~" + hashlib.sha256(name.encode(errors="surrogateescape")).hexdigest()[:32]
+    return ".".join(("", name, *parts))
+
+
 def staging_file(target: Path, what: str) -> Path:
     """A new, empty file (mode 0600) beside ``target`` to write it under another name first:
     made exclusively, so that nothing another user made there first (a symlink, a file they can
     rewrite later) is written through, in an output folder others may write. The caller removes
     it, or renames it over ``target`` when complete."""
     while True:
-        path = target.with_name(f".{target.name}.{what}.{process_tag()}.{os.urandom(4).hex()}")
+        path = target.with_name(hidden_sibling(target.name, what, process_tag(), os.urandom(4).hex()))
         try:
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
             return path

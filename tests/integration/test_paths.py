@@ -125,3 +125,34 @@ def test_paths_an_overlay_cannot_be_mounted_from_are_refused_before_anything_is_
     cache = workspace.root / "read:cache"
     passed = workspace.run("start", image, "echo", "started", HYDRIA_READ_CACHE_PATH=str(cache))
     assert passed.stdout == "started\n" and f"HYDRIA_READ_CACHE_PATH {cache} holds" in passed.stderr
+
+
+@pytest.mark.parametrize("length", [200, 228, 240, 241, 255])
+def test_every_name_that_fits_a_folder_is_created_started_and_removed(images: dict[str, Path], workspace: Workspace,
+                                                                      length: int) -> None:
+    """The folders a create and a removal make beside the container (``.NAME.creating...``,
+    ``.NAME.removing...``) fit too: a name of 228-240 bytes could be created, never removed."""
+    name = ("é" * length)[: length // 2] + "x" * (length % 2)  # 2-byte characters: bytes, not characters, count
+    assert len(name.encode()) == length
+    for args in (("create", "-n", name, str(images["busybox"])), ("start", name, "true"),
+                 ("create", "-f", "-n", name, str(images["busybox"])), ("remove", "-f", name)):
+        result = workspace.run(*args)
+        assert result.returncode == 0, (args, result.stderr)
+    assert list((workspace.root / "data").iterdir()) == []
+
+
+def test_a_name_past_the_limit_gets_the_limit(images: dict[str, Path], workspace: Workspace) -> None:
+    result = workspace.run("create", "-n", "x" * 256, str(images["busybox"]))
+    assert result.returncode == 1 and "at most 255 bytes" in result.stderr and "creating" not in result.stderr
+    assert not (workspace.root / "data").exists() or list((workspace.root / "data").iterdir()) == []
+
+
+def test_export_of_a_long_name_asks_for_a_file_name(images: dict[str, Path], workspace: Workspace) -> None:
+    name = "n" * 252
+    assert workspace.run("create", "-n", name, str(images["busybox"])).returncode == 0
+    refused = workspace.run("export", name)
+    assert refused.returncode == 1 and "a file name holds at most 255 bytes" in refused.stderr
+    assert "hydria export -o FILE NAME" in refused.stderr and list(workspace.out.glob(".*")) == []
+    exported = workspace.run("export", "-o", "short.sqsh", name)
+    assert exported.returncode == 0, exported.stderr
+    assert (workspace.out / "short.sqsh").is_file()

@@ -27,7 +27,7 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     from hydria.errors import AlreadyExists, InvalidArgument
     from hydria.image.importer import import_image
     from hydria.image.reference import parse
-    from hydria.paths import ensure_dir, process_tag
+    from hydria.paths import ensure_dir, hidden_sibling, process_tag
 
     if not options.uri.startswith("docker://"):
         raise InvalidArgument(options.uri, hint="load takes docker:// images; "
@@ -37,7 +37,7 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     target = containers.path(name)
     if target.exists() and not (options.force or settings.force_override):  # before any download
         raise AlreadyExists(target, hint="use --force to replace it")
-    staging = Path(ensure_dir(settings.data_path, setting="HYDRIA_DATA_PATH"), f".{name}.loading.{process_tag()}.sqsh")
+    staging = Path(ensure_dir(settings.data_path, setting="HYDRIA_DATA_PATH"), hidden_sibling(name, "loading", process_tag(), "sqsh"))
     try:
         import_image(options.uri, settings, output=str(staging), arch=options.arch)
         containers.create(staging, name, force=options.force, unpack=settings.unpack)

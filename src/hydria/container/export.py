@@ -17,7 +17,8 @@ from pathlib import Path
 
 from hydria.config import Settings
 from hydria.container.named import check_unchanged
-from hydria.paths import ensure_dir, output_file, process_tag, staging_file, umask
+from hydria.errors import HydriaError
+from hydria.paths import NAME_MAX, ensure_dir, output_file, process_tag, staging_file, umask
 from hydria.runtime import namespaces, rootfs
 from hydria.runtime import syscalls as sc
 from hydria.tools import run_tool
@@ -31,7 +32,11 @@ def export(name: str, output: str | None, force: bool, settings: Settings) -> Pa
 
     container = NamedContainers(settings).container(name)
     check_unchanged(container)
-    target = output_file(output, f"{name}.sqsh", force=force or settings.force_override)
+    default = f"{name}.sqsh"
+    if output is None and len(default.encode(errors="surrogateescape")) > NAME_MAX:
+        raise HydriaError(f"the container's name is too long for the default output {ascii(default)[:40]}...: "
+                          f"a file name holds at most {NAME_MAX} bytes", hint="name the file: hydria export -o FILE NAME")
+    target = output_file(output, default, force=force or settings.force_override)
     staging = staging_file(target, "exporting")
     try:
         namespaces.in_child(lambda: _squash(container, staging, target.name, settings))

@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 
 from hydria.errors import HydriaError, InvalidArgument, NotFound
+from hydria.paths import NAME_MAX
 from hydria.runtime.rootfs import Container, check_image
 
 IMAGE = "image.sqsh"  # the container's reference to its image (a hardlink or a copy)
 ROOTFS = "rootfs"  # an unpacked container's root filesystem
 IDENTITY = "image.id"  # what the image was at create (rootfs.check_image): a hardlink shares later writes
-NAME_MAX = 255
 
 
 def validate_name(name: str) -> str:

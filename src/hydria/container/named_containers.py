@@ -21,7 +21,7 @@ from hydria.config import Settings
 from hydria.container.named import IDENTITY, IMAGE, ROOTFS, container_path, find
 from hydria.container.running import RunningProcess, running
 from hydria.errors import AlreadyExists, HydriaError, InvalidArgument, NotFound
-from hydria.paths import ensure_dir, process_tag
+from hydria.paths import ensure_dir, hidden_sibling, process_tag
 from hydria.runtime.rootfs import Container, check_image, overlay_folder_problem
 from hydria.trees import delete_tree
 
@@ -62,7 +62,7 @@ class NamedContainers:
             if not replace:
                 raise AlreadyExists(target, hint="use --force to replace it")
             self._discard(target)
-        staging = self.root / f".{name}.creating.{process_tag()}"
+        staging = self.root / hidden_sibling(name, "creating", process_tag())
         try:
             staging.mkdir(mode=0o700)
             if unpack:
@@ -148,7 +148,7 @@ class NamedContainers:
     def _discard(self, path: Path) -> None:
         """Take ``path`` out of the store at once (a rename: of concurrent removals, one does it),
         then delete it."""
-        trash = self.root / f".{path.name}.removing.{process_tag()}.{time.monotonic_ns()}"
+        trash = self.root / hidden_sibling(path.name, "removing", process_tag(), str(time.monotonic_ns()))
         try:
             os.rename(path, trash)
         except FileNotFoundError:

@@ -18,7 +18,7 @@ from hydria.container.named import container_path
 from hydria.errors import HydriaError
 from hydria.hooks import slurm_pmi
 from hydria.log import Logger
-from hydria.paths import ensure_dir, process_tag, read_text
+from hydria.paths import NAME_MAX, ensure_dir, process_tag, read_text
 from hydria.runtime.filesystems import file_system_type, may_be_shared
 from hydria.runtime.fstab import READ_ONLY_FILE_BIND, MountEntry
 from hydria.slurm import importer_plugin, task_env
@@ -222,7 +222,13 @@ def container_name(options: ContainerOptions, step: str, scope: str) -> str | No
     """The container the step runs: NAME given, a temporary one when an unnamed container is to be
     saved (its writes must land somewhere), else none (the image file is started directly)."""
     if options.name is not None:
-        return _prefix(step, scope) + options.name
+        prefix = _prefix(step, scope)
+        room = NAME_MAX - len(prefix.encode())
+        if len(options.name.encode(errors="surrogateescape")) > room:
+            raise HydriaError(f"--container-name: the name is longer than {room} bytes, the most that fits in a "
+                              f"file name after the prefix {prefix} that names the container in the data path",
+                              hint="choose a shorter --container-name")
+        return prefix + options.name
     return _temporary_name(_prefix(step, scope), step) if options.save else None
 
 
