@@ -301,7 +301,8 @@ def test_an_import_prunes_the_store_past_its_high_watermark(busybox: PublishedIm
 def test_a_killed_importer_leaves_no_entry_and_is_taken_over(busybox: PublishedImage, registry: Registry,
                                                              store: Path, store_workspace: Workspace) -> None:
     """SIGKILL while a layer downloads (the registry stalls it): nothing appears in the store; the
-    lock stays, is no longer touched, and once stale the next import takes over."""
+    lock stays, and the next import on this node takes it over at once (its holder's process is
+    gone), not after the stale period that another node's importer gets."""
     push_as(busybox, registry, "killed", store_workspace.root)
     assert store_run(store_workspace, store, "init").returncode == 0
     with StallProxy(registry.address, "blob-headers") as front:
@@ -314,11 +315,30 @@ def test_a_killed_importer_leaves_no_entry_and_is_taken_over(busybox: PublishedI
         importing.wait()
         [lock] = list((store / "locks").iterdir())
         assert list((store / "images").glob("*.sqsh")) == []
-        os.utime(lock, (time.time() - 600, time.time() - 600))
         front.how = "none"  # the registry answers again: every request is forwarded
+        started = time.monotonic()
         result = store_run(store_workspace, store, "import", uri)
     assert result.returncode == 0, result.stderr
-    assert "Taking over the import of" in result.stderr and "has not touched its lock for" in result.stderr
+    assert f"Taking over the import of {lock.name[:12]}: node " in result.stderr
+    assert f"process {importing.pid} is gone (killed)" in result.stderr
+    assert "Waiting for" not in result.stderr and time.monotonic() - started < 60
     listing = subprocess.run(["unsquashfs", "-l", result.stdout.strip()], capture_output=True, text=True,
                              check=True).stdout
     assert "squashfs-root/bin/busybox" in listing and list((store / "locks").iterdir()) == []
+
+
+def test_a_stored_image_is_not_served_for_another_architecture(busybox: PublishedImage, registry: Registry,
+                                                               store: Path, store_workspace: Workspace,
+                                                               workspace: Workspace) -> None:
+    """The store keys what --arch asked for: its entry of an image of one architecture is served
+    neither to a user's import nor to a store import that asks for another."""
+    uri = push_as(busybox, registry, "onearch", store_workspace.root)
+    assert store_run(store_workspace, store, "init").returncode == 0
+    assert store_run(store_workspace, store, "import", uri).returncode == 0
+    own = busybox.image.architecture
+    other = "arm64" if own == "amd64" else "amd64"
+    for user, args in ((store_workspace, ("store", "import", "-a", other, uri)),
+                       (workspace, ("import", "-a", other, "-o", "x.sqsh", uri))):
+        refused = user.run(*args, HYDRIA_STORE_PATH=str(store))
+        assert refused.returncode == 1 and f"the image is for {own} only, not {other}" in refused.stderr, args
+        assert "Found the image in the image store" not in refused.stderr

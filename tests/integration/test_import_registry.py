@@ -124,6 +124,20 @@ def test_single_arch_mismatch_is_refused_when_asked_for(variants: dict[str, str]
     assert workspace.run("import", "-a", "amd64", "-o", "x.sqsh", variants["dockerv2"]).returncode == 0
 
 
+def test_a_kept_image_is_not_served_for_another_architecture(variants: dict[str, str], workspace: Workspace) -> None:
+    """The image cache keys what --arch asked for: after the amd64-only image is kept, asking for
+    arm64 is refused as a fresh import refuses it, and asking for amd64 still gets the image."""
+    assert workspace.run("import", "-o", "first.sqsh", variants["dockerv2"]).returncode == 0
+    refused = workspace.run("import", "-a", "arm64", "-o", "x.sqsh", variants["dockerv2"])
+    assert refused.returncode == 1 and "the image is for amd64 only, not arm64" in refused.stderr
+    assert not (workspace.out / "x.sqsh").exists()
+    for _ in range(2):  # imported, then kept under its own key
+        asked = workspace.run("import", "-a", "amd64", "-o", "x.sqsh", variants["dockerv2"])
+        assert asked.returncode == 0, asked.stderr
+        (workspace.out / "x.sqsh").unlink()
+    assert "Found the image in cache" in asked.stderr
+
+
 @pytest.mark.parametrize(("name", "reason"), [("notatar", "invalid header"),
                                               ("truncatedgzip", "ended before the end-of-stream marker")])
 def test_unreadable_layer_fails_clearly_and_writes_nothing(name: str, reason: str, variants: dict[str, str],

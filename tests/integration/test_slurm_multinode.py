@@ -17,6 +17,7 @@ import pytest
 
 from hydria.config import SPEC_BY_NAME
 from hydria.image.imagestore import ImageStore
+from hydria.image.manifest import parse_platform
 from hydria.image.reference import parse
 from testbed import slurm
 from testbed.authproxy import AuthProxy
@@ -140,7 +141,8 @@ def test_a_step_takes_over_a_dead_importers_store_lock(cluster: None, busybox: P
     with Forwarder(registry.address, host=HEAD_ADDRESS) as front:
         image = f"{front.address}#hydria/orphaned:latest"
         digest = store_workspace.run("digest", f"docker://{image}").stdout.strip()
-        key = ImageStore.key(parse(f"docker://{image}").uri, digest, SPEC_BY_NAME["SQUASH_OPTIONS"].default)
+        key = ImageStore.key(parse(f"docker://{image}").uri, digest, SPEC_BY_NAME["SQUASH_OPTIONS"].default,
+                            parse_platform(None))
         lock = site_store / "locks" / f"{key}.lock"
         lock.write_text("crashed-node.4242\n")
         os.chown(lock, store_workspace.user.uid, store_workspace.user.gid)

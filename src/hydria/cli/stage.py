@@ -23,7 +23,7 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     if options.adopt:
         if not options.digest:
             raise UsageError("--adopt needs --digest")
-        stage.adopt(options.adopt, options.uri, options.digest, settings)
+        stage.adopt(options.adopt, options.uri, options.digest, options.arch, settings)
         return 0
     nodes = stage.stage(options.uri, settings, options.arch)
     print(f"staged {options.uri} on {nodes} node(s)")

@@ -2,8 +2,8 @@
 
 Each user's imports hold their own lock per blob (:mod:`hydria.image.blobcache`): nobody can hold
 another user's. Across users, a download is *announced* instead: ``locks/<hex>.<uid>.active``,
-owned by its downloader, holding when the download started and how many bytes it has, rewritten
-every ``HEARTBEAT`` seconds. A user who finds an earlier announcement by another user waits for
+owned by its downloader, holding when the download started, how many bytes it has and which
+process downloads (:mod:`hydria.liveness`), rewritten every ``HEARTBEAT`` seconds. A user who finds an earlier announcement by another user waits for
 that blob instead of downloading it too, but only while the announcement stays fresh (its
 downloader is alive) and the download moves on (after ``GRACE`` seconds, ``MIN_RATE`` bytes a
 second on average). Then it finds the blob, which it verifies against its digest as it does any
@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from hydria.interrupt import worker_thread
+from hydria.liveness import holder_line, is_gone
 from hydria.log import Logger
 from hydria.paths import user_name
 from hydria.record import Record
@@ -51,6 +52,7 @@ class Announcer:
         self.started = time.time_ns()
         self.received: Callable[[], int] = lambda: 0
         self._fd: int | None = None
+        self._holder = holder_line()
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
 
@@ -80,7 +82,7 @@ class Announcer:
 
     def _write(self) -> None:
         assert self._fd is not None
-        text = f"{self.started} {self.received()}\n".encode()
+        text = f"{self.started} {self.received()} {self._holder}\n".encode()
         try:
             os.pwrite(self._fd, text, 0)
             os.ftruncate(self._fd, len(text))
@@ -104,7 +106,8 @@ def announced(locks: Path, hex_digest: str) -> Iterator[Announcer]:
 
 def announcements(locks: Path, hex_digest: str, size: int | None) -> list[Announcement]:
     """The fresh announcements of other users for the blob: each owned by the user its name
-    says, rewritten within ``STALE`` seconds, and not claiming more bytes than the blob has."""
+    says, rewritten within ``STALE`` seconds, by a process not known to be gone, and not claiming
+    more bytes than the blob has."""
     found = []
     now = time.time()
     for path in locks.glob(f"{hex_digest}.*.active"):
@@ -118,13 +121,13 @@ def announcements(locks: Path, hex_digest: str, size: int | None) -> list[Announ
         try:
             info = os.fstat(fd)
             # only a regular file is read: a FIFO or folder planted under the name never blocks nor fails
-            text = os.read(fd, 64).decode("ascii", "replace").split() if stat.S_ISREG(info.st_mode) else []
+            text = os.read(fd, 256).decode("ascii", "replace").split() if stat.S_ISREG(info.st_mode) else []
         except OSError:
             continue
         finally:
             os.close(fd)
-        if info.st_uid != int(match.group(2)) or now - info.st_mtime > STALE or len(text) != 2 \
-                or not all(t.isdigit() for t in text):
+        if info.st_uid != int(match.group(2)) or now - info.st_mtime > STALE or len(text) not in (2, 5) \
+                or not all(t.isdigit() for t in text[:2]) or is_gone(" ".join(text[2:])):
             continue
         announcement = Announcement(info.st_uid, int(text[0]), int(text[1]))
         if size is None or announcement.received <= size:

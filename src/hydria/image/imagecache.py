@@ -5,7 +5,8 @@ image made last time instead of merging and compressing all its layers again.
 An entry is ``CACHE/images.<uid>/<key>.<size>.<mtime_ns>.sqsh``, a hardlink to an imported image
 (a copy when the output is on another file system). The key is a digest of everything the
 image's bytes depend on: the manifest's digest (which pins the config and every layer), the URI
-(the provenance line of ``/etc/rc``), the squash options and hydria's image format; a moved tag
+(the provenance line of ``/etc/rc``), the squash options, the platform that ``--arch`` asked for
+(:meth:`Platform.key_part`) and hydria's image format; a moved tag
 has another manifest digest, so it misses. Size and modification time are those of the finished
 image: an entry whose file was since written to (say, ``cp`` over the imported file, which
 writes into the same inode) no longer matches them and is dropped, never used.
@@ -30,6 +31,7 @@ from pathlib import Path
 
 from hydria.anonfile import link_or_copy
 from hydria.errors import HydriaError
+from hydria.image.manifest import Platform
 from hydria.log import Logger
 from hydria.paths import ensure_dir, is_own_private_dir, user_name
 from hydria.version import __version__
@@ -49,8 +51,8 @@ class ImageCache:
         self.directory = Path(root) / f"images.{os.geteuid()}"
         self.keep = keep
 
-    def entry(self, uri: str, manifest_digest: str, squash_options: str) -> CachedImage:
-        text = f"{IMAGE_FORMAT}\n{__version__}\n{uri}\n{manifest_digest}\n{squash_options}"
+    def entry(self, uri: str, manifest_digest: str, squash_options: str, platform: Platform) -> CachedImage:
+        text = f"{IMAGE_FORMAT}\n{__version__}\n{uri}\n{manifest_digest}\n{squash_options}{platform.key_part()}"
         return CachedImage(self, hashlib.sha256(text.encode()).hexdigest())
 
     def usable(self) -> bool:

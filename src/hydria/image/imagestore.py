@@ -4,7 +4,8 @@ user and node (docs/store.md).
 
 * ``STORE/images/<key>.sqsh``: the images, mode 0644, named by a digest of what their bytes
   depend on (the manifest digest, which pins the config and every layer; the URI, which the
-  image's ``/etc/rc`` names; the squash options; hydria's image format), so that a name never
+  image's ``/etc/rc`` names; the squash options; the platform ``--arch`` asked for; hydria's
+  image format), so that a name never
   stands for other bytes. They get their name only once complete (an anonymous file), so a
   killed import never leaves a half-written entry in sight.
 * ``STORE/meta/<key>.json`` (mode 0600, for ``hydria store list``): what each image is.
@@ -16,7 +17,8 @@ user and node (docs/store.md).
 * ``STORE/locks/<key>.lock``: who imports an image now. Made with an exclusive create, which works
   on NFS where ``flock`` may not, holding the importer's node and PID; the importer touches it
   every ``HEARTBEAT`` seconds, and one untouched for ``STALE_AFTER`` seconds is taken over (its
-  importer died), by a rename that only one of the waiting importers wins.
+  importer died), by a rename that only one of the waiting importers wins; at once where its
+  importer ran on this node and its process is gone (:mod:`hydria.liveness`).
 
 Users read: an entry is used only when it and every folder above it belong to the store's owner
 (or root) and nobody else may write them. Only the owner writes, so a user gets from the store
@@ -41,8 +43,10 @@ from hydria.anonfile import AnonymousFile, anonymous_file
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.image.imagecache import IMAGE_FORMAT
+from hydria.image.manifest import Platform
 from hydria.image.prune import Item, item, regular_files, remove, victims
 from hydria.interrupt import worker_thread
+from hydria.liveness import holder_line, holder_name, is_gone
 from hydria.log import Logger
 from hydria.paths import process_tag, user_name, writable_by_others
 from hydria.record import Record
@@ -112,8 +116,8 @@ class ImageStore:
         return os.geteuid() == self.owner_uid
 
     @staticmethod
-    def key(uri: str, manifest_digest: str, squash_options: str) -> str:
-        text = f"{IMAGE_FORMAT}\n{uri}\n{manifest_digest}\n{squash_options}\n{PUBLIC}"
+    def key(uri: str, manifest_digest: str, squash_options: str, platform: Platform) -> str:
+        text = f"{IMAGE_FORMAT}\n{uri}\n{manifest_digest}\n{squash_options}\n{PUBLIC}{platform.key_part()}"
         return hashlib.sha256(text.encode()).hexdigest()
 
     def lookup(self, key: str) -> Path | None:
@@ -169,16 +173,12 @@ class ImageStore:
         """Yields None while this process holds the import lock of ``key`` (kept fresh by a
         heartbeat), else who holds it; a stale lock is taken over first."""
         path = self.locks / f"{key}.lock"
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        except FileExistsError:
-            holder, age = _holder(path)
-            if age > STALE_AFTER:
-                self._take_over(path, key, holder, age)
-            yield holder
+        fd = self._claim(path, key)
+        if isinstance(fd, str):
+            yield fd
             return
         try:
-            os.write(fd, f"{process_tag()}\n".encode())
+            os.write(fd, f"{holder_line()}\n".encode())
         finally:
             os.close(fd)
         stop = threading.Event()
@@ -190,19 +190,38 @@ class ImageStore:
             beat.join()
             path.unlink(missing_ok=True)
 
-    def _take_over(self, lock: Path, key: str, holder: str, age: float) -> None:
-        """Remove a dead importer's lock and its partial file (NFS has no anonymous files)."""
+    def _claim(self, path: Path, key: str) -> int | str:
+        """The new lock file's descriptor, else who holds it. A dead holder's lock is taken over
+        and claimed again at once."""
+        for _ in range(2):
+            try:
+                return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            except FileExistsError:
+                line, age = _holder(path)
+                holder = holder_name(line)
+                if is_gone(line):
+                    self._take_over(path, key, f"{holder} is gone (killed)", line)
+                elif age > STALE_AFTER:
+                    self._take_over(path, key, f"{holder} has not touched its lock for {age:.0f} s", line)
+                else:
+                    return holder
+        return holder
+
+    def _take_over(self, lock: Path, key: str, why: str, line: str) -> None:
+        """Remove a dead importer's lock and its partial files (NFS has no anonymous files): those
+        that its line names, and any left untouched for ``STALE_AFTER`` seconds."""
         try:
             os.rename(lock, lock.with_name(f"{lock.name}.stale.{process_tag()}"))  # one waiter wins
         except FileNotFoundError:
             return
-        self._say(log.warning,
-                  f"Taking over the import of {key[:12]}: {holder} has not touched its lock for {age:.0f} s")
+        self._say(log.warning, f"Taking over the import of {key[:12]}: {why}")
         for leftover in self.locks.glob(f"{lock.name}.stale.*"):
             leftover.unlink(missing_ok=True)
+        dead_tag = line.split()[0] if line.split() else None
         for partial in self.images.glob(f".{key}{SUFFIX}.*.partial"):
             try:
-                if time.time() - partial.stat().st_mtime > STALE_AFTER:
+                if partial.name.startswith(f".{key}{SUFFIX}.{dead_tag}.") \
+                        or time.time() - partial.stat().st_mtime > STALE_AFTER:
                     partial.unlink()
             except FileNotFoundError:
                 continue
@@ -304,14 +323,13 @@ def _owner_uid(root: Path, owner: str) -> int:
 
 
 def _holder(lock: Path) -> tuple[str, float]:
-    """Who holds ``lock`` ("node N, process P") and how long ago they last touched it."""
+    """What ``lock`` holds (a :func:`holder_line`) and how long ago its holder last touched it."""
     try:
-        with open(lock) as handle:
-            node, _, pid = handle.read().strip().rpartition(".")
-        age = time.time() - os.stat(lock).st_mtime
+        with open(lock, errors="replace") as handle:
+            line = handle.read(4096).strip()
+        return line, time.time() - os.stat(lock).st_mtime
     except OSError:
-        return "another importer", 0.0
-    return (f"node {node}, process {pid}" if node and pid.isdigit() else "another importer"), age
+        return "", 0.0
 
 
 def _heartbeat(lock: Path, stop: threading.Event) -> None:

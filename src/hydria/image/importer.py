@@ -83,18 +83,18 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
             source = _registry_source(ref, settings, stack, progress)
             digest = source.digest(want)
             store = ImageStore.configured(settings)
-            stored = _from_store(store, source, digest, settings) if store is not None else None
+            stored = _from_store(store, source, digest, want, settings) if store is not None else None
             if stored is not None:
                 return _deliver(stored, target, in_place)
             if store is not None and on_store_miss is not None:
                 on_store_miss()
-            kept = images.entry(ref.uri, digest, settings.squash_options) if keeping else None
+            kept = images.entry(ref.uri, digest, settings.squash_options, want) if keeping else None
             if kept is not None and (found := _kept(kept, target, in_place)) is not None:
                 return found
             resolved = _resolve(source.resolve, want)
         else:
             resolved = _resolve(_open_source(ref, settings, cwd, stack, progress), want)
-            kept = images.entry(resolved.uri, resolved.digest, settings.squash_options) \
+            kept = images.entry(resolved.uri, resolved.digest, settings.squash_options, want) \
                 if resolved.digest and keeping else None
             if kept is not None and (found := _kept(kept, target, in_place)) is not None:
                 return found
@@ -123,7 +123,7 @@ def import_into_store(uri: str, settings: Settings, *, arch: str | None = None,
         want = mf.parse_platform(arch)
         try:
             digest = source.digest(want)
-            key = store.key(ref.uri, digest, settings.squash_options)
+            key = store.key(ref.uri, digest, settings.squash_options, want)
 
             def write(image: AnonymousFile) -> None:  # holding the store's lock: waiters fetch nothing
                 _squash(_resolve(source.resolve, want), image, options, source.progress)
@@ -184,9 +184,10 @@ def _resolve(resolve: Callable[[mf.Platform], mf.ResolvedImage], want: mf.Platfo
     return resolved
 
 
-def _from_store(store: ImageStore, source: RegistrySource, digest: str, settings: Settings) -> Path | None:
+def _from_store(store: ImageStore, source: RegistrySource, digest: str, want: mf.Platform,
+                settings: Settings) -> Path | None:
     """The store's image of ``digest``, the manifest that this user's registry request named."""
-    found = store.lookup(store.key(source.ref.uri, digest, settings.squash_options))
+    found = store.lookup(store.key(source.ref.uri, digest, settings.squash_options, want))
     if found is not None:
         log.info("Found the image in the image store: %s", found)
     return found

@@ -43,6 +43,12 @@ class Platform(Record):
     def __str__(self) -> str:
         return "/".join(p for p in (self.os, self.architecture, self.variant) if p)
 
+    def key_part(self) -> str:
+        """What the platform adds to the key of a kept or stored image: what --arch asked for (an
+        image of one architecture is refused when it is another, so the same manifest digest can
+        give an image or an error); nothing when not asked, as keys were before."""
+        return f"\nplatform {self}" if self.asked else ""
+
 
 def parse_platform(text: str | None) -> Platform:
     """``--arch`` (``amd64``, ``x86_64``, ``arm64/v8``, ...) or this machine when None.

@@ -19,6 +19,7 @@ from hydria.config import Settings
 from hydria.errors import HydriaError, InvalidArgument, MissingTool
 from hydria.image.imagecache import ImageCache
 from hydria.image.importer import image_digest, import_image
+from hydria.image.manifest import parse_platform
 from hydria.image.reference import RegistryImage, parse
 from hydria.log import Logger
 from hydria.paths import hydria_command, user_name
@@ -48,13 +49,13 @@ def stage(uri: str, settings: Settings, arch: str | None = None) -> int:
         log.info("Broadcasting %s to %s node(s)", uri, nodes)
         _run(["sbcast", "--force", "--preserve", str(image), str(target)], "sbcast")
         _run(["srun", f"--nodes={nodes}", "--ntasks-per-node=1", *hydria_command(), "stage", "--adopt",
-              str(target), "--digest", digest, uri], "srun")
+              str(target), "--digest", digest, *(("--arch", arch) if arch else ()), uri], "srun")
     finally:
         source.unlink(missing_ok=True)
     return int(nodes)
 
 
-def adopt(staged: str, uri: str, digest: str, settings: Settings) -> None:
+def adopt(staged: str, uri: str, digest: str, arch: str | None, settings: Settings) -> None:
     """On one node: the broadcast file becomes a kept image of this node's cache."""
     path = Path(staged)
     _check_own(path)  # before the try: another user's file stays theirs
@@ -63,7 +64,7 @@ def adopt(staged: str, uri: str, digest: str, settings: Settings) -> None:
         ref = parse(uri)
         if not isinstance(ref, RegistryImage):
             raise InvalidArgument(uri, hint="hydria stage takes registry images")
-        _kept_images(settings).entry(ref.uri, digest, settings.squash_options).keep(path)
+        _kept_images(settings).entry(ref.uri, digest, settings.squash_options, parse_platform(arch)).keep(path)
     finally:
         path.unlink(missing_ok=True)
 

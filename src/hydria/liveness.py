@@ -1,0 +1,69 @@
+"""Whether the process that wrote a lock or an announcement is still alive, so that one left by a
+process killed on this node is taken over at once instead of after a stale period.
+
+A holder writes :func:`holder_line` (``NODE.PID PIDNS START``): its node, its PID, its PID
+namespace and its start time (clock ticks after boot, from ``/proc/PID/stat``). Another process
+judges it gone only when it can be sure: the same node *and* the same PID namespace (test beds
+and containers give several PID namespaces one host name), and no process with that PID, or one
+that started at another time (the PID was reused). Anything else (another node, a line of an
+older hydria, a process it may not look at) is alive for it: the stale period decides, as before.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hydria.paths import process_tag
+
+
+def holder_line() -> str:
+    """What a lock or an announcement written by this process holds (one line, no newline)."""
+    return f"{process_tag()} {_pid_namespace()} {_start_time(os.getpid())}"
+
+
+def holder_name(line: str) -> str:
+    """"node N, process P" for a line of :func:`holder_line` (or the ``NODE.PID`` of older
+    versions), else "another importer"."""
+    fields = line.split()
+    node, _, pid = fields[0].rpartition(".") if fields else ("", "", "")
+    return f"node {node}, process {pid}" if node and pid.isdigit() else "another importer"
+
+
+def is_gone(line: str) -> bool:
+    """Whether the holder that wrote ``line`` is known to be dead: it ran on this node, in this PID
+    namespace, and its PID is free or taken by a process that started later."""
+    fields = line.split()
+    if len(fields) != 3:
+        return False
+    node, _, pid_text = fields[0].rpartition(".")
+    if node != os.uname().nodename or fields[1] != _pid_namespace() or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # another user's process: it exists
+    started = _start_time(pid)
+    return "?" not in (started, fields[2]) and started != fields[2]
+
+
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid").replace(" ", "")
+    except OSError:
+        return "?"
+
+
+def _start_time(pid: int) -> str:
+    """Field 22 of ``/proc/PID/stat`` (after the command's name, which may hold spaces), or "?"."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read().decode("ascii", "replace")
+    except OSError:
+        return "?"
+    fields = text.rpartition(")")[2].split()
+    return fields[19] if len(fields) > 19 else "?"
