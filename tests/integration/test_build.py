@@ -343,7 +343,7 @@ def test_a_cache_mount_is_shared_locked_or_private_as_it_says(debian: PublishedI
     output = result.stdout + result.stderr
     assert holder.wait(timeout=60) == 0, holder.stderr.read()
     assert seen in output.splitlines(), output
-    assert ("waiting for the cache folder of /c" in output) == (sharing == "locked")
+    assert ("Waiting for the cache folder of /c" in output) == (sharing == "locked")
 
 
 @pytest.mark.parametrize(("signum", "when"), [(signal.SIGINT, "started\n"), (signal.SIGTERM, "started\n"),

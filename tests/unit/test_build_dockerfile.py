@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from hydria.build import dockerfile, ignore
-from hydria.build.words import SubstitutionError, expand, expand_words
+from hydria.imagebuild import dockerfile, ignore
+from hydria.imagebuild.words import SubstitutionError, expand, expand_words
 
 VARIABLES = {"A": "1", "EMPTY": "", "P": "/opt", "SPACED": "two words"}
 

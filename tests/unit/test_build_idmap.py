@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hydria.build.idmap import subordinate_range
+from hydria.imagebuild.idmap import subordinate_range
 
 SUBUID = """\
 alice:100000:65536

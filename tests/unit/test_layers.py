@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "hydria"
 FLOORS = {
     "hydria.cli": 5, "hydria.__main__": 5,
     "hydria.api": 4, "hydria.bundle": 4, "hydria.slurm": 4,
-    "hydria.container": 3, "hydria.doctor": 3, "hydria.build": 3,
+    "hydria.container": 3, "hydria.doctor": 3, "hydria.imagebuild": 3,
     "hydria.image": 2, "hydria.hooks": 2,
     "hydria.runtime": 1,
 }
@@ -28,8 +28,8 @@ OUTPUT_ALLOWED = {
     "hydria.runtime.syscalls": "a forked child's _exit",
     "hydria.runtime.rootfs": "a forked child's _exit",
     "hydria.runtime.namespaces": "a forked child's _exit",
-    "hydria.build.sandbox": "a forked child's _exit, and the error of a step's command that cannot start",
-    "hydria.build.idmap": "a forked child's _exit",
+    "hydria.imagebuild.sandbox": "a forked child's _exit, and the error of a step's command that cannot start",
+    "hydria.imagebuild.idmap": "a forked child's _exit",
     "hydria.container.unpack_behind": "the forked unpacker's _exit",
 }
 

@@ -168,7 +168,7 @@ def test_the_images_entries_keep_their_bytes_utf8_or_not(tmp_path: Path) -> None
 def test_a_build_reads_the_images_accounts_only_from_plain_files(tmp_path: Path) -> None:
     """COPY --chown's lookup: a FIFO at /etc/passwd names no user (it hung the build); a link out of
     the root reads the root's file of that path."""
-    from hydria.build.copying import CopyError, home_of, owner_of
+    from hydria.imagebuild.copying import CopyError, home_of, owner_of
 
     root = make_root(tmp_path)
     os.mkfifo(root / "etc/passwd")

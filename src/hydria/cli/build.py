@@ -73,8 +73,8 @@ def _outputs(options: argparse.Namespace) -> tuple[Path | None, Path | None, str
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
-    from hydria.build import output
-    from hydria.build.builder import BuildOptions, build
+    from hydria.imagebuild import output
+    from hydria.imagebuild.builder import BuildOptions, build
     from hydria.log import Logger
 
     log = Logger("hydria")

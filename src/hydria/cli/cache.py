@@ -17,13 +17,13 @@ import json
 import os
 from pathlib import Path
 
-from hydria.build import cache as build_cache
-from hydria.build import idmap
 from hydria.cli.store import size_argument
 from hydria.config import Settings
 from hydria.container import read_cache
 from hydria.image.imagecache import SUFFIX, ImageCache
 from hydria.image.prune import Item, item, mounted_images, regular_files, remove, victims
+from hydria.imagebuild import cache as build_cache
+from hydria.imagebuild import idmap
 
 GRACE = 600.0  # seconds
 

@@ -42,9 +42,9 @@ def push_to(image: PushImage, ref: RegistryImage, settings: Settings) -> None:
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
-    from hydria.build import output
-    from hydria.build.cache import BuildCache
     from hydria.image.push import from_oci_layout
+    from hydria.imagebuild import output
+    from hydria.imagebuild.cache import BuildCache
 
     source: str = options.source
     destination = destination_of(options.destination)

@@ -17,14 +17,17 @@ import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
-from hydria.build import copying
-from hydria.build.idmap import IdMap
 from hydria.config import Settings
 from hydria.errors import HydriaError
+from hydria.imagebuild import copying
+from hydria.imagebuild.idmap import IdMap
+from hydria.log import Logger
 from hydria.record import Record
 from hydria.runtime import fstab, namespaces, rootfs, seccomp
 from hydria.runtime import syscalls as sc
 from hydria.runtime.mounts import MountFailed, mount_entries, resolve_in_root
+
+log = Logger(__name__)
 
 RUN_FSTAB = """\
 /proc /proc none x-create=dir,rbind,rw,rslave 0 0
@@ -208,7 +211,7 @@ def run_command(command: Command) -> Action:
                 sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
                 _exec_in(root, run, user, fake_ids=step.idmap is None)
             except OSError as e:
-                print(f"[ERROR] cannot start the step's command: {e}", file=sys.stderr, flush=True)
+                log.error("cannot start the step's command: %s", e)
             finally:
                 os._exit(127)
         try:
@@ -233,7 +236,7 @@ def _drop_copied_up(root: str, upper: str, folders: list[str]) -> None:
     """Folders that the overlay copied up only because a mount point was made in them: empty in
     the upper folder, not opaque, and still in a lower layer. Removed from the upper folder, the
     lower ones show again, so the layer does not carry them."""
-    from hydria.build.layers import is_opaque
+    from hydria.imagebuild.layers import is_opaque
 
     for folder in sorted(set(folders), key=len, reverse=True):
         while folder.startswith(root + "/"):
@@ -312,8 +315,8 @@ def _claimed_cache(mount: RunMount, scratch: str, held: list[int]) -> str:
             own = os.path.join(scratch, f"cache.{len(held)}")
             os.mkdir(own, os.stat(mount.source).st_mode & 0o7777)
             return own
-    print(f"waiting for the cache folder of {mount.target} (sharing={mount.sharing}): another build step is "
-          "using it", file=sys.stderr, flush=True)
+    log.info("Waiting for the cache folder of %s (sharing=%s): another build step is using it",
+             mount.target, mount.sharing)
     fcntl.flock(folder, lock)
     return mount.source
 
@@ -332,7 +335,7 @@ def _exec_in(root: str, command: Command, user: copying.Owner | None, fake_ids: 
     try:
         os.chdir(command.workdir)
     except OSError as e:
-        print(f"[ERROR] cannot enter the working directory {command.workdir}: {e.strerror}", file=sys.stderr)
+        log.error("cannot enter the working directory %s: %s", command.workdir, e.strerror)
         os._exit(FAILED - 1)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -346,5 +349,5 @@ def _exec_in(root: str, command: Command, user: copying.Owner | None, fake_ids: 
     try:
         os.execvpe(command.argv[0], list(command.argv), dict(command.environment))
     except OSError as e:
-        print(f"[ERROR] cannot run {command.argv[0]}: {e.strerror}", file=sys.stderr)
+        log.error("cannot run %s: %s", command.argv[0], e.strerror)
         os._exit(127)

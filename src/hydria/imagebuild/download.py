@@ -16,10 +16,10 @@ import urllib.parse
 
 import httpx
 
-from hydria.build.dockerfile import Instruction
 from hydria.config import Settings
 from hydria.image.sources.httpbody import Pace
 from hydria.image.sources.registryhttp import STALL, describe
+from hydria.imagebuild.dockerfile import Instruction
 
 
 def is_url(word: str) -> bool:

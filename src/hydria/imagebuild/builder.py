@@ -20,11 +20,14 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 
-from hydria.build import copying, dockerfile, download, ignore, sandbox, steps
-from hydria.build.cache import BuildCache, key_of
-from hydria.build.dockerfile import Dockerfile, Instruction, Stage
-from hydria.build.layers import Layer, is_empty, write_layer
-from hydria.build.state import (
+from hydria.config import Settings
+from hydria.errors import HydriaError, InvalidArgument
+from hydria.image import manifest as mf
+from hydria.imagebuild import copying, dockerfile, download, ignore, sandbox, steps
+from hydria.imagebuild.cache import BuildCache, key_of
+from hydria.imagebuild.dockerfile import Dockerfile, Instruction, Stage
+from hydria.imagebuild.layers import Layer, is_empty, write_layer
+from hydria.imagebuild.state import (
     DEFAULT_PATH,
     PROXY_ARGS,
     LayerRef,
@@ -32,10 +35,7 @@ from hydria.build.state import (
     apply_config,
     resolve_path,
 )
-from hydria.build.words import expand
-from hydria.config import Settings
-from hydria.errors import HydriaError, InvalidArgument
-from hydria.image import manifest as mf
+from hydria.imagebuild.words import expand
 from hydria.log import Logger
 from hydria.record import Record
 

@@ -12,11 +12,11 @@ import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from hydria.build.copying import SourceRoot, listing, matches
-from hydria.build.dockerfile import Instruction
-from hydria.build.sandbox import RunMount
-from hydria.build.state import DEFAULT_PATH, PROXY_ARGS, StageImage
-from hydria.build.words import expand
+from hydria.imagebuild.copying import SourceRoot, listing, matches
+from hydria.imagebuild.dockerfile import Instruction
+from hydria.imagebuild.sandbox import RunMount
+from hydria.imagebuild.state import DEFAULT_PATH, PROXY_ARGS, StageImage
+from hydria.imagebuild.words import expand
 from hydria.runtime.mounts import resolve_in_root
 
 SCRIPT_TARGET = "/.hydria-build-script"

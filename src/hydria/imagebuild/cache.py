@@ -26,11 +26,11 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from hydria.build import idmap
-from hydria.build.layers import Layer
 from hydria.errors import HydriaError
 from hydria.image.blobcache import DigestMismatch, hex_of
 from hydria.image.prune import Item, item, regular_files
+from hydria.imagebuild import idmap
+from hydria.imagebuild.layers import Layer
 from hydria.log import Logger
 from hydria.paths import ensure_dir, is_own_private_dir
 from hydria.record import Record

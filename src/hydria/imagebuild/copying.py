@@ -23,9 +23,9 @@ import stat
 import tarfile
 from collections.abc import Iterator, Sequence
 
-from hydria.build import ignore
 from hydria.errors import HydriaError
 from hydria.image.flatten import UnsafeLayer, clean_path
+from hydria.imagebuild import ignore
 from hydria.record import Record
 from hydria.runtime.mounts import read_in_root, resolve_in_root
 

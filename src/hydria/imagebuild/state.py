@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hydria.build.dockerfile import Instruction
-from hydria.build.words import expand, expand_words
 from hydria.image import manifest as mf
+from hydria.imagebuild.dockerfile import Instruction
+from hydria.imagebuild.words import expand, expand_words
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DEFAULT_SHELL = ("/bin/sh", "-c")

@@ -17,13 +17,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from hydria.build.cache import BuildCache, key_of
-from hydria.build.state import StageImage, now
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.image import manifest as mf
 from hydria.image.blobcache import digest_of, hex_of
 from hydria.image.push import PushBlob, PushImage
+from hydria.imagebuild.cache import BuildCache, key_of
+from hydria.imagebuild.state import StageImage, now
 
 
 def image_config(image: StageImage) -> dict[str, Any]:
