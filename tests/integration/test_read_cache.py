@@ -134,6 +134,49 @@ def tool_wrapper(workspace: Workspace, script: str) -> str:
     return f"{folder}:{os.environ['PATH']}"
 
 
+@contextmanager
+def busy_node() -> Iterator[None]:
+    """Every CPU kept busy (twice over) at normal priority, as on a node where a job computes."""
+    burners = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(2 * (os.cpu_count() or 1))]
+    try:
+        yield
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+
+
+@pytest.mark.parametrize("slow", ["listing", "unpacking"])
+def test_the_unpacker_names_itself_and_ends_within_a_second_of_its_container_on_a_busy_node(
+        images: dict[str, Path], workspace: Workspace, slow: str) -> None:
+    """``pkill -f`` on the job's command finds the container's process only; the unpacker, at
+    idle priority, ends with the container whatever the load and wherever it is (listing the
+    image, or unpacking it)."""
+    folder = workspace.root / "bin"
+    folder.mkdir(mode=0o755)
+    condition = '"$1" = -lln' if slow == "listing" else '"$1" != -lln'
+    (folder / "unsquashfs").write_text(f'#!/bin/sh\nif [ {condition} ]; then sleep 300; fi\n'
+                                       'exec /usr/bin/unsquashfs "$@"\n')
+    (folder / "unsquashfs").chmod(0o755)
+    marker = f"job-marker-{slow}"
+    command = f"sleep {UNPACK_AFTER + 3}; : {marker}"
+    with busy_node():
+        process = workspace.popen("start", str(images["busybox"]), "sh", "-c", command,
+                                  PATH=f"{folder}:{os.environ['PATH']}")
+        time.sleep(UNPACK_AFTER + 1.5)
+        found = subprocess.run(["pgrep", "-a", "-u", str(workspace.user.uid), "-f", marker],
+                               capture_output=True, text=True, check=False).stdout.splitlines()
+        unpacker = subprocess.run(["pgrep", "-a", "-u", str(workspace.user.uid), "hydria-unpack"],
+                                  capture_output=True, text=True, check=False).stdout.splitlines()
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == 0, err
+        left = live_processes(workspace.user, wait=1)
+    assert [line.split(" ", 1)[1] for line in found] == [f"sh -c {command}"], found
+    names = sorted(line.split(" ", 1)[1].rstrip() for line in unpacker)
+    assert names == [f"hydria-unpack {images['busybox']}", f"hydria-unpack {images['busybox']} (worker)"], unpacker
+    assert left == []
+
+
 def test_an_unpack_ends_with_its_container_and_the_next_one_cleans_up(images: dict[str, Path],
                                                                        workspace: Workspace) -> None:
     path = tool_wrapper(workspace, "sleep 300")  # the real unsquashfs, made slow: the container ends first

@@ -3,9 +3,13 @@
 
 It is forked before the container's namespaces (so it works as the user, on the host's file
 systems) and leaves the start's process tree at once, so that the container's program never has
-it as a child. It waits ``UNPACK_AFTER`` seconds, then unpacks with ``unsquashfs`` at the lowest
-CPU and I/O priority; it stops, and stops ``unsquashfs``, as soon as the pipe it waits on closes:
-the image's FUSE daemon holds its other end, and leaves when the container's last process has.
+it as a child; it calls itself ``hydria-unpack IMAGE`` (``pgrep -f`` on the job's command must not
+find it). It waits ``UNPACK_AFTER`` seconds, then has a worker of its own do the unpack (clear
+out an earlier partial tree, list the image, ``unsquashfs``) at the lowest CPU and I/O priority,
+while it only waits, at normal priority: as soon as the pipe it waits on closes (the image's
+FUSE daemon holds its other end, and leaves when the container's last process has), it kills the
+worker and what the worker runs, however busy the node, where a worker at idle priority could
+take seconds to notice.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import os
 import stat
 import time
+from collections.abc import Callable
 
 from hydria.container import read_cache as rc
 from hydria.record import Record
@@ -21,7 +26,7 @@ from hydria.runtime import syscalls as sc
 BLOCK = 4096
 SIGKILL = 9
 DISK_FULL = ("No space left on device", "Disk quota exceeded")
-DONE, STOPPED, AGAIN, FAILED = "done", "stopped", "again", "failed"  # how an unpack ended
+DONE, AGAIN, FAILED = "done", "again", "failed"  # how an unpack ended
 GRACE = 600.0  # seconds: an image started this recently is not removed to make room
 # unsquashfs's complaint about the device nodes that only root makes (an exit status of 2): they
 # are left out, as /dev comes from the host and every mount is nodev.
@@ -56,12 +61,37 @@ def _unpacker(cache: rc.ReadCache, image: str, key: str, default_folder: bool, a
         # No descriptor of the caller's: one waiting for the end of a pipe it gave hydria (srun,
         # sshd) must see it when the container's program closes its own copy.
         sc.close_descriptors_except((alive,))
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # idle I/O class too
+        title = f"hydria-unpack {image}"
+        sc.set_process_title(title)
         if _ended(alive, rc.UNPACK_AFTER) or (default_folder and rc.placement_problem(cache.folder)):
             return
-        _unpack(cache, image, key, alive)
+        _while_alive(alive, lambda: _unpack(cache, image, key), title)
     except BaseException:  # noqa: BLE001 - a background helper: the container reads the image as before
         return
+
+
+def _while_alive(alive: int, work: Callable[[], None], title: str) -> None:
+    """Run ``work`` in a worker process (``title (worker)``: a group of its own, at idle priority)
+    and kill the group as soon as ``alive`` closes; return when either has ended."""
+    import select
+
+    done_read, done_write = os.pipe2(os.O_CLOEXEC)  # closes when the worker ends
+    worker = os.fork()
+    if worker == 0:
+        try:
+            os.close(done_read)
+            os.setpgid(0, 0)
+            sc.set_process_title(f"{title} (worker)")
+            sc.prctl(sc.PR_SET_PDEATHSIG, SIGKILL)  # and if this process is killed
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # idle I/O class too
+            work()
+        finally:
+            os._exit(0)
+    os.close(done_write)
+    readable, _, _ = select.select([alive, done_read], [], [])
+    if alive in readable:
+        os.killpg(worker, SIGKILL)  # the worker is not reaped yet: its number cannot be another's
+    os.waitpid(worker, 0)
 
 
 def _ended(alive: int, seconds: float) -> bool:
@@ -72,7 +102,7 @@ def _ended(alive: int, seconds: float) -> bool:
     return bool(readable)
 
 
-def _unpack(cache: rc.ReadCache, image: str, key: str, alive: int) -> None:
+def _unpack(cache: rc.ReadCache, image: str, key: str) -> None:
     from hydria.paths import ensure_dir, is_own_private_dir
 
     ensure_dir(cache.folder, setting=rc.SETTING)
@@ -95,9 +125,7 @@ def _unpack(cache: rc.ReadCache, image: str, key: str, alive: int) -> None:
     staging = entry + rc.UNPACKING
     os.mkdir(staging, 0o700)
     top = os.path.join(staging, rc.ROOT)
-    outcome, why = _run_unsquashfs(image, top, alive)
-    if outcome == STOPPED:
-        return  # at once, as the container has ended: the next unpack removes the tree
+    outcome, why = _run_unsquashfs(image, top)
     if outcome == DONE and rc.image_key(image) != key:
         outcome = AGAIN  # rewritten while it was unpacked: not this image's tree
     if outcome == DONE:
@@ -211,37 +239,21 @@ def _make_room(cache: rc.ReadCache, need: int) -> bool:
     return freed >= excess
 
 
-def _run_unsquashfs(image: str, target: str, alive: int) -> tuple[str, str]:
+def _run_unsquashfs(image: str, target: str) -> tuple[str, str]:
     """Unpack ``image`` into ``target`` as the user: every file the user's, no device nodes (the
     host's /dev serves), extended attributes as the image has them; one that only root may set
     (``security.capability``) fails the unpack, as the tree would not show it. The outcome (DONE;
-    STOPPED: the container ended first; AGAIN: the disk filled, a later start may try again;
-    FAILED: the image cannot be unpacked as it is) and, when FAILED, why."""
+    AGAIN: the disk filled, a later start may try again; FAILED: the image cannot be unpacked as
+    it is) and, when FAILED, why. It runs in the worker's group, killed with it."""
     import re
-    import selectors
     import subprocess
 
     process = subprocess.Popen(["unsquashfs", "-no-progress", "-quiet", "-xattrs", "-d", target, image],
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               start_new_session=True,  # a group of its own, stopped as one
                                # this process has no other thread: preexec_fn is safe here
                                preexec_fn=lambda: sc.prctl(sc.PR_SET_PDEATHSIG, SIGKILL))  # noqa: PLW1509
-    assert process.stderr is not None
-    errors = b""
-    with selectors.DefaultSelector() as waiting:
-        waiting.register(alive, selectors.EVENT_READ)
-        waiting.register(process.stderr, selectors.EVENT_READ)
-        while True:
-            ready = {key.fileobj for key, _ in waiting.select()}
-            if alive in ready:
-                os.killpg(process.pid, SIGKILL)
-                process.wait()
-                return STOPPED, ""
-            chunk = os.read(process.stderr.fileno(), 65536)
-            if not chunk:
-                break
-            errors = (errors + chunk)[-65536:]
-    status = process.wait()
+    _, errors = process.communicate()
+    status = process.returncode
     lines = [line for line in errors.decode(errors="replace").splitlines() if line.strip()]
     if status == 0 or (status == 2 and lines and all(re.fullmatch(DEVICE_NODE_COMPLAINT, line) for line in lines)):
         return DONE, ""

@@ -47,6 +47,7 @@ MS_LAZYTIME = 0x2000000
 MNT_DETACH = 0x2
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
+PR_SET_NAME = 15
 PR_SET_NO_NEW_PRIVS = 38
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_RAISE = 2
@@ -91,6 +92,22 @@ def prctl(option: int, arg: int = 0, arg3: int = 0) -> None:
     """``arg3`` may be an address (ctypes.addressof)."""
     _check(_libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(arg3), ctypes.c_ulong(0),
                        ctypes.c_ulong(0)), "prctl")
+
+
+def set_process_title(title: str) -> None:
+    """What ``ps``, ``pgrep`` and ``pkill`` show and match for this process: its name (the first
+    15 bytes) and its command line, written over the one it was started with (a forked helper
+    must not carry the user's command: ``pkill -f`` on a job's command would find it). The
+    command line keeps its length: a longer title is cut."""
+    encoded = title.encode(errors="surrogateescape")
+    name = ctypes.create_string_buffer(encoded[:15])  # kept until prctl has copied it
+    prctl(PR_SET_NAME, ctypes.addressof(name))
+    with open("/proc/self/stat", "rb") as handle:
+        fields = handle.read().rpartition(b")")[2].split()
+    start, end = int(fields[45]), int(fields[46])  # arg_start and arg_end (fields 48 and 49 of proc(5))
+    if end > start:
+        text = encoded[:end - start - 1]
+        ctypes.memmove(start, text + b"\0" * (end - start - len(text)), end - start)
 
 
 class _CapHeader(ctypes.Structure):
