@@ -104,6 +104,8 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     # belong to nobody): for --device, and for HYDRIA_NVIDIA_CDI, whose request the image may make.
     specs = _cdi_specs(settings) if options.devices or settings.nvidia_cdi else None
     device_edits = _device_edits(options.devices, specs) if specs is not None and options.devices else None
+    if device_edits is not None and edits.need_own_dev(device_edits.devices):
+        settings = settings._replace(restrict_dev=True)  # what the spec says, in a /dev of the container's own
     if container.directory is None:
         _check_overlay_folders(container, settings)
     runtime = ensure_dir(settings.runtime_path, setting="HYDRIA_RUNTIME_PATH")

@@ -123,6 +123,14 @@ def write_file(root: str, file: File) -> None:
         handle.write(file.content)
 
 
+def need_own_dev(devices: Sequence[DeviceNode]) -> bool:
+    """Whether a device node's container path is missing from the host's ``/dev``, which the
+    container shares by default: binding the node there would need a file that the user may not
+    make in the host's ``/dev`` (a spec that names a node otherwise than the host, as vendors'
+    specs do). The container then gets a ``/dev`` of its own, as podman's always are."""
+    return any(node.path.startswith("/dev/") and not os.path.lexists(node.path) for node in devices)
+
+
 def device_mounts(devices: Sequence[DeviceNode], root: str) -> list[MountEntry]:
     """A user namespace cannot make device nodes: each is the host's node, bound, unless the
     container's ``/dev`` (the host's, by default) shows that node at its path already.
