@@ -152,9 +152,20 @@ def render(report: NodeReport) -> str:
         lines.append(f"  {check.name:<{width}}  {status:<4}  {check.detail}")
         if check.fix and check.status in ("fail", "warn"):
             lines.append(f"  {'':<{width}}        fix: {check.fix}")
-    failed = sum(c.status == "fail" for c in report.checks)
-    lines += ["", "all checks passed" if not failed else f"{failed} check(s) failed"]
+    lines += ["", summary(report.checks)]
     return "\n".join(lines)
+
+
+def summary(checks: Sequence[Check]) -> str:
+    """The table's last line: failures, else warnings and what they mean, else that all passed."""
+    failed = sum(c.status == "fail" for c in checks)
+    warned = sum(c.status == "warn" for c in checks)
+    if failed:
+        return f"{failed} check(s) failed: what each names does not work here as things are; its fix line says what to do"
+    if warned:
+        return (f"all checks passed, with {warned} warning(s): containers start here, but what each warning names "
+                "is slower, missing or will fail in the case it says; its fix line says how to mend it")
+    return "all checks passed"
 
 
 def render_cluster(report: ClusterReport) -> str:

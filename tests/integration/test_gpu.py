@@ -111,6 +111,16 @@ def test_no_driver_on_the_node(images: dict[str, Path], workspace: Workspace) ->
     assert status == 1 and "no NVIDIA driver" in err
 
 
+def test_all_on_a_node_whose_driver_has_no_gpu_says_so(images: dict[str, Path], workspace: Workspace) -> None:
+    """A driver tree (FAKE, as above) without a GPU: the container starts, and the user who asked
+    for all GPUs is told that there are none rather than finding none inside."""
+    (workspace.root / "gpuless/proc/driver/nvidia").mkdir(parents=True)
+    driver = fakegpu.build(workspace.root / "gpuless", gpus=())
+    status, _, err = gpu_start(workspace, driver, str(images["busybox"]), "true", NVIDIA_VISIBLE_DEVICES="all")
+    assert status == 0, err
+    assert "NVIDIA_VISIBLE_DEVICES=all: this node has no NVIDIA GPU, so the container gets none" in err
+
+
 def test_void_does_nothing(images: dict[str, Path], workspace: Workspace, driver: Path) -> None:
     status, out, err = gpu_start(workspace, driver, str(images["busybox"]), "sh", "-c",
                                  "command -v nvidia-smi || echo none", NVIDIA_VISIBLE_DEVICES="void")

@@ -47,7 +47,17 @@ def test_missing_tag_and_repository(busybox: PublishedImage, workspace: Workspac
     err = fails(workspace, f"docker://{busybox.registry}#{busybox.repository}:no-such-tag")
     assert f"/v2/{busybox.repository}/manifests/no-such-tag returned error code: 404 Not Found" in err
     assert "hydria/busybox:no-such-tag does not exist" in err
-    assert "404 Not Found" in fails(workspace, f"docker://{busybox.registry}#hydria/nothing-here")
+    nothing = fails(workspace, f"docker://{busybox.registry}#hydria/nothing-here")
+    assert "404 Not Found" in nothing and "library/" not in nothing
+
+
+def test_a_one_part_name_that_is_missing_suggests_the_official_images_folder(workspace: Workspace,
+                                                                              busybox: PublishedImage) -> None:
+    """A mirror of Docker Hub keeps its official images under library/, which only Docker Hub's
+    own names get by themselves: a one-part name that is not there says which name to try."""
+    err = fails(workspace, f"docker://{busybox.registry}#ubuntu:24.04")
+    assert "ubuntu:24.04 does not exist" in err
+    assert f"Docker Hub's official images are library/NAME there: try {busybox.registry}#library/ubuntu" in err
 
 
 def test_digest_reference(busybox: PublishedImage, workspace: Workspace) -> None:

@@ -227,6 +227,10 @@ def plan(request: Request, driver_root: str, root: str, host: Mapping[str, str],
         log.debug("the image asks for NVIDIA GPUs; this node has no NVIDIA driver")
         return None
     all_gpus, selection = _selection(request, driver_root, host)
+    if request.devices == "all" and not selection.gpus and request.from_host:
+        log.warning("NVIDIA_VISIBLE_DEVICES=all: %s, so the container gets none (CUDA programs will find no device)",
+                    "this node has no NVIDIA GPU" if not all_gpus else "the job was given no GPU of this node "
+                    "(ask Slurm for some: --gpus=N or --gres=gpu:N)")
     result = Plan()
     if not Path(driver_root, "dev/nvidia-uvm").exists() and "compute" in request.capabilities:
         log.warning("the nvidia_uvm kernel module is not loaded: CUDA programs will fail to start")

@@ -182,11 +182,18 @@ class RegistryHttp:
         if code in (401, 403):
             who = f"as {self._login[0]}" if self._login else "anonymously"
             return AccessDenied(message, hint=f"access denied {who}: check the image name and your "
-                                 f"credentials: {self.credentials_state()}")
+                                 f"credentials: {self.credentials_state()}{self._official_image_hint()}")
         if code == 404:
             return RegistryError(message, hint=f"{self.ref.repository}:{self.ref.reference} does not exist "
-                                 f"on {self.ref.registry}: check the image name and tag")
+                                 f"on {self.ref.registry}: check the image name and tag{self._official_image_hint()}")
         return RegistryError(message)
+
+    def _official_image_hint(self) -> str:
+        """For a one-part name on a registry other than Docker Hub (a mirror of it, say), where
+        Docker Hub's official images are ``library/NAME``: the name to try."""
+        if "/" in self.ref.repository:
+            return ""
+        return f"; Docker Hub's official images are library/NAME there: try {self.ref.registry}#library/{self.ref.repository}"
 
     def credentials_state(self) -> str:
         """Which credentials file was read and what it has for this registry (for hints)."""
