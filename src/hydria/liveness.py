@@ -41,14 +41,21 @@ def is_gone(line: str) -> bool:
     pid = int(pid_text)
     if pid <= 0:
         return False
+    if not pid_exists(pid):
+        return True
+    started = _start_time(pid)
+    return "?" not in (started, fields[2]) and started != fields[2]
+
+
+def pid_exists(pid: int) -> bool:
+    """Whether a process of any user has ``pid`` in this PID namespace."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return True
+        return False
     except PermissionError:
         pass  # another user's process: it exists
-    started = _start_time(pid)
-    return "?" not in (started, fields[2]) and started != fields[2]
+    return True
 
 
 def _pid_namespace() -> str:

@@ -21,6 +21,7 @@ from hydria.config import Settings
 from hydria.container.named import IDENTITY, IMAGE, ROOTFS, container_path, find
 from hydria.container.running import RunningProcess, running
 from hydria.errors import AlreadyExists, HydriaError, InvalidArgument, NotFound
+from hydria.liveness import pid_exists
 from hydria.paths import ensure_dir, hidden_sibling, process_tag
 from hydria.runtime.rootfs import Container, check_image, overlay_folder_problem
 from hydria.trees import delete_tree
@@ -102,7 +103,7 @@ class NamedContainers:
             return
         for entry in entries:
             pid = _pid_of_leftover(entry.name, node)
-            if pid is not None and not _alive(pid):
+            if pid is not None and not pid_exists(pid):
                 try:
                     delete_tree(entry.path)
                 except OSError:
@@ -167,16 +168,6 @@ def _pid_of_leftover(name: str, node: str) -> int | None:
             if len(fields) == tail + 1 and fields[1].isdigit():
                 return int(fields[1])
     return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's: not a leftover of ours
-    return True
 
 
 def _unsquash(image: Path, target: Path) -> None:

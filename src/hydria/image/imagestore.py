@@ -217,10 +217,10 @@ class ImageStore:
         self._say(log.warning, f"Taking over the import of {key[:12]}: {why}")
         for leftover in self.locks.glob(f"{lock.name}.stale.*"):
             leftover.unlink(missing_ok=True)
-        dead_tag = line.split()[0] if line.split() else None
+        dead = f".{key}{SUFFIX}.{line.split()[0]}." if line else None  # its partial files' names begin so
         for partial in self.images.glob(f".{key}{SUFFIX}.*.partial"):
             try:
-                if partial.name.startswith(f".{key}{SUFFIX}.{dead_tag}.") \
+                if (dead is not None and partial.name.startswith(dead)) \
                         or time.time() - partial.stat().st_mtime > STALE_AFTER:
                     partial.unlink()
             except FileNotFoundError:
