@@ -438,7 +438,7 @@ def _probe_overlay(settings: Settings, work: Path, writes: Path) -> str:
         for folder in (work / "lower", writes / "upper", writes / "work", work / "root"):
             folder.mkdir()
         rootfs.mount_squashfs(str(work / "probe.sqsh"), str(work / "lower"), uid, gid, settings.fast_reader)
-        kind = rootfs.mount_overlay(str(work / "lower"), str(writes / "upper"), str(writes / "work"),
+        kind = rootfs.mount_overlay([str(work / "lower")], str(writes / "upper"), str(writes / "work"),
                                     str(work / "root"), uid, gid, settings.native_overlayfs)
         if (work / "root" / "probe").read_text() != "hydria\n":
             raise HydriaError("the image's file reads back wrong through the image reader and the overlay")

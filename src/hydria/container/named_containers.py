@@ -1,7 +1,8 @@
 """Named containers in ``$HYDRIA_DATA_PATH``: create, look up, list, remove.
 
 A container is a directory ``DATA/NAME`` holding, by default, ``image.sqsh`` (a hardlink to the
-image file when it is on the same file system, else a copy), ``image.id``, the image's identity
+image file when it is on the same file system, else a copy; for a layered image, its layer images
+beside it too), ``image.id``, the image's identity
 at create (a start refuses the container when a rewrite of the shared file changed it), ``upper/``,
 the overlay directory where its writes persist, and ``work/``, which holds one overlay work directory per running start
 (runtime/rootfs.py): ``create`` takes a fraction of a second and many
@@ -20,10 +21,10 @@ from hydria.anonfile import link_or_copy
 from hydria.config import Settings
 from hydria.container.named import IDENTITY, IMAGE, ROOTFS, container_path, find
 from hydria.container.running import RunningProcess, running
-from hydria.errors import AlreadyExists, HydriaError, InvalidArgument, NotFound
+from hydria.errors import AlreadyExists, HydriaError, InvalidArgument, InvalidImage, NotFound
 from hydria.liveness import pid_exists
 from hydria.paths import ensure_dir, hidden_sibling, process_tag
-from hydria.runtime.rootfs import Container, check_image, overlay_folder_problem
+from hydria.runtime.rootfs import Container, check_image, image_layers, overlay_folder_problem
 from hydria.trees import delete_tree
 
 RENAME_ATTEMPTS = 5  # forced creates racing for one name: each try removes the one that won
@@ -49,6 +50,15 @@ class NamedContainers:
         if not str(image):
             raise InvalidArgument()
         check_image(image)
+        layers = image_layers(str(image))
+        layered = layers != [str(image)]
+        if layered and unpack:
+            raise HydriaError(f"cannot unpack {image}: it is a layered image, which create --unpack does not "
+                              "unpack yet", hint="create it without --unpack: its layers are then mounted as they are")
+        taken = {IMAGE, IDENTITY, ROOTFS, "upper", "work"} & {os.path.basename(layer) for layer in layers if layered}
+        if taken:
+            raise InvalidImage(f"{image} names a layer image {min(taken)!r}, a name a container keeps for "
+                               "itself", hint="import the image again")
         name = name if name is not None else image.name.removesuffix(".sqsh")
         target = self.path(name)
         problem = None if unpack else overlay_folder_problem(str(target), lower=False)
@@ -70,6 +80,8 @@ class NamedContainers:
                 _unsquash(image, staging / ROOTFS)
             else:
                 link_or_copy(image.resolve(), staging / IMAGE)
+                for layer in layers if layered else ():  # beside it, as in the cache: named by it
+                    link_or_copy(Path(layer).resolve(), staging / os.path.basename(layer))
                 (staging / IDENTITY).write_text(check_image(staging / IMAGE) + "\n")
                 (staging / "upper").mkdir()
                 (staging / "work").mkdir()

@@ -26,6 +26,7 @@ from hydria.config import Settings
 from hydria.log import Logger
 from hydria.paths import is_own_private_dir, private_dir_problem
 from hydria.record import TYPE_CHECKING, Record
+from hydria.runtime.layered import is_layered
 from hydria.runtime.mountinfo import options_in_use
 from hydria.runtime.rootfs import LAYER_SEPARATOR, OPTION_SEPARATORS, SUPERBLOCK_SIZE
 from hydria.trees import delete_tree
@@ -101,16 +102,20 @@ def room(space: os.statvfs_result) -> tuple[int, int]:
     return space.f_bavail * space.f_frsize, int(usable * space.f_frsize * FREE_RESERVE)
 
 
-def image_key(image: str) -> str:
+def image_key(image: str) -> str | None:
     """The name of ``image``'s tree: the file itself (device, inode, modification time, size) and
     a checksum of its superblock, read at each start without reading the image. Content alone
     would not do: images built alike (tar2sqfs writes no creation time) can share their size and
-    whole superblock while a file differs. A copy of an image is unpacked again. Raises OSError."""
+    whole superblock while a file differs. A copy of an image is unpacked again. None for a
+    layered image, which the read cache does not unpack (yet: its layers are read through the
+    reader). Raises OSError."""
     import zlib
 
     with open(image, "rb") as handle:
         info = os.fstat(handle.fileno())
         superblock = handle.read(SUPERBLOCK_SIZE)
+    if is_layered(superblock):
+        return None
     return f"{info.st_dev:x}-{info.st_ino:x}-{info.st_mtime_ns:x}-{info.st_size:x}-{zlib.crc32(superblock):08x}"
 
 

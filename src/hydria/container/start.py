@@ -225,6 +225,8 @@ def _image_source(container: rootfs.Container, settings: Settings) -> rootfs.Ima
         key = read_cache.image_key(container.image)
     except OSError:
         return rootfs.ImageSource()  # the mount says what is wrong with it
+    if key is None:
+        return rootfs.ImageSource()
     tree = read_cache.unpacked_tree(cache, key)
     if tree is not None:
         return rootfs.ImageSource(unpacked=tree)

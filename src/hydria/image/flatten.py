@@ -222,17 +222,22 @@ class _Merger:
         self.blocked.clear()
 
     def write(self, info: tarfile.TarInfo, content: Callable[[Sink, int], object] | None = None) -> None:
-        """Write ``info``'s header and then its ``content(out, size)``, padded to a block."""
-        self.out.write(info.tobuf(tarfile.PAX_FORMAT, ENCODING, "surrogateescape"))
-        if info.size:
-            assert content is not None
-            content(self.out, info.size)
-            self.out.write(bytes(-info.size % BLOCK))
-        self.stats.entries += 1
-        self.stats.bytes += info.size
+        write_entry(self.out, info, content, self.stats)
 
 
-def _output_info(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo:
+def write_entry(out: Sink, info: tarfile.TarInfo, content: Callable[[Sink, int], object] | None,
+                stats: FlattenStats) -> None:
+    """Write ``info``'s header and then its ``content(out, size)``, padded to a block."""
+    out.write(info.tobuf(tarfile.PAX_FORMAT, ENCODING, "surrogateescape"))
+    if info.size:
+        assert content is not None
+        content(out, info.size)
+        out.write(bytes(-info.size % BLOCK))
+    stats.entries += 1
+    stats.bytes += info.size
+
+
+def output_info(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo:
     info = tarfile.TarInfo(path)
     info.type = tarfile.REGTYPE if member.type in (tarfile.AREGTYPE, tarfile.CONTTYPE, tarfile.GNUTYPE_SPARSE) else member.type
     info.mode = usable_mode(member.mode, member.isdir())
@@ -286,7 +291,7 @@ def _write_extra(merger: _Merger, extra: ExtraFile) -> None:
 
 
 @contextmanager
-def _reading(layer: LayerStream) -> Iterator[tuple[_TarSource, Iterator[tarfile.TarInfo]]]:
+def reading(layer: LayerStream) -> Iterator[tuple[_TarSource, Iterator[tarfile.TarInfo]]]:
     """The members of ``layer``, in order; the content of the one just given comes next from
     the source.
 
@@ -314,7 +319,7 @@ def _members(source: _TarSource) -> Iterator[tarfile.TarInfo]:
         yield member
 
 
-def _content(source: _TarSource, member: tarfile.TarInfo) -> Callable[[Sink, int], None]:
+def content_writer(source: _TarSource, member: tarfile.TarInfo) -> Callable[[Sink, int], None]:
     """How to write ``member``'s content: straight from the layer, or, for a sparse file (GNU
     tar --sparse), its stored pieces with the holes between them filled with zeros."""
     pieces: list[tuple[int, int]] | None = member.sparse  # type: ignore[assignment]  # typeshed: int | None
@@ -347,7 +352,7 @@ def _merge_layer(merger: _Merger, layer: LayerStream) -> None:
     written: set[str] = set()  # paths this layer wrote
     passed: set[str] = set()  # regular files of this layer that upper layers covered
     pending: dict[str, list[str]] = {}  # covered target -> hardlinks of this layer that need it
-    with _reading(layer) as (source, members):
+    with reading(layer) as (source, members):
         for member in members:
             path = clean_path(member.name, layer.digest)
             if not path:
@@ -373,14 +378,14 @@ def _merge_layer(merger: _Merger, layer: LayerStream) -> None:
                     merger.claim(path, False)
                     written.add(path)
                     continue
-                info = _output_info(member, path)
+                info = output_info(member, path)
                 info.type, info.linkname = tarfile.LNKTYPE, target
                 merger.link_targets[path] = target
                 merger.write(info, None)
             elif member.isreg():
-                merger.write(_output_info(member, path), _content(source, member))
+                merger.write(output_info(member, path), content_writer(source, member))
             elif member.isdir() or member.issym() or member.isfifo():
-                merger.write(_output_info(member, path), None)
+                merger.write(output_info(member, path), None)
             else:
                 continue  # sparse and other exotic entries
             merger.claim(path, member.isdir())
@@ -394,16 +399,16 @@ def _merge_layer(merger: _Merger, layer: LayerStream) -> None:
 def _write_covered_link_targets(merger: _Merger, layer: LayerStream, pending: dict[str, list[str]]) -> None:
     """Hardlinks of a layer whose target an upper layer replaced keep the layer's own content:
     read the layer again, write the first link as a file with that content, link the others to it."""
-    with _reading(layer) as (source, members):
+    with reading(layer) as (source, members):
         for member in members:
             path = clean_path(member.name, layer.digest)
             links = pending.pop(path, None) if member.isreg() else None
             if not links:
                 continue
             first, *others = links
-            merger.write(_output_info(member, first), _content(source, member))
+            merger.write(output_info(member, first), content_writer(source, member))
             for other in others:
-                info = _output_info(member, other)
+                info = output_info(member, other)
                 info.type, info.size, info.linkname = tarfile.LNKTYPE, 0, first
                 merger.write(info, None)
                 merger.link_targets[other] = first

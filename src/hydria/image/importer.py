@@ -23,6 +23,8 @@ from hydria.image.flatten import ExtraFile, LayerContent, LayerStream, flatten
 from hydria.image.growing import FollowingReader
 from hydria.image.imagecache import CachedImage, ImageCache
 from hydria.image.imagestore import ImageStore
+from hydria.image.layered_import import write_layered
+from hydria.image.layerimage import LayerNeedsMerge
 from hydria.image.progress import Progress
 from hydria.image.reference import EngineImage, ImageReference, LocalImage, RegistryImage, parse
 from hydria.image.squashfs import SquashfsFailed, SquashPlan, Tar2Sqfs, repack, squash_plan
@@ -88,10 +90,19 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
                 return _deliver(stored, target, in_place)
             if store is not None and on_store_miss is not None:
                 on_store_miss()
+            layered = images.entry(ref.uri, digest, settings.squash_options, want, layered=True) \
+                if keeping and in_place and settings.layered_images and options.mksquashfs is None else None
             kept = images.entry(ref.uri, digest, settings.squash_options, want) if keeping else None
-            if kept is not None and (found := _kept(kept, target, in_place)) is not None:
-                return found
+            for entry in (layered, kept):
+                if entry is not None and (found := _kept(entry, target, in_place)) is not None:
+                    return found
             resolved = _resolve(source.resolve, want)
+            if layered is not None:
+                try:
+                    return write_layered(resolved, layered, options, settings.squash_options, progress,
+                                         _layer_opener, lambda out: _Counted(out, progress))
+                except LayerNeedsMerge as e:
+                    log.info("Importing the image merged into one file: %s", e.message)
         else:
             resolved = _resolve(_open_source(ref, settings, cwd, stack, progress), want)
             kept = images.entry(resolved.uri, resolved.digest, settings.squash_options, want) \

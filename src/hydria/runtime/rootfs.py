@@ -9,7 +9,8 @@ reference to the file system is the container's; when the last process of the co
 program, or Slurm tasks that joined it) has gone, the kernel aborts the FUSE connection and the
 daemon exits. Writes go to an
 overlay upper directory: on the runtime tmpfs for an image start, in the container's directory
-for a named container.
+for a named container. A layered image (runtime/layered.py) mounts each of its layer images, all
+served by one reader, and the overlay stacks them as its lower layers.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ import time
 from hydria.errors import HydriaError, InvalidImage, NotFound, PermissionProblem
 from hydria.paths import user_name
 from hydria.record import Record
+from hydria.runtime import layered
 from hydria.runtime import syscalls as sc
 from hydria.runtime.mountinfo import FUSE_OVERLAY, workdirs_in_use
-from hydria.runtime.reader import find_program, squashfs_server
+from hydria.runtime.reader import READER, find_program, squashfs_server
 from hydria.trees import delete_tree
 
 SQUASHFS_MAGIC = b"hsqs"
@@ -53,9 +55,37 @@ class NotSquashfs(InvalidImage):
 def check_image(path: str | os.PathLike[str]) -> str:
     """Raise HydriaError saying why ``path`` is not a usable squashfs image: missing, unreadable
     (and whose it is), a directory, not a squashfs, or shorter than its superblock says (a copy or
-    download cut short). Returns the image's identity: its size and superblock (which holds its
-    creation time, sizes and table offsets), which most rewrites change; images built alike (no
-    creation time) may share it, so it never stands for the content (container/read_cache.py)."""
+    download cut short); for a layered image, the same of each of its layer images. Returns the
+    image's identity: its size and superblock (which holds its creation time, sizes and table
+    offsets), which most rewrites change; images built alike (no creation time) may share it, so
+    it never stands for the content (container/read_cache.py). A layered image's is its layers'."""
+    superblock, size = _head(path)
+    if layered.is_layered(superblock):
+        return ";".join(check_image_file(layer) for layer in image_layers(str(path)))
+    return _squashfs_identity(path, superblock, size)
+
+
+def check_image_file(path: str | os.PathLike[str]) -> str:
+    """check_image of one squashfs image file (a layered image's layer: never another layered one)."""
+    return _squashfs_identity(path, *_head(path))
+
+
+def image_layers(image: str) -> list[str]:
+    """The squashfs images that make ``image``: itself, or a layered image's layers, the lowest
+    first. Raises InvalidImage for a layered image that cannot be read."""
+    try:
+        with open(image, "rb") as handle:
+            if not layered.is_layered(handle.read(len(layered.MAGIC))):
+                return [image]
+        return layered.layer_paths(image)
+    except (OSError, layered.LayeredImageError) as e:
+        why = e.strerror if isinstance(e, OSError) else str(e)
+        raise InvalidImage(f"{image}: cannot read this layered image: {why}",
+                           hint="import the image again") from None
+
+
+def _head(path: str | os.PathLike[str]) -> tuple[bytes, int]:
+    """The first bytes (a squashfs's superblock) and the size of the image file ``path``."""
     try:
         with open(path, "rb") as handle:
             superblock = handle.read(SUPERBLOCK_SIZE)
@@ -71,6 +101,10 @@ def check_image(path: str | os.PathLike[str]) -> str:
                                 hint="its owner can make it readable (chmod a+r), or copy it for you") from None
     except OSError as e:
         raise HydriaError(f"cannot read {path}: {e.strerror}") from None
+    return superblock, size
+
+
+def _squashfs_identity(path: str | os.PathLike[str], superblock: bytes, size: int) -> str:
     if superblock[:4] != SQUASHFS_MAGIC:
         raise NotSquashfs(path, hint="not a squashfs image: make one with hydria import, or give a container name")
     used = int.from_bytes(superblock[40:48], "little")  # the superblock's bytes_used
@@ -86,40 +120,57 @@ def mount_squashfs(image: str, target: str, uid: int, gid: int, fast_reader: boo
     (runtime/reader.py), every file owned by ``uid``:``gid`` unless ``keep_owners`` (a build's
     namespace that maps the image's IDs). ``daemon_holds``: a descriptor that the daemon keeps
     open for as long as it serves (an unpack behind the container waits on it). Raises HydriaError."""
+    mount_images([image], [target], uid, gid, fast_reader, keep_owners, daemon_holds)
+
+
+def mount_images(images: list[str], targets: list[str], uid: int, gid: int, fast_reader: bool = True,
+                 keep_owners: bool = False, daemon_holds: int | None = None) -> None:
+    """mount_squashfs of each of ``images`` at its target, all served by one reader (squashfuse,
+    the fallback, serves one image: one daemon each). Raises HydriaError."""
     binary = squashfs_server(fast_reader)
     owners = [] if keep_owners else ["-o", f"uid={uid},gid={gid}"]
-    try:
-        _mount_fuse(str(image), target, "fuse.squashfuse", sc.MS_RDONLY, uid, gid,
-                    [binary, "-f", *owners, str(image)], held=daemon_holds)
-    except OSError as e:
-        if e.errno == errno.ENOTCONN:  # the daemon could not read it, and said why above
-            raise InvalidImage(f"{image}: {os.path.basename(binary)} cannot read it",
-                               hint="the file is damaged or not an image hydria can mount: import it again") from None
-        raise HydriaError(f"Failed to mount: {image}: {e.strerror}") from None
+    served = [(images, targets)] if os.path.basename(binary) == READER else \
+        [([image], [target]) for image, target in zip(images, targets)]
+    for some, at in served:
+        try:
+            _mount_fuse(some, at, "fuse.squashfuse", sc.MS_RDONLY, uid, gid, [binary, "-f", *owners],
+                        held=daemon_holds, named=True)
+        except OSError as e:
+            if e.errno == errno.ENOTCONN:  # the daemon could not read one, and said why above
+                raise InvalidImage(f"{' '.join(some)}: {os.path.basename(binary)} cannot read it",
+                                   hint="the file is damaged or not an image hydria can mount: import it again") from None
+            raise HydriaError(f"Failed to mount: {' '.join(some)}: {e.strerror}") from None
 
 
-def _mount_fuse(source: str, target: str, fstype: str, flags: int, uid: int, gid: int, argv: list[str],
-                capabilities: bool = False, held: int | None = None) -> None:
-    """Mount a FUSE file system at ``target`` on a ``/dev/fuse`` descriptor of hydria's own and
-    fork its daemon (``argv`` plus ``/dev/fd/N``; with ``capabilities``, those of the user
-    namespace, as ambient ones; ``held``: a descriptor it inherits). Raises HydriaError, OSError."""
+def _mount_fuse(sources: list[str], targets: list[str], fstype: str, flags: int, uid: int, gid: int,
+                argv: list[str], capabilities: bool = False, held: int | None = None, named: bool = False) -> None:
+    """Mount a FUSE file system at each of ``targets`` on a ``/dev/fuse`` descriptor of hydria's
+    own and fork one daemon for them all: ``argv`` plus, for each, ``/dev/fd/N`` (after its
+    source where ``named``); with ``capabilities``, those of the user namespace, as ambient ones;
+    ``held``: a descriptor it inherits. Raises HydriaError, OSError."""
+    fuses: list[int] = []
     try:
-        fuse = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
-    except OSError as e:
-        raise HydriaError(f"cannot open /dev/fuse: {e.strerror}",
-                          hint="an administrator must make /dev/fuse usable by users (mode 0666)") from None
-    try:
-        sc.mount(source, target, fstype, sc.MS_NOSUID | sc.MS_NODEV | flags,
-                 f"fd={fuse},rootmode=40000,user_id={uid},group_id={gid}")
+        for source, target in zip(sources, targets):
+            try:
+                fuse = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
+            except OSError as e:
+                raise HydriaError(f"cannot open /dev/fuse: {e.strerror}",
+                                  hint="an administrator must make /dev/fuse usable by users (mode 0666)") from None
+            fuses.append(fuse)
+            sc.mount(source, target, fstype, sc.MS_NOSUID | sc.MS_NODEV | flags,
+                     f"fd={fuse},rootmode=40000,user_id={uid},group_id={gid}")
         if os.fork() == 0:
-            _become_daemon([*argv, f"/dev/fd/{fuse}"], (fuse,) if held is None else (fuse, held), target,
-                           capabilities)
+            served = [word for source, fuse in zip(sources, fuses)
+                      for word in ((source,) if named else ()) + (f"/dev/fd/{fuse}",)]
+            _become_daemon([*argv, *served], (*fuses, *(() if held is None else (held,))), targets, capabilities)
     finally:
-        os.close(fuse)
-    os.stat(target)  # answered once the daemon serves it; ENOTCONN when it failed (it said why)
+        for fuse in fuses:
+            os.close(fuse)
+    for target in targets:
+        os.stat(target)  # answered once the daemon serves it; ENOTCONN when it failed (it said why)
 
 
-def _become_daemon(argv: list[str], kept: tuple[int, ...], target: str, capabilities: bool) -> None:
+def _become_daemon(argv: list[str], kept: tuple[int, ...], targets: list[str], capabilities: bool) -> None:
     """In the forked child: a session and a mount namespace of its own, without the FUSE mount,
     standard input and output on /dev/null, no other descriptors than ``kept`` (the FUSE one
     first) past standard error (as subprocess's close_fds: a caller's pipe must not stay open
@@ -134,7 +185,8 @@ def _become_daemon(argv: list[str], kept: tuple[int, ...], target: str, capabili
         for fd in kept:
             os.set_inheritable(fd, True)
         sc.unshare(sc.CLONE_NEWNS)
-        sc.umount2(target, sc.MNT_DETACH)
+        for target in targets:
+            sc.umount2(target, sc.MNT_DETACH)
         if capabilities:
             sc.raise_ambient_capabilities()
         os.execv(argv[0], argv)
@@ -154,11 +206,13 @@ def _fuse_because(refusal: str | None) -> str:
     return f"the kernel refused its overlay ({refusal}) and " if refusal else "HYDRIA_NATIVE_OVERLAYFS is off and "
 
 
-def mount_overlay(lower: str, upper: str, work: str, target: str, uid: int, gid: int, native: bool = True) -> str:
-    """The container's overlay: the kernel's (user namespaces allow it since Linux 5.11) unless
+def mount_overlay(lowers: list[str], upper: str, work: str, target: str, uid: int, gid: int,
+                  native: bool = True) -> str:
+    """The container's overlay over ``lowers`` (the topmost first): the kernel's (user namespaces allow it since Linux 5.11) unless
     ``native`` is off (``HYDRIA_NATIVE_OVERLAYFS``) or the kernel refuses it (an older kernel, an
     upper directory on NFS or FUSE), then fuse-overlayfs, as enroot does. Returns which one
     ("overlay" or "fuse-overlayfs"). Raises HydriaError."""
+    lower = LAYER_SEPARATOR.join(lowers)
     refusal = None
     if native:
         try:
@@ -176,7 +230,7 @@ def mount_overlay(lower: str, upper: str, work: str, target: str, uid: int, gid:
                           "installed",
                           hint="install the Debian package fuse-overlayfs (needed before Linux 5.11, and where "
                                "the data path is on NFS or another network file system)")
-    for folder in (lower, upper, work):
+    for folder in (*lowers, upper, work):
         problem = overlay_folder_problem(folder, lower=True)
         if problem:
             raise HydriaError(f"Failed to mount the container's overlay: {_fuse_because(refusal)}fuse-overlayfs "
@@ -193,7 +247,7 @@ def mount_overlay(lower: str, upper: str, work: str, target: str, uid: int, gid:
         # With the capabilities hydria holds in the namespace, as enroot runs it: the daemon
         # creates the mode-0000 mount points and copies up files its uid could not read.
         options = f"lowerdir={lower},upperdir={upper},workdir={work},squash_to_uid={uid},squash_to_gid={gid}"
-        _mount_fuse(source, target, FUSE_OVERLAY, 0, uid, gid, [binary, "-f", "-o", options], capabilities=True)
+        _mount_fuse([source], [target], FUSE_OVERLAY, 0, uid, gid, [binary, "-f", "-o", options], capabilities=True)
     except OSError as e:
         raise HydriaError(f"Failed to mount the container's overlay with fuse-overlayfs: {e.strerror}") from None
     return "fuse-overlayfs"
@@ -220,12 +274,35 @@ def mount_container(container: Container, area: str, uid: int, gid: int, native_
     source = source or ImageSource()
     lower = source.unpacked or f"{area}/lower"
     if source.unpacked is None:
-        mount_squashfs(container.image, lower, uid, gid, fast_reader, daemon_holds=source.daemon_holds)
+        lowers = _mount_image(container.image, lower, uid, gid, fast_reader, source.daemon_holds)
+    else:
+        lowers = [lower]
     upper, work = f"{area}/upper", f"{area}/work"
     if container.home is not None:
         upper, work = f"{container.home}/upper", _instance_workdir(f"{container.home}/work")
-    mount_overlay(lower, upper, work, root, uid, gid, native_overlay)
+    # A layered image's layers are named relative to the area: the mount's options are a page.
+    here = os.open(".", os.O_PATH | os.O_DIRECTORY)
+    try:
+        os.chdir(area)
+        mount_overlay(lowers, upper, work, root, uid, gid, native_overlay)
+    finally:
+        os.fchdir(here)
+        os.close(here)
     return root
+
+
+def _mount_image(image: str, lower: str, uid: int, gid: int, fast_reader: bool, daemon_holds: int | None) -> list[str]:
+    """Mount ``image`` at ``lower``, or a layered image's layers in folders under it; returns the
+    overlay's lower layers, the topmost first (relative to ``lower``'s parent for layers)."""
+    layers = image_layers(image)
+    if len(layers) == 1:
+        mount_squashfs(layers[0], lower, uid, gid, fast_reader, daemon_holds=daemon_holds)
+        return [lower]
+    folders = [f"{lower}/{number}" for number in range(len(layers))]
+    for folder in folders:
+        os.mkdir(folder)
+    mount_images(layers, folders, uid, gid, fast_reader, daemon_holds=daemon_holds)
+    return [f"{os.path.basename(lower)}/{number}" for number in reversed(range(len(layers)))]
 
 
 STALE_AFTER = 60  # seconds: a work directory this old that no mount uses is left from an ended start

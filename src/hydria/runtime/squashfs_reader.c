@@ -1,5 +1,7 @@
 /*
- * hydria-squashfuse: serves one squashfs image read-only over FUSE, for hydria's containers.
+ * hydria-squashfuse: serves squashfs images read-only over FUSE, for hydria's containers: one
+ * image, or the layer images of a layered image, each on a mount of its own (the container's
+ * overlay stacks them), all served by this one process.
  *
  * Built by `hydria install-reader` against the node's libsquashfuse (its low-level library, as
  * Charliecloud's ch-run links it) and libfuse 3. What it adds to the library's own operations,
@@ -30,7 +32,8 @@
  * A read that fails (a truncated or damaged image) answers EIO to the program and says once on
  * standard error which image it was; the daemon never stops serving the rest of the image.
  *
- * Usage (as hydria runs it): hydria-squashfuse -f [-o uid=N,gid=N] IMAGE /dev/fd/N
+ * Usage (as hydria runs it): hydria-squashfuse -f [-o uid=N,gid=N] IMAGE /dev/fd/N [IMAGE /dev/fd/N]...
+ * It ends when every mount has gone.
  */
 #define _GNU_SOURCE /* CPU_COUNT, RUSAGE_THREAD */
 #define FUSE_USE_VERSION 32
@@ -43,6 +46,9 @@
 #endif
 
 #include <errno.h>
+#ifdef SQFS_MULTITHREADED
+#include <pthread.h>
+#endif
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -64,27 +70,51 @@ static const double FOREVER = 1e9;
 enum { FRAGMENT_BLOCKS = 32, DATA_BLOCKS = 8, METADATA_BLOCKS = 64 };
 /* Nanoseconds it keeps asking for the next request after one (single-threaded only). */
 enum { SPIN_NS = 1000000 };
+/* Images one daemon serves at most: the kernel's overlay stacks no more lower layers. */
+enum { MAX_IMAGES = 500 };
 
 struct options {
 	unsigned int uid;
 	unsigned int gid;
-	const char *image;
-	const char *mountpoint;
+	int count;                        /* images, each with its mount point */
+	const char *image[MAX_IMAGES];
+	const char *mountpoint[MAX_IMAGES];
+	int dangling;                     /* an image without a mount point, or one too many */
+};
+
+/* One image served on one mount: the library's state is each session's own (its user data). */
+struct served {
+	sqfs_ll *ll;
+	struct fuse_session *session;
+	int has_xattrs;
+	int read_error_reported;
 };
 
 static struct options opts;
+static struct served served[MAX_IMAGES];
 static int kernel_opens;          /* 0 once the kernel handles opens itself (FUSE_NO_OPEN) */
 static int kernel_opens_dirs;     /* 0 once it opens directories itself and keeps their listings */
-static int image_has_xattrs;
-static int read_error_reported;
 
-static void report_read_error(const char *what)
+/* The image whose library state is `ll`. */
+static int image_of(const sqfs_ll *ll)
 {
-	if (read_error_reported)
+	int i;
+
+	for (i = 0; i < opts.count; i++)
+		if (served[i].ll == ll)
+			return i;
+	return 0;
+}
+
+static void report_read_error(const sqfs_ll *ll, const char *what)
+{
+	int i = image_of(ll);
+
+	if (served[i].read_error_reported)
 		return;
-	read_error_reported = 1;
+	served[i].read_error_reported = 1;
 	fprintf(stderr, "hydria-squashfuse: %s: cannot read %s: the image is damaged or cut short "
-		"(programs get an I/O error); import it again\n", opts.image, what);
+		"(programs get an I/O error); import it again\n", opts.image[i], what);
 }
 
 #define IMAGE_OWNERS ((unsigned int)-1) /* no -o uid=/gid=: the image's own */
@@ -105,7 +135,7 @@ static int fill_entry(sqfs_ll *ll, sqfs_dir_entry *entry, struct fuse_entry_para
 	memset(param, 0, sizeof(*param));
 	if (sqfs_inode_get(&ll->fs, &inode, sqfs_dentry_inode(entry)) != SQFS_OK
 	    || sqfs_stat(&ll->fs, &inode, &param->attr) != SQFS_OK) {
-		report_read_error("an inode");
+		report_read_error(ll, "an inode");
 		return EIO;
 	}
 	param->attr_timeout = param->entry_timeout = FOREVER;
@@ -133,7 +163,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	if (sqfs_ll_iget(req, &lli, ino) != SQFS_OK)
 		return; /* it answered */
 	if (sqfs_stat(&lli.ll->fs, &lli.inode, &st) != SQFS_OK) {
-		report_read_error("an inode");
+		report_read_error(lli.ll, "an inode");
 		fuse_reply_err(req, EIO);
 		return;
 	}
@@ -159,7 +189,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	sqfs_dentry_init(&entry, namebuf);
 	if (sqfs_dir_lookup(&lli.ll->fs, &lli.inode, name, strlen(name), &entry, &found) != SQFS_OK) {
-		report_read_error("a directory");
+		report_read_error(lli.ll, "a directory");
 		fuse_reply_err(req, EIO);
 		return;
 	}
@@ -232,7 +262,7 @@ static void list_directory(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		size -= used;
 	}
 	if (err != SQFS_OK)
-		report_read_error("a directory");
+		report_read_error(lli->ll, "a directory");
 	if ((failed || err != SQFS_OK) && pos == buf)
 		fuse_reply_err(req, EIO);
 	else /* what was read; the next call starts after it and meets the error again */
@@ -281,7 +311,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, s
 
 	if (file == NULL) {
 		if (sqfs_ll_inode(ll, &inode, ino) != SQFS_OK) {
-			report_read_error("an inode");
+			report_read_error(ll, "an inode");
 			fuse_reply_err(req, EIO);
 			return;
 		}
@@ -293,7 +323,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, s
 		return;
 	}
 	if (sqfs_read_range(&ll->fs, file, offset, &length, buf) != SQFS_OK) {
-		report_read_error("a file's data");
+		report_read_error(ll, "a file's data");
 		fuse_reply_err(req, EIO);
 	} else {
 		fuse_reply_buf(req, buf, (size_t)length);
@@ -301,9 +331,16 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, s
 	free(buf);
 }
 
+/* Whether the image that `req` asks about holds extended attributes (a layer image's opaque
+ * folders do: the overlay reads them). */
+static int has_xattrs(fuse_req_t req)
+{
+	return served[image_of(fuse_req_userdata(req))].has_xattrs;
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
-	if (!image_has_xattrs) {
+	if (!has_xattrs(req)) {
 		fuse_reply_err(req, ENOSYS); /* the kernel stops asking */
 		return;
 	}
@@ -312,7 +349,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	if (!image_has_xattrs) {
+	if (!has_xattrs(req)) {
 		fuse_reply_err(req, ENOSYS);
 		return;
 	}
@@ -356,12 +393,17 @@ static int take_argument(void *data, const char *arg, int key, struct fuse_args 
 	(void)outargs;
 	if (key != FUSE_OPT_KEY_NONOPT)
 		return 1; /* libfuse's own option: keep it */
-	if (o->image == NULL)
-		o->image = arg;
-	else if (o->mountpoint == NULL)
-		o->mountpoint = arg;
-	else
+	if (o->count == MAX_IMAGES) {
+		o->dangling = 1;
 		return -1;
+	}
+	if (!o->dangling) {
+		o->image[o->count] = arg;
+		o->dangling = 1;
+	} else {
+		o->mountpoint[o->count++] = arg;
+		o->dangling = 0;
+	}
 	return 0;
 }
 
@@ -401,48 +443,153 @@ static long preemptions(void)
 	return getrusage(RUSAGE_THREAD, &usage) == 0 ? usage.ru_nivcsw : 0;
 }
 
-/* fuse_session_loop, except that after each request it keeps asking for the next for SPIN_NS
- * where a CPU is to spare, and stops as soon as another task wants its CPU. A daemon asleep costs
- * each request a wake-up of its CPU: tens of microseconds on a virtual machine's idle CPU, more
- * than serving a small file. Asleep, it waits in poll() for the next request or the end. */
-static int serve(struct fuse_session *session)
+/* Answer one request of image `i` if one is waiting; 1 when it did, 0 when none was there, -1
+ * when its mount has gone (or failed: `*status` says how). */
+static int serve_one(int i, struct fuse_buf *request, int *status)
+{
+	int received = fuse_session_receive_buf(served[i].session, request);
+
+	if (received > 0) {
+		fuse_session_process_buf(served[i].session, request);
+		return 1;
+	}
+	if (received == -EAGAIN || received == -EINTR)
+		return 0;
+	if (received < 0)
+		*status = received;
+	return -1; /* 0: unmounted, the session has exited */
+}
+
+/* fuse_session_loop over every image's session, except that after each request it keeps asking
+ * for the next for SPIN_NS where a CPU is to spare, and stops as soon as another task wants its
+ * CPU. A daemon asleep costs each request a wake-up of its CPU: tens of microseconds on a virtual
+ * machine's idle CPU, more than serving a small file. Asleep, it waits in poll() for the next
+ * request or the end of a mount. A session that has a request answered is asked again at once:
+ * a program's next request is most often for the same image. */
+static int serve(void)
 {
 	struct fuse_buf request = {.mem = NULL};
-	struct pollfd device = {.fd = fuse_session_fd(session), .events = POLLIN};
-	/* Without either, it never spins: it sleeps after every request. */
-	int loadavg = fcntl(device.fd, F_SETFL, fcntl(device.fd, F_GETFL) | O_NONBLOCK) == 0
-		? open("/proc/loadavg", O_RDONLY | O_CLOEXEC) : -1;
-	int cpus = 1, status = 0;
+	struct pollfd devices[MAX_IMAGES];
+	int loadavg = -1, cpus = 1, status = 0, open_mounts = opts.count, spinnable = 1, i;
 	long long spin_until = 0;
 	long preempted = 0; /* set after each request */
 	cpu_set_t allowed;
 
+	for (i = 0; i < opts.count; i++) {
+		devices[i].fd = fuse_session_fd(served[i].session);
+		devices[i].events = POLLIN;
+		if (fcntl(devices[i].fd, F_SETFL, fcntl(devices[i].fd, F_GETFL) | O_NONBLOCK) != 0)
+			spinnable = 0; /* it then reads a session only when poll() says it has a request */
+	}
+	/* Without either, it never spins: it sleeps after every request. */
+	if (spinnable)
+		loadavg = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
 	if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0)
 		cpus = CPU_COUNT(&allowed);
-	while (!fuse_session_exited(session)) {
-		int received = fuse_session_receive_buf(session, &request);
+	while (open_mounts > 0) {
+		int ready = poll(devices, opts.count, spin_until != 0 ? 0 : -1);
 
-		if (received > 0) {
-			fuse_session_process_buf(session, &request);
-			spin_until = loadavg >= 0 && cpu_to_spare(loadavg, cpus) ? now_ns() + SPIN_NS : 0;
-			preempted = preemptions();
-		} else if (received == -EAGAIN) {
-			if (spin_until != 0 && (preemptions() != preempted || now_ns() > spin_until))
-				spin_until = 0;
-			if (spin_until == 0)
-				poll(&device, 1, -1); /* the next request, or the connection's end */
-		} else if (received != -EINTR) {
-			status = received; /* 0: unmounted, the session has exited */
+		if (ready < 0 && errno != EINTR) {
+			status = -errno;
 			break;
 		}
+		if (ready <= 0) {
+			if (spin_until != 0 && (preemptions() != preempted || now_ns() > spin_until))
+				spin_until = 0;
+			continue;
+		}
+		for (i = 0; i < opts.count; i++) {
+			int answered;
+
+			if (devices[i].fd < 0 || devices[i].revents == 0)
+				continue;
+			while ((answered = serve_one(i, &request, &status)) > 0 && spinnable)
+				; /* the next request of the same image, if it is there already */
+			if (answered < 0) {
+				devices[i].fd = -1; /* poll() passes it over from now on */
+				open_mounts--;
+			}
+		}
+		spin_until = loadavg >= 0 && cpu_to_spare(loadavg, cpus) ? now_ns() + SPIN_NS : 0;
+		preempted = preemptions();
 	}
 	free(request.mem);
 	if (loadavg >= 0)
 		close(loadavg);
-	fuse_session_reset(session);
+	for (i = 0; i < opts.count; i++)
+		fuse_session_reset(served[i].session);
+	return status;
+}
+#else
+static void *serve_image(void *session)
+{
+	struct fuse_loop_config loop = {.clone_fd = 0, .max_idle_threads = 10};
+
+	return (void *)(intptr_t)fuse_session_loop_mt(session, &loop);
+}
+
+/* Each image's session served by the library's threads, until every mount has gone. */
+static int serve(void)
+{
+	pthread_t threads[MAX_IMAGES];
+	int status = 0, i;
+	void *result;
+
+	for (i = 1; i < opts.count; i++)
+		if (pthread_create(&threads[i], NULL, serve_image, served[i].session) != 0)
+			return -errno;
+	status = (int)(intptr_t)serve_image(served[0].session);
+	for (i = 1; i < opts.count; i++)
+		if (pthread_join(threads[i], &result) == 0 && (intptr_t)result != 0)
+			status = (int)(intptr_t)result;
 	return status;
 }
 #endif
+
+/* Open image `i` and mount its session; 0, or 1 after saying why not. */
+static int open_image(int i, struct fuse_args *args, const struct fuse_lowlevel_ops *ops)
+{
+	struct fuse_args own = FUSE_ARGS_INIT(0, NULL);
+	sqfs_ll *ll = sqfs_ll_open(opts.image[i], 0); /* says why on standard error when it cannot */
+	int k;
+
+	if (ll == NULL)
+		return 1;
+	served[i].ll = ll;
+	if (enlarge_caches(&ll->fs) != 0) {
+		fprintf(stderr, "hydria-squashfuse: out of memory for its caches\n");
+		return 1;
+	}
+#ifdef OWN_ZSTD_CONTEXT
+	if (ll->fs.sb.compression == ZSTD_COMPRESSION)
+		ll->fs.decompressor = zstd_decompress;
+#endif
+	served[i].has_xattrs = ll->fs.sb.xattr_id_table_start != (uint64_t)SQUASHFS_INVALID_BLK;
+	for (k = 0; k < args->argc; k++) /* each session parses the options afresh */
+		if (fuse_opt_add_arg(&own, args->argv[k]) != 0)
+			return 1;
+	served[i].session = fuse_session_new(&own, ops, sizeof(*ops), ll);
+	fuse_opt_free_args(&own);
+	if (served[i].session == NULL)
+		return 1;
+	return fuse_session_mount(served[i].session, opts.mountpoint[i]) != 0;
+}
+
+static void close_images(void)
+{
+	int i;
+
+	for (i = 0; i < opts.count; i++) {
+		if (served[i].session != NULL) {
+			fuse_session_unmount(served[i].session);
+			fuse_session_destroy(served[i].session);
+		}
+		if (served[i].ll != NULL) {
+			sqfs_ll_destroy(served[i].ll);
+			free(served[i].ll);
+		}
+	}
+}
 
 int main(int argc, char *argv[])
 {
@@ -454,33 +601,15 @@ int main(int argc, char *argv[])
 		FUSE_OPT_END,
 	};
 	struct fuse_lowlevel_ops ops;
-	struct fuse_session *session;
-	sqfs_ll *ll;
-	int status;
-#ifdef SQFS_MULTITHREADED
-	struct fuse_loop_config loop = {.clone_fd = 0, .max_idle_threads = 10};
-#endif
+	int status = 1, i;
 
 	opts.uid = IMAGE_OWNERS;
 	opts.gid = IMAGE_OWNERS;
-	if (fuse_opt_parse(&args, &opts, spec, take_argument) == -1 || opts.image == NULL
-	    || opts.mountpoint == NULL) {
-		fprintf(stderr, "usage: %s [-f] [-o uid=N,gid=N] IMAGE MOUNTPOINT\n", argv[0]);
+	if (fuse_opt_parse(&args, &opts, spec, take_argument) == -1 || opts.count == 0 || opts.dangling) {
+		fprintf(stderr, "usage: %s [-f] [-o uid=N,gid=N] IMAGE MOUNTPOINT [IMAGE MOUNTPOINT]... "
+			"(%d images at most)\n", argv[0], MAX_IMAGES);
 		return 2;
 	}
-	ll = sqfs_ll_open(opts.image, 0); /* says why on standard error when it cannot */
-	if (ll == NULL)
-		return 1;
-	if (enlarge_caches(&ll->fs) != 0) {
-		fprintf(stderr, "hydria-squashfuse: out of memory for its caches\n");
-		return 1;
-	}
-#ifdef OWN_ZSTD_CONTEXT
-	if (ll->fs.sb.compression == ZSTD_COMPRESSION)
-		ll->fs.decompressor = zstd_decompress;
-#endif
-	image_has_xattrs = ll->fs.sb.xattr_id_table_start != (uint64_t)SQUASHFS_INVALID_BLK;
-
 	memset(&ops, 0, sizeof(ops));
 	ops.init = op_init;
 	ops.lookup = op_lookup;
@@ -498,23 +627,13 @@ int main(int argc, char *argv[])
 	ops.listxattr = op_listxattr;
 	ops.statfs = stfs_ll_op_statfs;
 
-	session = fuse_session_new(&args, &ops, sizeof(ops), ll);
-	if (session == NULL)
-		return 1;
-	if (fuse_session_mount(session, opts.mountpoint) != 0) {
-		fuse_session_destroy(session);
-		return 1;
-	}
-	/* Until the kernel ends the connection: the last process of the container has gone. */
-#ifdef SQFS_MULTITHREADED
-	status = fuse_session_loop_mt(session, &loop);
-#else
-	status = serve(session);
-#endif
-	fuse_session_unmount(session);
-	fuse_session_destroy(session);
-	sqfs_ll_destroy(ll);
-	free(ll);
+	for (i = 0; i < opts.count; i++)
+		if (open_image(i, &args, &ops) != 0)
+			break;
+	/* Until the kernel ends every connection: the last process of the container has gone. */
+	if (i == opts.count)
+		status = serve() < 0 ? 1 : 0;
+	close_images();
 	fuse_opt_free_args(&args);
-	return status < 0 ? 1 : 0;
+	return status;
 }

@@ -1,0 +1,89 @@
+"""An import as a layered image (``HYDRIA_LAYERED_IMAGES``): each layer squashed once into a
+layer image of its own, kept in the cache and shared by every image that has the layer; the
+image is a small file that names them (runtime/layered.py). A new version of an image costs its
+new layers, not the whole image again (docs/performance.md).
+
+Where a layer cannot stand alone (image/layerimage.py's LayerNeedsMerge), the caller imports the
+image merged into one file instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from functools import partial
+from pathlib import Path
+from typing import IO
+
+from hydria.anonfile import AnonymousFile
+from hydria.image import manifest as mf
+from hydria.image.config import runtime_files
+from hydria.image.flatten import ExtraFile, LayerContent, LayerStream, Sink
+from hydria.image.imagecache import CachedImage
+from hydria.image.layerimage import end_archive, extras_layer, overlay_layer
+from hydria.image.progress import Progress
+from hydria.image.squashfs import SquashfsFailed, SquashPlan, Tar2Sqfs
+from hydria.log import Logger
+
+log = Logger(__name__)
+
+LayerOpener = Callable[[mf.ResolvedImage, mf.Descriptor], Callable[[], AbstractContextManager[LayerContent]]]
+
+
+def write_layered(resolved: mf.ResolvedImage, kept: CachedImage, options: SquashPlan, squash_options: str,
+                  progress: Progress, open_layer: LayerOpener, counted: Callable[[IO[bytes]], Sink]) -> Path:
+    """Keep ``resolved`` as the layered image ``kept``, squashing only the layers the cache
+    lacks; its path. ``counted`` wraps a squash's input for the progress display.
+
+    Raises:
+        LayerNeedsMerge: a layer that cannot stand alone (nothing was kept for the image).
+        HydriaError: as an import's.
+    """
+    cache = kept.cache
+    with cache.making_layered():
+        names = [cache.layer(d.digest, squash_options) for d in resolved.layers]
+        missing = [d for d, name in zip(resolved.layers, names) if name is None]
+        if missing:
+            resolved.fetch_layers()
+        progress.squashing()
+        for index, descriptor in enumerate(resolved.layers):
+            if names[index] is None:
+                stream = LayerStream(descriptor.digest, open_layer(resolved, descriptor))
+                names[index] = cache.add_layer(descriptor.digest, squash_options,
+                                               partial(_squash, options=options, counted=counted,
+                                                       write=partial(overlay_layer, stream)))
+        extras = _extras(resolved)
+        extras_digest = "sha256:" + hashlib.sha256(b"".join(e.path.encode() + b"\0" + (e.data or b"") + b"\0"
+                                                            for e in extras)).hexdigest()
+        top = cache.layer(extras_digest, squash_options) or \
+            cache.add_layer(extras_digest, squash_options,
+                            lambda image: _squash(image, options, counted, lambda out: extras_layer(extras, out)))
+        progress.merge_ended()
+        entry = kept.keep_layered([*(name for name in names if name is not None), top])
+        progress.squashed()
+    log.debug("kept %s: %d layer image(s), %d squashed now", entry, len(names) + 1, len(missing))
+    return entry
+
+
+def _extras(resolved: mf.ResolvedImage) -> list[ExtraFile]:
+    """The runtime files of the image format (image/config.py), as a layer above the image's."""
+    files = runtime_files(resolved.config.get("config") or {}, resolved.uri)
+    return [ExtraFile(path, content.encode()) for path, content in files.files().items()]
+
+
+def _squash(image: AnonymousFile, options: SquashPlan, counted: Callable[[IO[bytes]], Sink],
+            write: Callable[[Sink], object]) -> None:
+    """Squash the tar that ``write`` writes into ``image``."""
+    writer = Tar2Sqfs(image.path, options.tar2sqfs, (image.fd,))
+    try:
+        out = counted(writer.stdin)
+        write(out)
+        end_archive(out)
+    except BrokenPipeError:
+        writer.finish()  # tar2sqfs stopped reading: raises with its own message
+        raise SquashfsFailed("tar2sqfs stopped reading the layer stream") from None
+    except BaseException:
+        writer.abort()
+        raise
+    writer.finish()

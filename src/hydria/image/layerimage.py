@@ -1,0 +1,187 @@
+"""One image layer as a tar stream in the overlay's format, for a layer image of its own
+(runtime/layered.py): the container's overlay stacks layer images as the merge of
+image/flatten.py would have written them into one image.
+
+What the OCI layer says with marker files, the overlay reads from the entries themselves: a
+deletion (``.wh.NAME``) becomes a character device 0/0 named NAME, and an opaque folder
+(``.wh..wh..opq``, or a folder that the layer deletes and makes again) gets
+``user.overlay.opaque=y``. Folders are written at the layer's end, when whether they are opaque
+is known (tar2sqfs takes a folder after its entries). The rules of the merge hold within a layer:
+paths are checked, device nodes dropped, modes made usable, only ``user.*`` extended attributes
+kept (and none of the overlay's own: a layer cannot plant an opaque folder or a redirect), the
+first of two entries of one path wins, nothing is written below a file.
+
+A layer that cannot stand alone as a layer image raises :class:`LayerNeedsMerge`, and the image
+is merged into one (image/layered_import.py): a hardlink to a file of a lower layer, a root
+folder made opaque.
+"""
+
+from __future__ import annotations
+
+import tarfile
+from collections.abc import Sequence
+from functools import partial
+
+from hydria.errors import HydriaError
+from hydria.image.flatten import (
+    OPAQUE,
+    WHITEOUT,
+    ExtraFile,
+    FlattenStats,
+    LayerStream,
+    Sink,
+    clean_path,
+    content_writer,
+    output_info,
+    reading,
+    usable_mode,
+    write_entry,
+)
+
+OPAQUE_XATTR = "SCHILY.xattr.user.overlay.opaque"
+OVERLAY_XATTRS = "SCHILY.xattr.user.overlay."
+# What the layer has at a path it wrote or implied.
+_DIRECTORY, _IMPLIED, _OTHER, _BELOW_OTHER = "directory", "implied", "other", "below another entry"
+
+
+class LayerNeedsMerge(HydriaError):
+    """A layer that only makes sense merged with the layers below it."""
+
+
+def overlay_layer(layer: LayerStream, out: Sink) -> FlattenStats:
+    """Write ``layer`` as a tar in the overlay's format to ``out`` (no end-of-archive blocks:
+    :func:`end_archive`).
+
+    Raises:
+        UnsafeLayer, UnreadableLayer: as flatten's.
+        LayerNeedsMerge: see the module.
+    """
+    stats = FlattenStats()
+    seen: dict[str, str] = {}
+    regular: set[str] = set()
+    folders: dict[str, tarfile.TarInfo] = {}
+    whiteouts: set[str] = set()
+    opaque: set[str] = set()
+    with reading(layer) as (source, members):
+        for member in members:
+            path = clean_path(member.name, layer.digest)
+            if not path:
+                continue  # the root directory itself
+            parent, _, base = path.rpartition("/")
+            if base.startswith(WHITEOUT):
+                if base == OPAQUE:
+                    opaque.add(parent)
+                elif base != WHITEOUT and not base.startswith(WHITEOUT + WHITEOUT):  # aufs internals
+                    whiteouts.add(f"{parent}/{base[len(WHITEOUT):]}".lstrip("/"))
+                continue
+            if member.ischr() or member.isblk():
+                stats.devices_dropped += 1
+                continue
+            if not _takes(seen, path, member.isdir()):
+                continue
+            info = _clean_info(output_info(member, path))
+            if member.isdir():
+                folders[path] = info
+                seen[path] = _DIRECTORY
+                continue
+            if member.islnk():
+                target = clean_path(member.linkname, layer.digest)
+                if target not in regular:
+                    raise LayerNeedsMerge(f"layer {layer.digest}: hardlink /{path} points to /{target}, "
+                                          "which is not a file of this layer")
+                info.type, info.linkname = tarfile.LNKTYPE, target
+                write_entry(out, info, None, stats)
+            elif member.isreg():
+                write_entry(out, info, content_writer(source, member), stats)
+                regular.add(path)
+            elif member.issym() or member.isfifo():
+                write_entry(out, info, None, stats)
+            else:
+                continue  # sparse and other exotic entries
+            seen[path] = _OTHER
+    _write_deletions(out, layer, seen, folders, whiteouts, opaque, stats)
+    for info in folders.values():
+        write_entry(out, info, None, stats)
+    return stats
+
+
+def _takes(seen: dict[str, str], path: str, is_dir: bool) -> bool:
+    """Whether the layer's entry for ``path`` is written: its path is new (or an implied folder
+    it now describes) and no entry of the layer that is not a folder lies on its way."""
+    found = seen.get(path)
+    if found is not None:
+        return is_dir and found == _IMPLIED
+    if not _parent_is_folder(seen, path):
+        seen[path] = _BELOW_OTHER
+        return False
+    return True
+
+
+def _parent_is_folder(seen: dict[str, str], path: str) -> bool:
+    """Whether ``path``'s parent is a folder of the layer (written or implied); the folders on the
+    way that the layer implies are recorded, once each, so that a deep tree stays linear."""
+    unknown = []
+    folder = path.rpartition("/")[0]
+    while folder and folder not in seen:
+        unknown.append(folder)
+        folder = folder.rpartition("/")[0]
+    usable = not folder or seen[folder] in (_DIRECTORY, _IMPLIED)
+    for implied in unknown:
+        seen[implied] = _IMPLIED if usable else _BELOW_OTHER
+    return usable
+
+
+def _clean_info(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """``info`` without the overlay's own extended attributes."""
+    info.pax_headers = {key: value for key, value in info.pax_headers.items() if not key.startswith(OVERLAY_XATTRS)}
+    return info
+
+
+def _write_deletions(out: Sink, layer: LayerStream, seen: dict[str, str], folders: dict[str, tarfile.TarInfo],
+                     whiteouts: set[str], opaque: set[str], stats: FlattenStats) -> None:
+    """A character device 0/0 for each deletion of a path this layer does not write again; the
+    opaque mark on each folder made opaque, or deleted and made again by this layer."""
+    if "" in opaque:
+        raise LayerNeedsMerge(f"layer {layer.digest} makes the root folder opaque")
+    for path in sorted(whiteouts):
+        found = seen.get(path)
+        if found in (_DIRECTORY, _IMPLIED):
+            opaque.add(path)
+        elif found is None and _parent_is_folder(seen, path):
+            info = tarfile.TarInfo(path)
+            info.type, info.mode = tarfile.CHRTYPE, 0
+            write_entry(out, info, None, stats)
+            stats.whiteouts += 1
+    for path in sorted(opaque):
+        found = seen.get(path)
+        if found is None and not _parent_is_folder(seen, path) or found in (_OTHER, _BELOW_OTHER):
+            continue
+        folder = folders.get(path)
+        if folder is None:
+            folder = folders[path] = tarfile.TarInfo(path)
+            folder.type, folder.mode = tarfile.DIRTYPE, usable_mode(0o755, True)
+        folder.pax_headers = {**folder.pax_headers, OPAQUE_XATTR: "y"}
+        stats.whiteouts += 1
+
+
+def extras_layer(extras: Sequence[ExtraFile], out: Sink) -> FlattenStats:
+    """The files above every layer (the image format's runtime files) as a layer's tar."""
+    stats = FlattenStats()
+    for extra in extras:
+        info = tarfile.TarInfo(extra.path)
+        info.mode, info.mtime = extra.mode, 0
+        if extra.data is None:
+            info.type = tarfile.DIRTYPE
+            write_entry(out, info, None, stats)
+        else:
+            info.size = len(extra.data)
+            write_entry(out, info, partial(_write_data, extra.data), stats)
+    return stats
+
+
+def _write_data(data: bytes, out: Sink, size: int) -> None:
+    out.write(data)
+
+
+def end_archive(out: Sink) -> None:
+    out.write(bytes(2 * tarfile.BLOCKSIZE))
