@@ -237,6 +237,7 @@ class CachedImage:
 
     def keep_layered(self, layers: list[str]) -> Path:
         """Keep a layered image of the ``layers`` just kept (names, the lowest first); its path.
+        The caller evicts, once it no longer holds the layers (ImageCache.making_layered).
         Raises OSError, HydriaError (the import fails: nothing else holds the image)."""
         text = layered_text(layers)
         with anonymous_file(self.cache.directory / f"{self.key}.new{LAYERED_SUFFIX}", 0o644) as entry:
@@ -244,7 +245,6 @@ class CachedImage:
             entry.target = self.cache.directory / _entry_name(self.key, os.fstat(entry.fd), LAYERED_SUFFIX)
             if not entry.commit():
                 raise HydriaError(f"cannot keep the layered image {entry.target}: the name is taken")
-        self.cache.evict()
         return entry.target
 
     def link_to(self, target: Path, *, in_place: bool = False) -> Path | None:

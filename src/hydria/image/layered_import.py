@@ -61,7 +61,8 @@ def write_layered(resolved: mf.ResolvedImage, kept: CachedImage, options: Squash
                             lambda image: _squash(image, options, counted, lambda out: extras_layer(extras, out)))
         progress.merge_ended()
         entry = kept.keep_layered([*(name for name in names if name is not None), top])
-        progress.squashed()
+    cache.evict()
+    progress.squashed()
     log.debug("kept %s: %d layer image(s), %d squashed now", entry, len(names) + 1, len(missing))
     return entry
 

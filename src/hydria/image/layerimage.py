@@ -5,7 +5,8 @@ image/flatten.py would have written them into one image.
 What the OCI layer says with marker files, the overlay reads from the entries themselves: a
 deletion (``.wh.NAME``) becomes a character device 0/0 named NAME, and an opaque folder
 (``.wh..wh..opq``, or a folder that the layer deletes and makes again) gets
-``user.overlay.opaque=y``. Folders are written at the layer's end, when whether they are opaque
+``user.overlay.opaque=y`` (and a folder that holds deletions ``user.overlay.origin``, so that the
+overlay hides them in a folder no other layer has). Folders are written at the layer's end, when whether they are opaque
 is known (tar2sqfs takes a folder after its entries). The rules of the merge hold within a layer:
 paths are checked, device nodes dropped, modes made usable, only ``user.*`` extended attributes
 kept (and none of the overlay's own: a layer cannot plant an opaque folder or a redirect), the
@@ -39,6 +40,9 @@ from hydria.image.flatten import (
 )
 
 OPAQUE_XATTR = "SCHILY.xattr.user.overlay.opaque"
+# On a folder that holds deletions: the overlay hides deletions only in folders it merges or that
+# have an origin (fs/overlayfs: OVL_WHITEOUTS), and a folder of one layer image would show them.
+ORIGIN_XATTR = "SCHILY.xattr.user.overlay.origin"
 OVERLAY_XATTRS = "SCHILY.xattr.user.overlay."
 # What the layer has at a path it wrote or implied.
 _DIRECTORY, _IMPLIED, _OTHER, _BELOW_OTHER = "directory", "implied", "other", "below another entry"
@@ -143,6 +147,7 @@ def _write_deletions(out: Sink, layer: LayerStream, seen: dict[str, str], folder
     opaque mark on each folder made opaque, or deleted and made again by this layer."""
     if "" in opaque:
         raise LayerNeedsMerge(f"layer {layer.digest} makes the root folder opaque")
+    holding = set()
     for path in sorted(whiteouts):
         found = seen.get(path)
         if found in (_DIRECTORY, _IMPLIED):
@@ -152,16 +157,23 @@ def _write_deletions(out: Sink, layer: LayerStream, seen: dict[str, str], folder
             info.type, info.mode = tarfile.CHRTYPE, 0
             write_entry(out, info, None, stats)
             stats.whiteouts += 1
+            holding.add(path.rpartition("/")[0])
     for path in sorted(opaque):
         found = seen.get(path)
-        if found is None and not _parent_is_folder(seen, path) or found in (_OTHER, _BELOW_OTHER):
-            continue
-        folder = folders.get(path)
-        if folder is None:
-            folder = folders[path] = tarfile.TarInfo(path)
-            folder.type, folder.mode = tarfile.DIRTYPE, usable_mode(0o755, True)
-        folder.pax_headers = {**folder.pax_headers, OPAQUE_XATTR: "y"}
-        stats.whiteouts += 1
+        if not (found is None and not _parent_is_folder(seen, path) or found in (_OTHER, _BELOW_OTHER)):
+            _mark(folders, path, OPAQUE_XATTR)
+            stats.whiteouts += 1
+    for path in holding - {""}:  # the root is merged with the overlay's upper folder
+        _mark(folders, path, ORIGIN_XATTR)
+
+
+def _mark(folders: dict[str, tarfile.TarInfo], path: str, xattr: str) -> None:
+    """Give the folder ``path`` (made here when the layer only implied it) the extended attribute."""
+    folder = folders.get(path)
+    if folder is None:
+        folder = folders[path] = tarfile.TarInfo(path)
+        folder.type, folder.mode = tarfile.DIRTYPE, usable_mode(0o755, True)
+    folder.pax_headers = {**folder.pax_headers, xattr: "y"}
 
 
 def extras_layer(extras: Sequence[ExtraFile], out: Sink) -> FlattenStats:

@@ -1,0 +1,328 @@
+"""Layered images (HYDRIA_LAYERED_IMAGES): the layers stacked by the container's overlay show
+the same tree as the same layers merged into one image, whatever the layers hold (deletions,
+opaque folders, hardlinks, paths below files, repeated paths); a new version of an image
+squashes only its new layers and shares the rest; a Slurm step's import and a start use it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from hydria.image.flatten import LayerStream, flatten
+from hydria.image.layerimage import LayerNeedsMerge, end_archive, overlay_layer
+from hydria.image.squashfs import Tar2Sqfs
+from hydria.runtime.layered import layered_text
+from testbed.oci import Image, make_layer, push
+from testbed.publish import PublishedImage
+from testbed.registry import Registry
+from testbed.tarbuild import LayerTar
+from testbed.users import User, run_as
+from testbed.workspace import Workspace
+
+pytestmark = pytest.mark.integration
+
+REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
+PATHS = ("a", "b", "x", "a/x", "a/y", "a/c", "a/c/z", "b/x")
+FOLDERS = ("a", "b", "a/c")
+# Mounts the images given as {label: path} as containers (runtime/rootfs.py) in a user
+# namespace of the test user and prints each tree as testbed/tree.py describes it.
+VIEW = """
+import json, sys, tempfile
+from pathlib import Path
+from hydria.runtime import rootfs
+from testbed.tree import snapshot
+images, scratch, native = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
+trees = {}
+for label, image in images.items():
+    area = tempfile.mkdtemp(dir=scratch)
+    root = rootfs.mount_container(rootfs.Container(label, image), area, 0, 0, native_overlay=native)
+    nodes, groups = snapshot(Path(root))
+    trees[label] = {"nodes": {path: list(node) for path, node in sorted(nodes.items())},
+                    "links": sorted(sorted(group) for group in groups)}
+print(json.dumps(trees))
+"""
+
+
+def view(user: User, images: dict[str, Path], scratch: Path, native: bool = True) -> dict[str, Any]:
+    """Each image's tree as a container of ``user`` sees it (kernel overlay, or fuse-overlayfs)."""
+    done = run_as(user, ["unshare", "--map-root-user", "--mount", sys.executable, "-c", VIEW,
+                         json.dumps({label: str(path) for label, path in images.items()}), str(scratch),
+                         "1" if native else "0"],
+                  env={"PYTHONPATH": str(REPOSITORY_ROOT)}, cwd=REPOSITORY_ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+# One layer: entries in order; ("dir", path, mode), ("file", path, data), ("link", path, target),
+# ("hardlink", path, target), ("whiteout", path), ("opaque", folder).
+Entry = tuple[Any, ...]
+entries = st.one_of(
+    st.tuples(st.just("dir"), st.sampled_from(PATHS), st.sampled_from((0o755, 0o700, 0o750))),
+    st.tuples(st.just("file"), st.sampled_from(PATHS), st.sampled_from(("one", "two", "three"))),
+    st.tuples(st.just("link"), st.sampled_from(PATHS), st.sampled_from(("a/x", "/b", "missing"))),
+    st.tuples(st.just("hardlink"), st.sampled_from(PATHS), st.sampled_from(PATHS)),
+    st.tuples(st.just("whiteout"), st.sampled_from(PATHS)),
+    st.tuples(st.just("opaque"), st.sampled_from(FOLDERS)),
+)
+stacks = st.lists(st.lists(entries, max_size=7), min_size=1, max_size=4)
+
+
+def write_layer(path: Path, layer: list[Entry]) -> None:
+    """A layer tar as image builders write one: each entry's folders before it."""
+    files: set[str] = set()
+    with LayerTar(path) as tar:
+        folders: set[str] = set()
+        for kind, name, *rest in layer:
+            parent = name if kind == "opaque" else name.rpartition("/")[0]
+            parts = parent.split("/") if parent else []
+            for depth in range(1, len(parts) + 1):
+                folder = "/".join(parts[:depth])
+                if folder not in folders:
+                    folders.add(folder)
+                    tar.directory(folder)
+            if kind == "dir":
+                tar.directory(name, rest[0])
+                folders.add(name)
+            elif kind == "file":
+                tar.file(name, rest[0])
+                files.add(name)
+            elif kind == "link":
+                tar.symlink(name, rest[0])
+            elif kind == "hardlink" and rest[0] in files and rest[0] != name:
+                tar.hardlink(name, rest[0])
+            elif kind == "whiteout":
+                tar.whiteout(name)
+            elif kind == "opaque":
+                tar.opaque(name)
+
+
+@contextmanager
+def opened(path: Path) -> Iterator[Any]:
+    with path.open("rb") as handle:
+        yield handle
+
+
+def squash(target: Path, write: Any) -> None:
+    writer = Tar2Sqfs(target, ["--compressor", "zstd"])
+    try:
+        write(writer.stdin)
+    except BaseException:
+        writer.abort()
+        raise
+    writer.finish()
+
+
+def both_ways(tars: list[Path], folder: Path) -> tuple[Path, Path]:
+    """The layers merged into one image, and as a layered image of layer images."""
+    streams = [LayerStream(tar.name, lambda tar=tar: opened(tar)) for tar in tars]
+    merged = folder / "merged.sqsh"
+    squash(merged, lambda out: flatten(list(reversed(streams)), [], out))
+    names = []
+    for number, stream in enumerate(streams):
+        names.append(f"layer{number}.sqsh")
+
+        def write(out: Any, stream: LayerStream = stream) -> None:
+            overlay_layer(stream, out)
+            end_archive(out)
+        squash(folder / names[-1], write)
+    layered = folder / "image.layers"
+    layered.write_bytes(layered_text(names))
+    for path in folder.iterdir():
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return merged, layered
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(stack=stacks)
+def test_stacked_layers_show_the_merged_tree(stack: list[list[Entry]], workspace: Workspace) -> None:
+    folder = workspace.root / uuid.uuid4().hex
+    folder.mkdir()
+    folder.chmod(0o755)
+    tars = []
+    for number, layer in enumerate(stack):
+        tars.append(folder / f"layer{number}.tar")
+        write_layer(tars[-1], layer)
+    try:
+        merged, layered = both_ways(tars, folder)
+    except LayerNeedsMerge:
+        assume(False)  # the import merges such an image into one file
+    scratch = folder / "scratch"
+    scratch.mkdir()
+    scratch.chmod(0o777)
+    trees = view(workspace.user, {"merged": merged, "layered": layered}, scratch)
+    assert trees["layered"] == trees["merged"], stack
+
+
+def test_fuse_overlayfs_stacks_layers_alike(workspace: Workspace) -> None:
+    """Where the kernel's overlay is refused, fuse-overlayfs reads the same deletions and opaque folders."""
+    tmp_path = workspace.root / "layers"
+    tmp_path.mkdir()
+    tmp_path.chmod(0o755)
+    stack = [[("file", "a/x", "lower"), ("file", "a/y", "kept"), ("file", "b/x", "hidden"), ("file", "x", "gone")],
+             [("whiteout", "x"), ("opaque", "b"), ("file", "b/new", "new"), ("file", "a/z", "upper")]]
+    tars = []
+    for number, layer in enumerate(stack):
+        tars.append(tmp_path / f"layer{number}.tar")
+        write_layer(tars[-1], layer)
+    merged, layered = both_ways(tars, tmp_path)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    scratch.chmod(0o777)
+    trees = view(workspace.user, {"merged": merged, "layered": layered}, scratch, native=False)
+    assert trees["layered"] == trees["merged"]
+    assert set(trees["layered"]["nodes"]) == {"a", "a/x", "a/y", "a/z", "b", "b/new"}
+
+
+def test_a_hardlink_to_a_lower_layer_needs_the_merge(tmp_path: Path) -> None:
+    tar = tmp_path / "layer.tar"
+    with LayerTar(tar) as layer:
+        layer.hardlink("b", "a")  # "a" is a file of a layer below
+    with pytest.raises(LayerNeedsMerge, match="hardlink /b points to /a"):
+        overlay_layer(LayerStream("sha256:l", lambda: opened(tar)), open(os.devnull, "wb"))
+
+
+def _layer(tmp: Path, name: str, files: dict[str, bytes], whiteouts: tuple[str, ...] = ()) -> Any:
+    tar = tmp / f"{name}.tar"
+    with LayerTar(tar) as layer:
+        for path, data in files.items():
+            folder = path.rpartition("/")[0]
+            if folder:
+                layer.directory(folder)
+            layer.file(path, data)
+        for path in whiteouts:
+            layer.whiteout(path)
+    return make_layer(tar, tmp)
+
+
+def layered_import(workspace: Workspace, uri: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """What a Slurm step's import does (slurm/step.py): the image in place, here layered."""
+    code = ("import sys; from pathlib import Path; from hydria.config import load_settings; "
+            "from hydria.image.importer import import_image; "
+            "print(import_image(sys.argv[1], load_settings(), output='step.sqsh', in_place=True, cwd=Path.cwd()))")
+    return run_as(workspace.user, [sys.executable, "-c", code, uri], cwd=workspace.out,
+                  env=workspace.env(HYDRIA_LAYERED_IMAGES="y", **env))
+
+
+def test_a_new_version_squashes_only_its_new_layers(busybox: PublishedImage, registry: Registry,
+                                                    workspace: Workspace, tmp_path: Path) -> None:
+    tmp_path.chmod(0o755)
+    base = busybox.image.layers
+    data = _layer(tmp_path, "data", {"opt/data/old": b"old\n", "opt/data/kept": b"kept\n"})
+    update = _layer(tmp_path, "update", {"opt/data/new": os.urandom(3 << 20)}, whiteouts=("opt/data/old",))
+    repository = f"hydria/layered{uuid.uuid4().hex[:12]}"
+    config = {"Cmd": ["/bin/sh"], "Env": ["PATH=/bin:/usr/bin"]}
+    push([Image([*base, data], config)], registry.address, repository, "v1", workspace.root)
+    push([Image([*base, data, update], config)], registry.address, repository, "v2", workspace.root)
+    uri = f"docker://{registry.address}#{repository}"
+
+    first = layered_import(workspace, f"{uri}:v1")
+    assert first.returncode == 0, first.stderr
+    v1 = Path(first.stdout.strip())
+    assert v1.suffix == ".layers" and v1.parent == workspace.cache / f"images.{workspace.user.uid}", v1
+    v1_layers = v1.read_text().splitlines()[1:]
+    assert len(v1_layers) == len(base) + 2  # the image's layers and the runtime files above them
+    inodes = {name: (v1.parent / name).stat().st_ino for name in v1_layers}
+
+    second = layered_import(workspace, f"{uri}:v2")
+    assert second.returncode == 0, second.stderr
+    v2 = Path(second.stdout.strip())
+    v2_layers = v2.read_text().splitlines()[1:]
+    assert v2_layers[:-2] == v1_layers[:-1], "the shared layers are the same layer images"
+    assert {name: (v2.parent / name).stat().st_ino for name in v2_layers[:-2]} == \
+        {name: inodes[name] for name in v1_layers[:-1]}, "and were not squashed again"
+    assert v2_layers[-2] not in v1_layers and v2_layers[-1] not in v1_layers
+
+    before = sorted(v2.parent.iterdir())
+    again = layered_import(workspace, f"{uri}:v2")
+    assert again.returncode == 0 and Path(again.stdout.strip()) == v2, again.stderr
+    assert sorted(v2.parent.iterdir()) == before, "the kept layered image, nothing squashed"
+
+    shown = run_as(workspace.user, [workspace.hydria, "start", str(v2), "sh", "-c",
+                                    "ls /opt/data; wc -c < /opt/data/new; head -1 /etc/rc"], env=workspace.env())
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[:3] == ["kept", "new", str(3 << 20)], shown.stdout
+    assert f"hydria-provenance: {uri}:v2" in shown.stdout
+    started = run_as(workspace.user, [workspace.hydria, "start", str(v1), "cat", "/opt/data/old"], env=workspace.env())
+    assert started.returncode == 0 and started.stdout == "old\n", started.stderr
+
+
+def test_evicted_images_take_only_their_own_layer_images(busybox: PublishedImage, registry: Registry,
+                                                         workspace: Workspace, tmp_path: Path) -> None:
+    tmp_path.chmod(0o755)
+    base = busybox.image.layers
+    repository = f"hydria/evict{uuid.uuid4().hex[:12]}"
+    for tag in ("one", "two"):
+        own = _layer(tmp_path, tag, {f"opt/{tag}": tag.encode()})
+        push([Image([*base, own], {"Cmd": ["/bin/sh"]})], registry.address, repository, tag, workspace.root)
+    uri = f"docker://{registry.address}#{repository}"
+    one = layered_import(workspace, f"{uri}:one", HYDRIA_CACHE_IMAGES="1")
+    assert one.returncode == 0, one.stderr
+    one_layers = Path(one.stdout.strip()).read_text().splitlines()[1:]
+    two = layered_import(workspace, f"{uri}:two", HYDRIA_CACHE_IMAGES="1")
+    assert two.returncode == 0, two.stderr
+    two_path = Path(two.stdout.strip())
+    two_layers = two_path.read_text().splitlines()[1:]
+    kept = workspace.cache / f"images.{workspace.user.uid}"
+    assert not Path(one.stdout.strip()).exists(), "the least recently used image was evicted"
+    layer_files = {path.name for path in kept.iterdir() if path.name.startswith("layer-")}
+    assert layer_files == set(two_layers), "its own layer images went with it, the shared ones stayed"
+    assert set(one_layers) & set(two_layers) == set(two_layers[:len(base)])
+
+
+def test_a_named_container_keeps_its_layers(busybox: PublishedImage, registry: Registry,
+                                            workspace: Workspace, tmp_path: Path) -> None:
+    tmp_path.chmod(0o755)
+    own = _layer(tmp_path, "own", {"opt/own": b"own\n"})
+    repository = f"hydria/named{uuid.uuid4().hex[:12]}"
+    push([Image([*busybox.image.layers, own], {"Cmd": ["/bin/sh"]})], registry.address, repository, "v1",
+         workspace.root)
+    imported = layered_import(workspace, f"docker://{registry.address}#{repository}:v1")
+    assert imported.returncode == 0, imported.stderr
+    stack = imported.stdout.strip()
+    assert workspace.run("create", "--name", "layered", stack).returncode == 0
+    refused = workspace.run("create", "--unpack", "--name", "unpacked", stack)
+    assert refused.returncode != 0 and "layered image" in refused.stderr and "without --unpack" in refused.stderr
+    for path in Path(stack).parent.iterdir():
+        path.unlink()  # the cache emptied: the container has its own links to the layers
+    shown = workspace.run("start", "--rw", "layered", "sh", "-c", "cat /opt/own; echo more > /opt/own")
+    assert shown.returncode == 0 and shown.stdout == "own\n", shown.stderr
+    again = workspace.run("start", "layered", "cat", "/opt/own")
+    assert again.returncode == 0 and again.stdout == "more\n", again.stderr
+
+
+def test_a_damaged_layered_image_is_named(workspace: Workspace, tmp_path: Path) -> None:
+    folder = workspace.out
+    (folder / "broken.layers").write_bytes(layered_text(["gone.sqsh"]))
+    (folder / "broken.layers").chmod(0o644)
+    started = workspace.run("start", str(folder / "broken.layers"), "true")
+    assert started.returncode != 0 and "gone.sqsh" in started.stderr and "Traceback" not in started.stderr
+    (folder / "escape.layers").write_bytes(b"hydria layered image 1\n../../etc/passwd\n")
+    started = workspace.run("start", str(folder / "escape.layers"), "true")
+    assert started.returncode != 0 and "layered image" in started.stderr and "Traceback" not in started.stderr
+
+
+def test_a_layer_is_written_in_the_overlays_format(tmp_path: Path) -> None:
+    """The writer's own output: deletions as 0/0 devices, opaque folders marked, folders last."""
+    tar = tmp_path / "layer.tar"
+    write_layer(tar, [("file", "a/x", "one"), ("whiteout", "b/x"), ("opaque", "a/c")])
+    out = tmp_path / "out.tar"
+    with out.open("wb") as handle:
+        overlay_layer(LayerStream("sha256:l", lambda: opened(tar)), handle)
+        end_archive(handle)
+    with tarfile.open(out) as written:
+        members = {m.name: m for m in written.getmembers()}
+    assert members["b/x"].ischr() and (members["b/x"].devmajor, members["b/x"].devminor) == (0, 0)
+    assert members["a/c"].pax_headers.get("SCHILY.xattr.user.overlay.opaque") == "y"
+    assert ".wh.x" not in " ".join(members) and list(members)[-1] in ("a", "b", "a/c")
