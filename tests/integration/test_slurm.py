@@ -10,13 +10,17 @@ import shutil
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from testbed import slurm
+from testbed.oci import Image, make_layer, push
 from testbed.publish import PublishedImage
+from testbed.registry import Registry
+from testbed.tarbuild import LayerTar
 from testbed.users import User, live_processes, run_as
 from testbed.workspace import Workspace
 
@@ -430,3 +434,29 @@ def test_cdi_devices(srun: Srun, images: dict[str, Path]) -> None:
     missing = srun(image, "--container-device=example.com/x=b", "true", HYDRIA_TESTBED_CDI=str(specs))
     assert missing.returncode != 0 and "no such CDI device: example.com/x=b" in missing.stderr
     assert "this node has example.com/x=a" in missing.stderr
+
+
+def test_steps_use_layered_images(srun: Srun, busybox: PublishedImage, registry: Registry, tmp_path: Path) -> None:
+    """With HYDRIA_LAYERED_IMAGES, a step's image is a layered image in the cache whose layer
+    images the next version's step shares (docs/import.md), in a named container too."""
+    tmp_path.chmod(0o755)
+    repository = f"hydria/steps{uuid.uuid4().hex[:12]}"
+    for version in ("v1", "v2"):
+        tar = tmp_path / f"{version}.tar"
+        with LayerTar(tar) as layer:
+            layer.directory("opt")
+            layer.file("opt/version", f"{version}\n")
+        push([Image([*busybox.image.layers, make_layer(tar, tmp_path)], {"Cmd": ["/bin/sh"]})], registry.address,
+             repository, version, srun.workspace.root)
+    kept = srun.workspace.cache / f"images.{srun.workspace.user.uid}"
+    image = f"{registry.address}#{repository}"
+    assert srun.ok(f"--container-image={image}:v1", "cat", "/opt/version", HYDRIA_LAYERED_IMAGES="y") == "v1\n"
+    layers = {path.name: path.stat().st_ino for path in kept.glob("layer-*")}
+    assert [path.suffix for path in kept.iterdir() if not path.name.startswith(("layer-", "."))] == [".layers"]
+    out = srun.ok(f"--container-image={image}:v2", "--container-name=layered", "cat", "/opt/version",
+                  HYDRIA_LAYERED_IMAGES="y")
+    assert out == "v2\n"
+    now = {path.name: path.stat().st_ino for path in kept.glob("layer-*")}
+    assert len(set(now) - set(layers)) == 2, "v2's own layer and runtime files: the rest is v1's"
+    assert all(now[name] == inode for name, inode in layers.items())
+    assert srun.ok("--container-name=layered", "cat", "/opt/version") == "v2\n"
