@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -326,3 +327,39 @@ def test_a_layer_is_written_in_the_overlays_format(tmp_path: Path) -> None:
     assert members["b/x"].ischr() and (members["b/x"].devmajor, members["b/x"].devminor) == (0, 0)
     assert members["a/c"].pax_headers.get("SCHILY.xattr.user.overlay.opaque") == "y"
     assert ".wh.x" not in " ".join(members) and list(members)[-1] in ("a", "b", "a/c")
+
+
+def test_cache_prune_keeps_the_layers_an_image_needs(busybox: PublishedImage, registry: Registry,
+                                                     workspace: Workspace, tmp_path: Path) -> None:
+    """``hydria cache prune`` weighs a layered image with the layer images only it names; a
+    layer image that another kept image names stays until the last of them goes."""
+    tmp_path.chmod(0o755)
+    repository = f"hydria/prune{uuid.uuid4().hex[:12]}"
+    for tag in ("old", "new"):
+        own = _layer(tmp_path, tag, {f"opt/{tag}": os.urandom(1 << 20)})
+        push([Image([*busybox.image.layers, own], {"Cmd": ["/bin/sh"]})], registry.address, repository, tag,
+             workspace.root)
+    uri = f"docker://{registry.address}#{repository}"
+    paths = {}
+    for tag, age in (("old", 7200), ("new", 3600)):
+        imported = layered_import(workspace, f"{uri}:{tag}")
+        assert imported.returncode == 0, imported.stderr
+        paths[tag] = Path(imported.stdout.strip())
+        for path in [paths[tag], *(paths[tag].parent / name for name in paths[tag].read_text().splitlines()[1:])]:
+            os.utime(path, (time.time() - age, time.time() - age))
+    kept = paths["new"].parent
+    listed = json.loads(workspace.run("cache", "list", "--json").stdout)
+    on_disk = sum(path.stat().st_size for path in kept.iterdir() if path.name.endswith((".sqsh", ".layers")))
+    assert listed["images"] == 2 and listed["image_bytes"] == on_disk
+    pruned = workspace.run("cache", "prune", "--to", str(listed["blob_bytes"] + on_disk - 1))  # blobs: just used
+    assert pruned.returncode == 0, pruned.stderr
+    assert not paths["old"].exists() and paths["new"].exists(), pruned.stdout
+    assert {path.name for path in kept.glob("layer-*")} == set(paths["new"].read_text().splitlines()[1:])
+    started = workspace.run("start", str(paths["new"]), "ls", "/opt")
+    assert started.returncode == 0 and started.stdout == "new\n", started.stderr
+    assert workspace.run("cache", "prune").returncode == 0
+    assert paths["new"].exists(), "the start used it just now"
+    for path in kept.iterdir():
+        os.utime(path, (time.time() - 3600, time.time() - 3600))
+    assert workspace.run("cache", "prune").returncode == 0
+    assert not any(kept.glob("layer-*")) and not paths["new"].exists()

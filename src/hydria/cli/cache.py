@@ -4,7 +4,8 @@
   images and ``RUN --mount=type=cache`` folders of ``hydria build``: docs/build.md), their sizes;
   and this node's read cache (images unpacked behind their containers, ``HYDRIA_READ_CACHE_PATH``);
 * ``prune [--to SIZE] [--dry-run]``: remove the least recently used of them down to SIZE (default
-  0: all that may go), never a kept image a container of this node has mounted nor an unpacked
+  0: all that may go; a layered image with the layer images that only it names, a layer image
+  that several name with the last of them), never a kept image a container of this node has mounted nor an unpacked
   image a container reads, nor anything used in the last ``GRACE`` seconds (an import may be about
   to read it). In a shared cache only the user's own files count. Unpacks that were stopped and
   the markers of images that could not be unpacked go too.
@@ -20,7 +21,7 @@ from pathlib import Path
 from hydria.cli.store import size_argument
 from hydria.config import Settings
 from hydria.container import read_cache
-from hydria.image.imagecache import SUFFIX, ImageCache
+from hydria.image.imagecache import ImageCache
 from hydria.image.prune import Item, item, mounted_images, regular_files, remove, victims
 from hydria.imagebuild import cache as build_cache
 from hydria.imagebuild import idmap
@@ -40,14 +41,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
     root = Path(settings.cache_path)
-    kept = ImageCache(root, settings.cache_images).directory
-    blobs, images = _own_files(root / "blobs" / "sha256", "*"), _own_files(kept, f"*{SUFFIX}")
+    kept = ImageCache(root, settings.cache_images)
+    blobs = _own_files(root / "blobs" / "sha256", "*")
+    images, shared_layers = kept.prune_items()
     ids = idmap.of_this_user(settings.build_subordinate_ids)
     built = build_cache.entries(str(root), ids)
     reads = read_cache.configured(settings)
     unpacked = read_cache.entries(reads) if reads else []
     if options.action == "list":
-        blob_bytes, image_bytes = sum(i.size for i in blobs), sum(i.size for i in images)
+        blob_bytes, image_bytes = sum(i.size for i in blobs), sum(i.size for i in images) + shared_layers
         build_bytes, unpacked_bytes = sum(e.item.size for e in built), sum(i.size for i in unpacked)
         if options.json:
             print(json.dumps({"path": str(root), "blobs": len(blobs), "blob_bytes": blob_bytes,
@@ -65,19 +67,24 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
                 print(f"{reads.folder}: {len(unpacked)} unpacked image(s) of this node, {unpacked_bytes / 1e6:.1f} MB")
         return 0
     everything = [*blobs, *images, *(e.item for e in built), *unpacked]
-    in_use = (lambda: mounted_images() | read_cache.in_use(reads)) if reads else mounted_images
-    gone = victims(everything, options.to, GRACE, in_use)
+
+    def in_use() -> set[str]:
+        mounted = mounted_images()
+        return mounted | kept.layered_in_use(mounted) | (read_cache.in_use(reads) if reads else set())
+    # Layer images that several kept images name go with the last of them: they count, they are no candidate.
+    gone = victims(everything, options.to - shared_layers, GRACE, in_use)
     if not options.dry_run:
         chosen = {i.path for i in gone}
         built_paths, unpacked_paths = {e.item.path for e in built}, {i.path for i in unpacked}
         remove([i for i in gone if i.path not in built_paths | unpacked_paths])
+        kept.collect_layers()
         build_cache.remove_entries([e for e in built if e.item.path in chosen], ids)
         if reads:
             gone = [i for i in gone if i.path not in unpacked_paths or read_cache.remove_entry(reads, str(i.path))]
             for leftover in read_cache.leftovers(reads):
                 read_cache.remove(leftover)
     verb = "would remove" if options.dry_run else "removed"
-    left = sum(i.size for i in everything) - sum(i.size for i in gone)
+    left = sum(i.size for i in everything) + shared_layers - sum(i.size for i in gone)
     print(f"{verb} {len(gone)} file(s), {sum(i.size for i in gone) / 1e6:.1f} MB; "
           f"your share of {root} is {left / 1e6:.1f} MB")
     return 0

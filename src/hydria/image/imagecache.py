@@ -20,8 +20,8 @@ time, as ``hydria cache prune`` reads it). Keeping an image can fail
 (a full disk): that is a warning, never a failed import.
 
 Layered images (``HYDRIA_LAYERED_IMAGES``, image/layered_import.py) are kept in the same folder:
-an entry ``<key>.<size>.<mtime_ns>.layers`` (runtime/layered.py) names layer images
-``layer-<key>.<size>.<mtime_ns>.sqsh`` beside it, each kept once whatever number of images
+an entry ``<key>.layers`` (runtime/layered.py) names layer images ``layer-<key>.sqsh`` beside
+it (nobody writes them after the import: no size and time in their names), each kept once whatever number of images
 share it (its key: the layer blob's digest, the squash options and the format). A layer image
 that no entry names is removed when entries are evicted, unless an import holds
 ``.layers.lock`` (shared: it is making an entry; eviction takes it exclusively, or leaves the
@@ -42,9 +42,10 @@ from pathlib import Path
 from hydria.anonfile import AnonymousFile, anonymous_file, link_or_copy
 from hydria.errors import HydriaError
 from hydria.image.manifest import Platform
+from hydria.image.prune import Item, item, regular_files
 from hydria.log import Logger
 from hydria.paths import ensure_dir, is_own_private_dir, user_name
-from hydria.runtime.layered import LayeredImageError, layer_names, layered_text
+from hydria.runtime.layered import MAX_SIZE, LayeredImageError, layer_names, layered_text
 from hydria.version import __version__
 
 log = Logger(__name__)
@@ -74,20 +75,20 @@ class ImageCache:
         return CachedImage(self, hashlib.sha256(text.encode()).hexdigest(), LAYERED_SUFFIX if layered else SUFFIX)
 
     def layer(self, blob_digest: str, squash_options: str) -> str | None:
-        """The name of the kept layer image of ``blob_digest``, when there is a valid one."""
-        return _valid_entry(self.directory, layer_key(blob_digest, squash_options), SUFFIX)
+        """The name of the kept layer image of ``blob_digest``, when there is one."""
+        name = layer_key(blob_digest, squash_options) + SUFFIX
+        return name if _own_file(self.directory / name) else None
 
     def add_layer(self, blob_digest: str, squash_options: str, write: Callable[[AnonymousFile], None]) -> str:
         """Keep the layer image that ``write`` writes into the anonymous file it is given; its name.
         Raises HydriaError, OSError (a full disk: the import fails, as it would for its image)."""
         ensure_dir(str(self.directory), setting="HYDRIA_CACHE_PATH")
-        key = layer_key(blob_digest, squash_options)
-        with anonymous_file(self.directory / f"{key}.new{SUFFIX}") as image:
+        target = self.directory / (layer_key(blob_digest, squash_options) + SUFFIX)
+        with anonymous_file(target) as image:
             write(image)
-            image.target = self.directory / _entry_name(key, os.fstat(image.fd), SUFFIX)
-            if not image.commit():
-                raise HydriaError(f"cannot keep the layer image {image.target}: the name is taken")
-        return image.target.name
+            if not image.commit() and not _own_file(target):  # else a concurrent import kept it first
+                raise HydriaError(f"cannot keep the layer image {target}: another file has its name")
+        return target.name
 
     @contextmanager
     def making_layered(self) -> Iterator[None]:
@@ -148,6 +149,26 @@ class ImageCache:
                     users.setdefault(layer, []).append(path)
         return users
 
+    def prune_items(self) -> tuple[list[Item], int]:
+        """The kept images as ``hydria cache prune`` weighs them: an image file; a layered image
+        with the layer images that only it names (those that several name go with the last of
+        them, by collect_layers). Also the bytes of the layer images that several name."""
+        users = self.layer_users()
+        sizes = {path.name: info.st_size for path, info in regular_files([self.directory / n for n in users], os.geteuid())}
+        items, shared = [], sum(size for name, size in sizes.items() if len(users[name]) > 1)
+        for path, info in regular_files(self.entries(), os.geteuid()):
+            found = item(path, info)
+            if path.name.endswith(LAYERED_SUFFIX):
+                own = sum(sizes.get(name, 0) for name in set(_names_in(path)) if len(users.get(name, ())) == 1)
+                found = found._replace(size=found.size + own)
+            items.append(found)
+        return items, shared
+
+    def layered_in_use(self, mounted: set[str]) -> set[str]:
+        """The layered images (real paths) that name one of the ``mounted`` files."""
+        return {os.path.realpath(path) for name, paths in self.layer_users().items()
+                if os.path.realpath(self.directory / name) in mounted for path in paths}
+
     def collect_layers(self) -> None:
         """Remove the layer images that no layered image names, unless an import is making one."""
         try:
@@ -173,40 +194,26 @@ def layer_key(blob_digest: str, squash_options: str) -> str:
     return LAYER_PREFIX + hashlib.sha256(text.encode()).hexdigest()
 
 
-def _entry_name(key: str, info: os.stat_result, suffix: str) -> str:
-    return f"{key}.{info.st_size}.{info.st_mtime_ns}{suffix}"
-
-
-def _valid_entry(directory: Path, key: str, suffix: str) -> str | None:
-    """The name of the entry ``key`` in ``directory`` whose file is still what it was; stale ones go."""
+def _own_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file of this user (a layer image or a layered image: files
+    nobody writes after their import, unlike an image file that an import's output links)."""
     try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return None
-    for name in names:
-        if not (name.startswith(key + ".") and name.endswith(suffix)):
-            continue
-        if _unchanged(directory / name, key, suffix):
-            return name
-        log.debug("dropping the changed cache entry %s", name)
-        (directory / name).unlink(missing_ok=True)
-    return None
-
-
-def _unchanged(path: Path, key: str, suffix: str) -> bool:
-    """Whether ``path`` (``key.SIZE.MTIME``) is this user's regular file of that size and time."""
-    try:
-        size, mtime = (int(part) for part in path.name[len(key) + 1:-len(suffix)].split("."))
         info = path.lstat()
-    except (ValueError, OSError):
+    except OSError:
         return False
-    return stat.S_ISREG(info.st_mode) and (info.st_size, info.st_mtime_ns, info.st_uid) == (size, mtime, os.geteuid())
+    return stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid()
 
 
 def _names_in(layered: Path) -> list[str]:
-    """The layer images that the layered image ``layered`` names (none when it cannot be read)."""
+    """The layer images that the layered image ``layered`` names (none when it cannot be read).
+    Read without marking a use (its access time is when an import last used it: pruning)."""
     try:
-        return layer_names(layered.read_bytes())
+        fd = os.open(layered, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NOATIME)
+    except OSError:
+        return []
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            return layer_names(handle.read(MAX_SIZE + 1))
     except (OSError, LayeredImageError):
         return []
 
@@ -219,33 +226,54 @@ class CachedImage:
         self.key = key
         self.suffix = suffix
 
+    def _candidates(self) -> Iterator[Path]:
+        try:
+            names = os.listdir(self.cache.directory)
+        except FileNotFoundError:
+            return
+        for name in names:
+            if name.startswith(self.key + ".") and name.endswith(SUFFIX):
+                yield self.cache.directory / name
+
     def _valid(self) -> Path | None:
-        """The entry, if there is one and its file is still the image it was (a layered image's
-        layers too); stale ones go."""
-        name = _valid_entry(self.cache.directory, self.key, self.suffix)
-        if name is None:
-            return None
-        path = self.cache.directory / name
+        """The entry, if there is one and its file is still the image it was; stale ones go."""
         if self.suffix == LAYERED_SUFFIX:
-            layers = _names_in(path)
-            if not layers or not all(_unchanged(self.cache.directory / layer, layer.split(".", 1)[0], SUFFIX)
-                                     for layer in layers):
-                log.debug("dropping the layered cache entry %s: a layer image changed or went", name)
-                path.unlink(missing_ok=True)
-                return None
-        return path
+            return self._valid_layered()
+        for path in self._candidates():
+            try:
+                size, mtime = (int(part) for part in path.name[len(self.key) + 1:-len(SUFFIX)].split("."))
+                info = path.lstat()
+            except (ValueError, FileNotFoundError):
+                info = None
+            if info is not None and stat.S_ISREG(info.st_mode) and \
+                    (info.st_size, info.st_mtime_ns, info.st_uid) == (size, mtime, os.geteuid()):
+                return path
+            log.debug("dropping the changed cache entry %s", path)
+            path.unlink(missing_ok=True)
+        return None
+
+    def _valid_layered(self) -> Path | None:
+        """The layered entry, if it is there with every layer image it names; else it goes."""
+        path = self.cache.directory / (self.key + LAYERED_SUFFIX)
+        if not _own_file(path):
+            return None
+        layers = _names_in(path)
+        if layers and all(_own_file(self.cache.directory / layer) for layer in layers):
+            return path
+        log.debug("dropping the layered cache entry %s: a layer image went", path)
+        path.unlink(missing_ok=True)
+        return None
 
     def keep_layered(self, layers: list[str]) -> Path:
         """Keep a layered image of the ``layers`` just kept (names, the lowest first); its path.
         The caller evicts, once it no longer holds the layers (ImageCache.making_layered).
         Raises OSError, HydriaError (the import fails: nothing else holds the image)."""
-        text = layered_text(layers)
-        with anonymous_file(self.cache.directory / f"{self.key}.new{LAYERED_SUFFIX}", 0o644) as entry:
-            os.write(entry.fd, text)
-            entry.target = self.cache.directory / _entry_name(self.key, os.fstat(entry.fd), LAYERED_SUFFIX)
-            if not entry.commit():
-                raise HydriaError(f"cannot keep the layered image {entry.target}: the name is taken")
-        return entry.target
+        target = self.cache.directory / (self.key + LAYERED_SUFFIX)
+        with anonymous_file(target, 0o644) as entry:
+            os.write(entry.fd, layered_text(layers))
+            if not entry.commit() and self._valid_layered() is None:  # else a concurrent import kept it first
+                raise HydriaError(f"cannot keep the layered image {target}: another file has its name")
+        return target
 
     def link_to(self, target: Path, *, in_place: bool = False) -> Path | None:
         """The kept image at ``target`` (a hardlink, or a copy across file systems); with
@@ -283,4 +311,4 @@ class CachedImage:
             log.warning("Could not keep the image in the cache (%s): %s", self.cache.directory, message)
 
     def _name(self, info: os.stat_result) -> Path:
-        return self.cache.directory / _entry_name(self.key, info, SUFFIX)
+        return self.cache.directory / f"{self.key}.{info.st_size}.{info.st_mtime_ns}{SUFFIX}"
