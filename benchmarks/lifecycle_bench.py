@@ -1,0 +1,149 @@
+"""Lifecycle benchmark: what a step of an image's life costs against what changed or was read.
+
+Rows measured so far (issue 38 lists the others: a rebuild's changed step, the bytes a task
+reads, the first start of a never-seen image):
+
+* **a new version**: an image whose only new layer is 3 MB, imported after the version before it
+  (its layers' blobs in the cache). hydria merged into one file (``hydria import -o``, every layer
+  merged and squashed again) against a layered import (``HYDRIA_LAYERED_IMAGES``: what a Slurm
+  step's import does, image/layered_import.py), beside the limit: a cold import of an image of
+  that one new layer (its download and squash).
+* **a start** of the new version (``hydria start IMAGE true``, median of 20) and **a cold read**
+  of all its data (``cat`` of every file after dropping the page cache), merged against layered.
+
+Run as root: python benchmarks/lifecycle_bench.py [--size-mb 2048] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from import_bench import HYDRIA, PREFAULT_GIB, big_image, prefault, timed
+
+from testbed.oci import Image, make_layer, push
+from testbed.recipes import get_image
+from testbed.registry import Registry
+from testbed.tarbuild import LayerTar
+from testbed.users import TEST_USERS, User
+
+USER = User.lookup(TEST_USERS[0])  # every import and start as an ordinary user
+AS_USER = ["setpriv", f"--reuid={USER.uid}", f"--regid={USER.gid}", "--clear-groups"]
+
+NEW_LAYER_MB = 3
+# What a Slurm step's import does, from the command line: the image in place, as a layered image.
+LAYERED_IMPORT = ("import sys; from pathlib import Path; from hydria.config import load_settings; "
+                  "from hydria.image.importer import import_image; "
+                  "print(import_image(sys.argv[1], load_settings(), output=sys.argv[2], in_place=True))")
+
+
+def new_layer(workdir: Path) -> Image:
+    tar = workdir / "new.tar"
+    with LayerTar(tar) as layer:
+        layer.directory("update")
+        layer.file("update/new", os.urandom(NEW_LAYER_MB << 20))
+    return Image([make_layer(tar, workdir)], {"Cmd": ["/bin/sh"]})
+
+
+def layered(uri: str, output: Path, env: dict[str, str]) -> Path:
+    done = subprocess.run([*AS_USER, sys.executable, "-c", LAYERED_IMPORT, uri, str(output)], env=env,
+                          capture_output=True, text=True, check=True, cwd=output.parent)
+    return Path(done.stdout.strip())
+
+
+def start_ms(image: Path, env: dict[str, str], runs: int = 20) -> float:
+    times = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        done = subprocess.run([*AS_USER, HYDRIA, "start", str(image), "true"], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        times.append(time.perf_counter() - began)
+    return statistics.median(times) * 1000
+
+
+def cold_read_s(image: Path, env: dict[str, str]) -> float:
+    subprocess.run(["sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches"], check=True)
+    began = time.perf_counter()
+    subprocess.run([*AS_USER, HYDRIA, "start", str(image), "sh", "-c", "cat /data*/* /update/* > /dev/null"],
+                   env=env, check=True, capture_output=True)
+    return time.perf_counter() - began
+
+
+def one_round(registry: Registry, workdir: Path, number: int) -> dict[str, float]:
+    uri = f"docker://{registry.address}#bench/lifecycle"
+    results = {}
+    for kind in ("merged", "layered"):
+        home = workdir / f"{kind}{number}"
+        (home / "out").mkdir(parents=True)
+        os.chown(home, USER.uid, USER.gid)
+        os.chown(home / "out", USER.uid, USER.gid)
+        env = {**os.environ, "HYDRIA_ALLOW_HTTP": "y", "HYDRIA_CACHE_PATH": str(home / "cache"), "HYDRIA_DATA_PATH": str(home / "data"),
+               "HYDRIA_LAYERED_IMAGES": "y", "HYDRIA_READ_CACHE_SIZE": "0",
+               "HOME": str(home)}
+        if kind == "merged":
+            assert timed("v1", [[*AS_USER, HYDRIA, "import", "-q", "-o", str(home / "out/v1.sqsh"), f"{uri}:v1"]], env).ok
+            measure = timed("v2", [[*AS_USER, HYDRIA, "import", "-q", "-o", str(home / "out/v2.sqsh"), f"{uri}:v2"]], env)
+            assert measure.ok
+            results[f"{kind} import"], image = measure.wall, home / "out/v2.sqsh"
+        else:
+            layered(f"{uri}:v1", home / "out/v1.sqsh", env)
+            os.sync()
+            prefault(PREFAULT_GIB)  # as timed() does before each of the others
+            began = time.perf_counter()
+            image = layered(f"{uri}:v2", home / "out/v2.sqsh", env)
+            results[f"{kind} import"] = time.perf_counter() - began
+        results[f"{kind} start ms"] = start_ms(image, env)
+        results[f"{kind} cold read"] = cold_read_s(image, env)
+    limit_home = workdir / f"limit{number}"
+    (limit_home / "out").mkdir(parents=True)
+    os.chown(limit_home, USER.uid, USER.gid)
+    os.chown(limit_home / "out", USER.uid, USER.gid)
+    env = {**os.environ, "HYDRIA_ALLOW_HTTP": "y", "HYDRIA_CACHE_PATH": str(limit_home / "cache"), "HOME": str(limit_home)}
+    results["limit"] = timed("limit", [[*AS_USER, HYDRIA, "import", "-q", "-o", str(limit_home / "out/new.sqsh"),
+                                        f"{uri}:new"]], env).wall
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size-mb", type=int, default=2048)
+    parser.add_argument("--rounds", type=int, default=3)
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="hydria-lifecycle-") as tmp:
+        workdir = Path(tmp)
+        workdir.chmod(0o755)
+        with Registry(workdir / "registry") as registry:
+            big = big_image(options.size_mb, workdir)
+            base = Image([*get_image("busybox", workdir).layers, *big.layers], big.config)  # a shell to start
+            update = new_layer(workdir)
+            push([base], registry.address, "bench/lifecycle", "v1", workdir)
+            push([Image([*base.layers, *update.layers], base.config)], registry.address, "bench/lifecycle", "v2",
+                 workdir)
+            push([update], registry.address, "bench/lifecycle", "new", workdir)
+            rounds = [one_round(registry, workdir, number) for number in range(options.rounds)]
+    median = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+    print(f"{options.size_mb} MB image in 7 layers, new version with one {NEW_LAYER_MB} MB layer "
+          f"(medians of {options.rounds}; limit: a cold import of the new layer alone)")
+    print(f"  new version, merged into one file: {median['merged import']:6.2f} s  "
+          f"({median['merged import'] / median['limit']:.1f}x the limit)")
+    print(f"  new version, layered:              {median['layered import']:6.2f} s  "
+          f"({median['layered import'] / median['limit']:.1f}x the limit)")
+    print(f"  limit (the new layer alone):       {median['limit']:6.2f} s")
+    print(f"  start, merged / layered:           {median['merged start ms']:.0f} ms / "
+          f"{median['layered start ms']:.0f} ms")
+    print(f"  cold read of every file, merged / layered: {median['merged cold read']:.2f} s / "
+          f"{median['layered cold read']:.2f} s ({median['layered cold read'] / median['merged cold read']:.2f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
