@@ -190,8 +190,8 @@ def test_a_hardlink_to_a_lower_layer_needs_the_merge(tmp_path: Path) -> None:
     tar = tmp_path / "layer.tar"
     with LayerTar(tar) as layer:
         layer.hardlink("b", "a")  # "a" is a file of a layer below
-    with pytest.raises(LayerNeedsMerge, match="hardlink /b points to /a"):
-        overlay_layer(LayerStream("sha256:l", lambda: opened(tar)), open(os.devnull, "wb"))
+    with pytest.raises(LayerNeedsMerge, match="hardlink /b points to /a"), open(os.devnull, "wb") as out:
+        overlay_layer(LayerStream("sha256:l", lambda: opened(tar)), out)
 
 
 def _layer(tmp: Path, name: str, files: dict[str, bytes], whiteouts: tuple[str, ...] = ()) -> Any:

@@ -63,6 +63,30 @@ def ancestors(path: str) -> Iterator[str]:
         index = path.find("/", index + 1)
 
 
+class Deletion(Record):
+    """What a marker entry of a layer deletes: ``path`` itself, or, ``opaque``, all that the layers
+    below have in the folder ``path``."""
+
+    path: str
+    opaque: bool
+
+
+NOTHING = Deletion("", False)
+
+
+def deletion(path: str) -> Deletion | None:
+    """What the layer entry ``path`` deletes when it is a marker (``.wh.NAME``, ``.wh..wh..opq``;
+    aufs's own ``.wh..wh.*`` and a bare ``.wh.`` delete NOTHING); None for any other entry."""
+    parent, _, base = path.rpartition("/")
+    if not base.startswith(WHITEOUT):
+        return None
+    if base == OPAQUE:
+        return Deletion(parent, True)
+    if base == WHITEOUT or base.startswith(WHITEOUT + WHITEOUT):
+        return NOTHING
+    return Deletion(f"{parent}/{base[len(WHITEOUT):]}".lstrip("/"), False)
+
+
 def usable_mode(mode: int, is_dir: bool) -> int:
     """enroot's permission fix: owner may read everything, and enter and write directories."""
     if is_dir:
@@ -357,12 +381,10 @@ def _merge_layer(merger: _Merger, layer: LayerStream) -> None:
             path = clean_path(member.name, layer.digest)
             if not path:
                 continue  # the root directory itself
-            parent, _, base = path.rpartition("/")
-            if base.startswith(WHITEOUT):
-                if base == OPAQUE:
-                    opaque.add(parent)
-                elif not base.startswith(WHITEOUT + WHITEOUT):  # .wh..wh.plnk etc. are aufs internals
-                    whiteouts.add(f"{parent}/{base[len(WHITEOUT):]}".lstrip("/"))
+            marker = deletion(path)
+            if marker is not None:
+                if marker is not NOTHING:
+                    (opaque if marker.opaque else whiteouts).add(marker.path)
                 continue
             if member.ischr() or member.isblk():
                 merger.stats.devices_dropped += 1

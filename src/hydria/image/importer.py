@@ -27,7 +27,7 @@ from hydria.image.layered_import import write_layered
 from hydria.image.layerimage import LayerNeedsMerge
 from hydria.image.progress import Progress
 from hydria.image.reference import EngineImage, ImageReference, LocalImage, RegistryImage, parse
-from hydria.image.squashfs import SquashfsFailed, SquashPlan, Tar2Sqfs, repack, squash_plan
+from hydria.image.squashfs import SquashPlan, repack, squash_plan, squash_tar
 from hydria.interrupt import terminate_as_interrupt
 from hydria.log import Logger
 from hydria.paths import check_output_folder
@@ -307,18 +307,10 @@ def _flatten_into(resolved: mf.ResolvedImage, image: AnonymousFile, options: lis
     extras = [ExtraFile(path, content.encode()) for path, content in files.files().items()]
     layers = [LayerStream(d.digest, _layer_opener(resolved, d)) for d in reversed(resolved.layers)]
     resolved.fetch_layers()
-    writer = Tar2Sqfs(image.path, options, (image.fd,))
     progress.squashing()
-    try:
-        stats = flatten(layers, extras, _Counted(writer.stdin, progress), ensure_dirs=files.directories)
-    except BrokenPipeError:
-        writer.finish()  # tar2sqfs stopped reading: raises with its own message
-        raise SquashfsFailed("tar2sqfs stopped reading the image stream") from None
-    except BaseException:
-        writer.abort()
-        raise
-    progress.merge_ended()
-    writer.finish()
+    stats = squash_tar(image.path, options, (image.fd,),
+                       lambda stdin: flatten(layers, extras, _Counted(stdin, progress), ensure_dirs=files.directories),
+                       written=progress.merge_ended)
     progress.squashed()
     log.debug("flattened %d entries, %d bytes, %d whiteouts; dropped %d device nodes",
               stats.entries, stats.bytes, stats.whiteouts, stats.devices_dropped)

@@ -23,7 +23,7 @@ from hydria.image.flatten import ExtraFile, LayerContent, LayerStream, Sink
 from hydria.image.imagecache import CachedImage
 from hydria.image.layerimage import end_archive, extras_layer, overlay_layer
 from hydria.image.progress import Progress
-from hydria.image.squashfs import SquashfsFailed, SquashPlan, Tar2Sqfs
+from hydria.image.squashfs import SquashPlan, squash_tar
 from hydria.log import Logger
 
 log = Logger(__name__)
@@ -75,16 +75,9 @@ def _extras(resolved: mf.ResolvedImage) -> list[ExtraFile]:
 
 def _squash(image: AnonymousFile, options: SquashPlan, counted: Callable[[IO[bytes]], Sink],
             write: Callable[[Sink], object]) -> None:
-    """Squash the tar that ``write`` writes into ``image``."""
-    writer = Tar2Sqfs(image.path, options.tar2sqfs, (image.fd,))
-    try:
-        out = counted(writer.stdin)
+    """Squash the layer's tar that ``write`` writes into ``image``."""
+    def whole(stdin: IO[bytes]) -> None:
+        out = counted(stdin)
         write(out)
         end_archive(out)
-    except BrokenPipeError:
-        writer.finish()  # tar2sqfs stopped reading: raises with its own message
-        raise SquashfsFailed("tar2sqfs stopped reading the layer stream") from None
-    except BaseException:
-        writer.abort()
-        raise
-    writer.finish()
+    squash_tar(image.path, options.tar2sqfs, (image.fd,), whole)

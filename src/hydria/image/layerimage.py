@@ -25,14 +25,14 @@ from functools import partial
 
 from hydria.errors import HydriaError
 from hydria.image.flatten import (
-    OPAQUE,
-    WHITEOUT,
+    NOTHING,
     ExtraFile,
     FlattenStats,
     LayerStream,
     Sink,
     clean_path,
     content_writer,
+    deletion,
     output_info,
     reading,
     usable_mode,
@@ -71,12 +71,10 @@ def overlay_layer(layer: LayerStream, out: Sink) -> FlattenStats:
             path = clean_path(member.name, layer.digest)
             if not path:
                 continue  # the root directory itself
-            parent, _, base = path.rpartition("/")
-            if base.startswith(WHITEOUT):
-                if base == OPAQUE:
-                    opaque.add(parent)
-                elif base != WHITEOUT and not base.startswith(WHITEOUT + WHITEOUT):  # aufs internals
-                    whiteouts.add(f"{parent}/{base[len(WHITEOUT):]}".lstrip("/"))
+            marker = deletion(path)
+            if marker is not None:
+                if marker is not NOTHING:
+                    (opaque if marker.opaque else whiteouts).add(marker.path)
                 continue
             if member.ischr() or member.isblk():
                 stats.devices_dropped += 1

@@ -16,8 +16,9 @@ import fcntl
 import shlex
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
 
 from hydria.errors import ConfigError, HydriaError, MissingTool
 from hydria.log import Logger
@@ -171,6 +172,29 @@ def repack(source: str, pseudo: str, target: str, arguments: list[str], pass_fds
              hint=f"{hint}; mksquashfs 4.5 cannot describe every tree (names with a tab or a line break, "
                   "paths over 16 KiB): for such an image, HYDRIA_SQUASH_OPTIONS without -noD, -noI, -noF, -noX "
                   "and another compressor than lz4")
+
+
+T = TypeVar("T")
+
+
+def squash_tar(output: str, options: list[str], pass_fds: tuple[int, ...], write: Callable[[IO[bytes]], T],
+               written: Callable[[], object] | None = None) -> T:
+    """Run tar2sqfs into ``output`` on the tar that ``write`` writes to its input; ``write``'s
+    result (``written`` runs once the tar is all there, before tar2sqfs finishes). Raises
+    SquashfsFailed with tar2sqfs's own words; stops it on any other failure."""
+    writer = Tar2Sqfs(output, options, pass_fds)
+    try:
+        result = write(writer.stdin)
+    except BrokenPipeError:
+        writer.finish()  # tar2sqfs stopped reading: raises with its own message
+        raise SquashfsFailed("tar2sqfs stopped reading the tar stream") from None
+    except BaseException:
+        writer.abort()
+        raise
+    if written is not None:
+        written()
+    writer.finish()
+    return result
 
 
 class Tar2Sqfs:
