@@ -315,7 +315,7 @@ def _write_extra(merger: _Merger, extra: ExtraFile) -> None:
 
 
 @contextmanager
-def reading(layer: LayerStream) -> Iterator[tuple[_TarSource, Iterator[tarfile.TarInfo]]]:
+def _reading(layer: LayerStream) -> Iterator[tuple[_TarSource, Iterator[tarfile.TarInfo]]]:
     """The members of ``layer``, in order; the content of the one just given comes next from
     the source.
 
@@ -329,6 +329,47 @@ def reading(layer: LayerStream) -> Iterator[tuple[_TarSource, Iterator[tarfile.T
     except _UNREADABLE as e:
         raise UnreadableLayer(f"layer {layer.digest} is not a readable tar archive: {e}",
                               hint="the image is malformed or its blob is corrupt; nothing was written") from None
+
+
+@dataclass
+class Deleted:
+    """What a layer's markers delete: ``paths``, and all that the layers below have in ``folders``
+    (made opaque); complete once the layer's entries have all been read."""
+
+    paths: set[str] = field(default_factory=set)
+    folders: set[str] = field(default_factory=set)
+
+
+@contextmanager
+def tree_entries(layer: LayerStream, stats: FlattenStats) \
+        -> Iterator[tuple[_TarSource, Iterator[tuple[str, tarfile.TarInfo]], Deleted]]:
+    """The entries of ``layer`` that make its tree, each with its clean path, in order (the
+    content of the one just given comes next from the source): the root folder, the deletion
+    markers (gathered in the Deleted given too) and device nodes (counted as dropped) left out.
+
+    Raises:
+        UnsafeLayer, UnreadableLayer.
+    """
+    deleted = Deleted()
+    with _reading(layer) as (source, members):
+        yield source, _tree(layer, members, deleted, stats), deleted
+
+
+def _tree(layer: LayerStream, members: Iterator[tarfile.TarInfo], deleted: Deleted,
+          stats: FlattenStats) -> Iterator[tuple[str, tarfile.TarInfo]]:
+    for member in members:
+        path = clean_path(member.name, layer.digest)
+        if not path:
+            continue  # the root directory itself
+        marker = deletion(path)
+        if marker is not None:
+            if marker is not NOTHING:
+                (deleted.folders if marker.opaque else deleted.paths).add(marker.path)
+            continue
+        if member.ischr() or member.isblk():
+            stats.devices_dropped += 1
+            continue
+        yield path, member
 
 
 def _members(source: _TarSource) -> Iterator[tarfile.TarInfo]:
@@ -371,24 +412,11 @@ def _write_zeros(out: Sink, count: int) -> None:
 
 
 def _merge_layer(merger: _Merger, layer: LayerStream) -> None:
-    whiteouts: set[str] = set()
-    opaque: set[str] = set()
     written: set[str] = set()  # paths this layer wrote
     passed: set[str] = set()  # regular files of this layer that upper layers covered
     pending: dict[str, list[str]] = {}  # covered target -> hardlinks of this layer that need it
-    with reading(layer) as (source, members):
-        for member in members:
-            path = clean_path(member.name, layer.digest)
-            if not path:
-                continue  # the root directory itself
-            marker = deletion(path)
-            if marker is not None:
-                if marker is not NOTHING:
-                    (opaque if marker.opaque else whiteouts).add(marker.path)
-                continue
-            if member.ischr() or member.isblk():
-                merger.stats.devices_dropped += 1
-                continue
+    with tree_entries(layer, merger.stats) as (source, entries, deleted):
+        for path, member in entries:
             if merger.covered(path, member.isdir()) or path in written:
                 if member.isreg():
                     passed.add(path)
@@ -414,14 +442,14 @@ def _merge_layer(merger: _Merger, layer: LayerStream) -> None:
             written.add(path)
     if pending:
         _write_covered_link_targets(merger, layer, pending)
-    merger.stats.whiteouts += len(whiteouts) + len(opaque)
-    merger.layer_ended(whiteouts, opaque)
+    merger.stats.whiteouts += len(deleted.paths) + len(deleted.folders)
+    merger.layer_ended(deleted.paths, deleted.folders)
 
 
 def _write_covered_link_targets(merger: _Merger, layer: LayerStream, pending: dict[str, list[str]]) -> None:
     """Hardlinks of a layer whose target an upper layer replaced keep the layer's own content:
     read the layer again, write the first link as a file with that content, link the others to it."""
-    with reading(layer) as (source, members):
+    with _reading(layer) as (source, members):
         for member in members:
             path = clean_path(member.name, layer.digest)
             links = pending.pop(path, None) if member.isreg() else None

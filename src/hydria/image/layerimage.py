@@ -25,16 +25,14 @@ from functools import partial
 
 from hydria.errors import HydriaError
 from hydria.image.flatten import (
-    NOTHING,
     ExtraFile,
     FlattenStats,
     LayerStream,
     Sink,
     clean_path,
     content_writer,
-    deletion,
     output_info,
-    reading,
+    tree_entries,
     usable_mode,
     write_entry,
 )
@@ -64,21 +62,8 @@ def overlay_layer(layer: LayerStream, out: Sink) -> FlattenStats:
     seen: dict[str, str] = {}
     regular: set[str] = set()
     folders: dict[str, tarfile.TarInfo] = {}
-    whiteouts: set[str] = set()
-    opaque: set[str] = set()
-    with reading(layer) as (source, members):
-        for member in members:
-            path = clean_path(member.name, layer.digest)
-            if not path:
-                continue  # the root directory itself
-            marker = deletion(path)
-            if marker is not None:
-                if marker is not NOTHING:
-                    (opaque if marker.opaque else whiteouts).add(marker.path)
-                continue
-            if member.ischr() or member.isblk():
-                stats.devices_dropped += 1
-                continue
+    with tree_entries(layer, stats) as (source, entries, deleted):
+        for path, member in entries:
             if not _takes(seen, path, member.isdir()):
                 continue
             info = _clean_info(output_info(member, path))
@@ -101,7 +86,7 @@ def overlay_layer(layer: LayerStream, out: Sink) -> FlattenStats:
             else:
                 continue  # sparse and other exotic entries
             seen[path] = _OTHER
-    _write_deletions(out, layer, seen, folders, whiteouts, opaque, stats)
+    _write_deletions(out, layer, seen, folders, deleted.paths, deleted.folders, stats)
     for info in folders.values():
         write_entry(out, info, None, stats)
     return stats
