@@ -464,13 +464,12 @@ static int serve_one(int i, struct fuse_buf *request, int *status)
  * for the next for SPIN_NS where a CPU is to spare, and stops as soon as another task wants its
  * CPU. A daemon asleep costs each request a wake-up of its CPU: tens of microseconds on a virtual
  * machine's idle CPU, more than serving a small file. Asleep, it waits in poll() for the next
- * request or the end of a mount. A session that has a request answered is asked again at once:
- * a program's next request is most often for the same image. */
+ * request or the end of a mount. The session that answered last is asked first. */
 static int serve(void)
 {
 	struct fuse_buf request = {.mem = NULL};
 	struct pollfd devices[MAX_IMAGES];
-	int loadavg = -1, cpus = 1, status = 0, open_mounts = opts.count, spinnable = 1, i;
+	int loadavg = -1, cpus = 1, status = 0, open_mounts = opts.count, spinnable = 1, last = 0, i;
 	long long spin_until = 0;
 	long preempted = 0; /* set after each request */
 	cpu_set_t allowed;
@@ -489,20 +488,27 @@ static int serve(void)
 	while (open_mounts > 0) {
 		int ready;
 
-		if (spin_until != 0 && opts.count == 1) {
-			/* One image: ask for its next request directly, as before several were served:
-			 * a poll() first would cost each request one call more. */
-			int answered = serve_one(0, &request, &status);
+		if (spin_until != 0 && devices[last].fd >= 0) {
+			/* The image that answered last is asked directly: a program's next request is
+			 * most often for it, and a poll() first would cost each request one call more.
+			 * The others are polled when it has none. */
+			int answered = serve_one(last, &request, &status);
 
-			if (answered < 0)
-				break;
 			if (answered > 0) {
 				spin_until = cpu_to_spare(loadavg, cpus) ? now_ns() + SPIN_NS : 0;
 				preempted = preemptions();
-			} else if (preemptions() != preempted || now_ns() > spin_until) {
-				spin_until = 0;
+				continue;
 			}
-			continue;
+			if (answered < 0) {
+				devices[last].fd = -1;
+				open_mounts--;
+				continue;
+			}
+			if (open_mounts == 1) { /* no other image to poll */
+				if (preemptions() != preempted || now_ns() > spin_until)
+					spin_until = 0;
+				continue;
+			}
 		}
 		ready = poll(devices, opts.count, spin_until != 0 ? 0 : -1);
 		if (ready < 0 && errno != EINTR) {
@@ -519,6 +525,7 @@ static int serve(void)
 
 			if (devices[i].fd < 0 || devices[i].revents == 0)
 				continue;
+			last = i;
 			while ((answered = serve_one(i, &request, &status)) > 0 && spinnable)
 				; /* the next request of the same image, if it is there already */
 			if (answered < 0) {
