@@ -363,3 +363,76 @@ def test_cache_prune_keeps_the_layers_an_image_needs(busybox: PublishedImage, re
         os.utime(path, (time.time() - 3600, time.time() - 3600))
     assert workspace.run("cache", "prune").returncode == 0
     assert not any(kept.glob("layer-*")) and not paths["new"].exists()
+
+
+def test_a_rebuild_squashes_only_its_changed_steps(debian: PublishedImage, workspace: Workspace) -> None:
+    """``hydria build -t`` with layered images: the base image's layer images are the image
+    cache's, shared with imports; a rebuild adds only its changed step's layer image; the output
+    starts, names a container, and shows the tree of the same build written as one file."""
+    context = workspace.out / "context"
+    context.mkdir()
+    dockerfile = context / "Dockerfile"
+
+    def build(version: str, *args: str) -> str:
+        dockerfile.write_text(f"""FROM {debian.registry}/{debian.repository}:{debian.tag}
+RUN rm -r /usr/share/doc && mkdir -p /opt/kept && echo kept > /opt/kept/file
+RUN mkdir /app && echo {version} > /app/version
+""")
+        for path in (context, dockerfile):
+            os.chown(path, workspace.user.uid, workspace.user.gid)
+        result = workspace.run("build", *args, str(context), timeout=600, HYDRIA_LAYERED_IMAGES="y")
+        assert result.returncode == 0, result.stderr
+        return result.stderr
+
+    kept = workspace.cache / f"images.{workspace.user.uid}"
+    layers = workspace.out / ".hydria-layers"
+    first = build("1", "-t", "app:1")
+    assert "as layer images" in first and "a layered image" in first, first
+    app1 = workspace.out / "app+1.sqsh"
+    assert app1.read_bytes().startswith(b"hydria layered image 1\n")
+    cached = {path.name for path in kept.glob("layer-*.sqsh")}
+    names1 = [name.removeprefix(".hydria-layers/") for name in app1.read_text().splitlines()[1:]]
+    assert set(names1) <= cached and {path.name for path in layers.glob("layer-*")} == set(names1)
+    assert {(layers / name).stat().st_ino for name in names1} == {(kept / name).stat().st_ino for name in names1}
+
+    second = build("2", "-t", "app:2")
+    assert second.count(" DONE ") == 1 and second.count("CACHED") == 1, second
+    app2 = workspace.out / "app+2.sqsh"
+    names2 = [name.removeprefix(".hydria-layers/") for name in app2.read_text().splitlines()[1:]]
+    made = {path.name for path in kept.glob("layer-*.sqsh")} - cached
+    assert made == {names2[-2]}, "the changed step's layer image, nothing else squashed"
+    assert names2[:-2] == names1[:-2] and names2[-1] == names1[-1]
+
+    shown = workspace.run("start", str(app2), "sh", "-c", "cat /app/version /opt/kept/file; ls /usr/share/doc")
+    assert shown.stdout == "2\nkept\n" and shown.returncode != 0, shown.stderr
+    assert workspace.run("start", str(app1), "cat", "/app/version").stdout == "1\n"
+    assert workspace.run("create", "--name", "built", str(app2)).returncode == 0
+    assert workspace.run("start", "built", "cat", "/app/version").stdout == "2\n"
+
+    build("3", "-t", "app:1")  # replaces app+1.sqsh: its old step layer goes from the folder
+    names3 = [name.removeprefix(".hydria-layers/") for name in app1.read_text().splitlines()[1:]]
+    assert {path.name for path in layers.glob("layer-*")} == set(names2) | set(names3)
+    assert names1[-2] not in names3
+
+    build("2", "-o", "merged.sqsh")
+    assert (workspace.out / "merged.sqsh").read_bytes()[:4] == b"hsqs", "-o writes one self-contained file"
+    scratch = workspace.out / "scratch"
+    scratch.mkdir(mode=0o777)
+    scratch.chmod(0o777)
+    trees = view(workspace.user, {"merged": workspace.out / "merged.sqsh", "layered": app2}, scratch)
+    assert trees["layered"] == trees["merged"]
+
+
+def test_a_build_in_its_context_leaves_the_layer_folder_out(busybox: PublishedImage, workspace: Workspace) -> None:
+    context = workspace.out / "project"
+    context.mkdir()
+    (context / "Dockerfile").write_text(f"FROM {busybox.registry}/{busybox.repository}:{busybox.tag}\n"
+                                        "COPY Dockerfile /ctx/\nCOPY . /all/\n")
+    for path in (context, context / "Dockerfile"):
+        os.chown(path, workspace.user.uid, workspace.user.gid)
+    for _ in range(2):  # the second finds the first's layer folder in the context
+        built = workspace.run("build", "-t", "app:1", ".", cwd=context, timeout=600, HYDRIA_LAYERED_IMAGES="y")
+        assert built.returncode == 0, built.stderr
+    assert (context / ".hydria-layers").is_dir()
+    listed = workspace.run("start", str(context / "app+1.sqsh"), "ls", "-a", "/all")
+    assert listed.returncode == 0 and ".hydria-layers" not in listed.stdout, listed.stdout

@@ -19,8 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-f", "--file", dest="dockerfile", metavar="DOCKERFILE",
                         help="the Dockerfile (default: CONTEXT/Dockerfile)")
     parser.add_argument("-t", "--tag", metavar="NAME[:TAG]",
-                        help="name the image; the image file is NAME+TAG.sqsh unless -o names another")
-    parser.add_argument("-o", "--output", metavar="IMAGE.sqsh", help="write the image as this squashfs file")
+                        help="name the image; the image file is NAME+TAG.sqsh unless -o names another "
+                             "(a layered image with HYDRIA_LAYERED_IMAGES)")
+    parser.add_argument("-o", "--output", metavar="IMAGE.sqsh", help="write the image as this squashfs file (always one self-contained file)")
     parser.add_argument("--oci", metavar="DIR", help="write the image as an OCI image layout in DIR")
     parser.add_argument("--push", metavar="URI", help="push the image to docker://[USER@][REGISTRY#]REPOSITORY[:TAG]")
     parser.add_argument("--build-arg", dest="build_args", action="append", default=[], metavar="KEY[=VALUE]",
@@ -76,6 +77,7 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     from hydria.imagebuild import output
     from hydria.imagebuild.builder import BuildOptions, build
     from hydria.log import Logger
+    from hydria.runtime.layered import LAYER_FOLDER
 
     log = Logger("hydria")
     image_file, oci, tag = _outputs(options)
@@ -97,8 +99,11 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
         if options.tag:
             output.record_name(built.image, cache, options.tag)
         if image_file is not None:
-            output.write_squashfs(built.image, cache, image_file, built.uri, settings)
-            log.info("Wrote %s", image_file)
+            if not options.output and output.write_layered(built.image, cache, image_file, built.uri, settings):
+                log.info("Wrote %s, a layered image (its layer images are in %s beside it)", image_file, LAYER_FOLDER)
+            else:
+                output.write_squashfs(built.image, cache, image_file, built.uri, settings)
+                log.info("Wrote %s", image_file)
         if destination is not None:
             from hydria.cli.push import push_to
 

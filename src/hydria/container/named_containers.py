@@ -24,6 +24,7 @@ from hydria.container.running import RunningProcess, running
 from hydria.errors import AlreadyExists, HydriaError, InvalidArgument, InvalidImage, NotFound
 from hydria.liveness import pid_exists
 from hydria.paths import ensure_dir, hidden_sibling, process_tag
+from hydria.runtime.layered import layered_text
 from hydria.runtime.rootfs import Container, check_image, image_layers, overlay_folder_problem
 from hydria.trees import delete_tree
 
@@ -79,9 +80,12 @@ class NamedContainers:
             if unpack:
                 _unsquash(image, staging / ROOTFS)
             else:
-                link_or_copy(image.resolve(), staging / IMAGE)
-                for layer in layers if layered else ():  # beside it, as in the cache: named by it
-                    link_or_copy(Path(layer).resolve(), staging / os.path.basename(layer))
+                if layered:  # its layer images beside it, as in the cache
+                    for layer in dict.fromkeys(layers):  # an image may have one layer twice
+                        link_or_copy(Path(layer).resolve(), staging / os.path.basename(layer))
+                    (staging / IMAGE).write_bytes(layered_text([os.path.basename(layer) for layer in layers]))
+                else:
+                    link_or_copy(image.resolve(), staging / IMAGE)
                 (staging / IDENTITY).write_text(check_image(staging / IMAGE) + "\n")
                 (staging / "upper").mkdir()
                 (staging / "work").mkdir()

@@ -275,6 +275,17 @@ class CachedImage:
                 raise HydriaError(f"cannot keep the layered image {target}: another file has its name")
         return target
 
+    def find(self) -> Path | None:
+        """The entry, marked as used now, if it is there whole."""
+        found = self._valid()
+        if found is None:
+            return None
+        try:
+            os.utime(found, ns=(time.time_ns(), found.stat().st_mtime_ns))  # marks the use; the name keeps mtime
+        except FileNotFoundError:
+            return None  # evicted by a concurrent import
+        return found
+
     def link_to(self, target: Path, *, in_place: bool = False) -> Path | None:
         """The kept image at ``target`` (a hardlink, or a copy across file systems); with
         ``in_place``, the entry itself where ``target`` is on another file system (the caller must
@@ -283,11 +294,10 @@ class CachedImage:
         Raises:
             FileExistsError: ``target`` appeared meanwhile.
         """
-        found = self._valid()
+        found = self.find()
         if found is None:
             return None
         try:
-            os.utime(found, ns=(time.time_ns(), found.stat().st_mtime_ns))  # marks the use; the name keeps mtime
             if self.suffix == LAYERED_SUFFIX or in_place and found.stat().st_dev != target.parent.stat().st_dev:
                 return found  # a layered image is only ever used in place: its layers are beside it
             link_or_copy(found, target)

@@ -90,8 +90,7 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
                 return _deliver(stored, target, in_place)
             if store is not None and on_store_miss is not None:
                 on_store_miss()
-            layered = images.entry(ref.uri, digest, settings.squash_options, want, layered=True) \
-                if keeping and in_place and settings.layered_images and options.mksquashfs is None else None
+            layered = layered_entry(ref.uri, digest, want, settings) if in_place else None
             kept = images.entry(ref.uri, digest, settings.squash_options, want) if keeping else None
             for entry in (layered, kept):
                 if entry is not None and (found := _kept(entry, target, in_place)) is not None:
@@ -99,8 +98,7 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
             resolved = _resolve(source.resolve, want)
             if layered is not None:
                 try:
-                    return write_layered(resolved, layered, options, settings.squash_options, progress,
-                                         _layer_opener, lambda out: _Counted(out, progress))
+                    return keep_layered(resolved, layered, settings, progress)
                 except LayerNeedsMerge as e:
                     log.info("Importing the image merged into one file: %s", e.message)
         else:
@@ -110,6 +108,35 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
             if kept is not None and (found := _kept(kept, target, in_place)) is not None:
                 return found
         return write_image(resolved, target, options, kept, progress=progress)
+
+
+def layered_entry(uri: str, digest: str, platform: mf.Platform, settings: Settings) -> CachedImage | None:
+    """Where the cache keeps the image ``uri`` (its manifest's ``digest``) as a layered image;
+    None where layered images are off (``HYDRIA_LAYERED_IMAGES``, or squash options that repack
+    with mksquashfs) or the cache keeps no images."""
+    if not settings.layered_images or squash_plan(settings.squash_options, 1).mksquashfs is not None:
+        return None
+    images = ImageCache(settings.cache_path, settings.cache_images)
+    if settings.cache_images <= 0 or not images.usable():
+        return None
+    return images.entry(uri, digest, settings.squash_options, platform, layered=True)
+
+
+def keep_layered(resolved: mf.ResolvedImage, kept: CachedImage, settings: Settings,
+                 progress: Progress | None = None) -> Path:
+    """``resolved`` as the layered image ``kept``: found in the cache, or made there squashing
+    only the layers the cache lacks; its path.
+
+    Raises:
+        LayerNeedsMerge: a layer that cannot stand alone (the caller merges the image instead).
+        HydriaError: as an import's.
+    """
+    found = kept.find()
+    if found is not None:
+        return found
+    shown = progress or Progress(live=False)
+    return write_layered(resolved, kept, squash_plan(settings.squash_options, settings.max_processors),
+                         settings.squash_options, shown, _layer_opener, lambda out: _Counted(out, shown))
 
 
 def import_into_store(uri: str, settings: Settings, *, arch: str | None = None,

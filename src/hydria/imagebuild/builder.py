@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hydria.config import Settings
 from hydria.errors import HydriaError, InvalidArgument
@@ -38,6 +39,10 @@ from hydria.imagebuild.state import (
 from hydria.imagebuild.words import expand
 from hydria.log import Logger
 from hydria.record import Record
+
+if TYPE_CHECKING:
+    from hydria.image.imagecache import CachedImage
+    from hydria.image.progress import Progress
 
 log = Logger(__name__)
 FILE_STEPS = frozenset({"RUN", "COPY", "ADD", "WORKDIR"})
@@ -78,16 +83,21 @@ def build(options: BuildOptions, settings: Settings, stack: ExitStack, show: Cal
 
 
 def _ignore_patterns(context: str, dockerfile_path: str) -> tuple[ignore.Pattern, ...]:
-    """``Dockerfile.dockerignore`` beside the Dockerfile, else the context's ``.dockerignore``."""
+    """``Dockerfile.dockerignore`` beside the Dockerfile, else the context's ``.dockerignore``;
+    and last, so that nothing includes them again, the layer images of layered outputs that a
+    build into the context left (imagebuild/output.py): hydria's, never the image's."""
+    from hydria.runtime.layered import LAYER_FOLDER
+
+    own = tuple(ignore.parse(f"**/{LAYER_FOLDER}"))
     for candidate in (f"{dockerfile_path}.dockerignore", os.path.join(context, ".dockerignore")):
         try:
             with open(candidate) as handle:
-                return tuple(ignore.parse(handle.read()))
+                return (*ignore.parse(handle.read()), *own)
         except FileNotFoundError:
             continue
         except (OSError, UnicodeDecodeError) as e:
             raise HydriaError(f"cannot read {candidate}: {e}") from None
-    return ()
+    return own
 
 
 class _Builder:
@@ -181,7 +191,7 @@ class _Builder:
 
     def pull(self, word: str, platform: mf.Platform, instruction: Instruction) -> StageImage:
         """A registry image (``debian:12``, ``nvcr.io/nvidia/pytorch:24.01-py3``) as a stage base."""
-        from hydria.image.importer import blob_cache, write_image
+        from hydria.image.importer import blob_cache, layered_entry, write_image
         from hydria.image.progress import Progress
         from hydria.image.reference import RegistryImage, parse
         from hydria.image.sources.registry import RegistrySource
@@ -215,7 +225,16 @@ class _Builder:
                 resolved.fetch_layers()
             return resolved.open_blob(descriptor)
 
-        def base_squashfs() -> str:
+        def base_images() -> tuple[str, ...]:
+            if made:
+                return made[0]
+            layered = layered_entry(ref.uri, digest, platform, self.settings)
+            if layered is not None:
+                layers = self._layered_base(resolved, layered, progress)
+                if layers is not None:
+                    fetched.append(True)  # by keep_layered
+                    made.append(layers)
+                    return layers
             if not squashfs.exists():
                 self._note(f"importing {ref.uri} for the build")
                 fetched.append(True)  # by write_image
@@ -226,13 +245,32 @@ class _Builder:
                 except HydriaError:
                     if not squashfs.exists():  # else another build made it first
                         raise
-            return str(squashfs)
+            made.append((str(squashfs),))
+            return made[0]
 
+        made: list[tuple[str, ...]] = []
         image = StageImage(inner, platform, key_of("image", digest, str(platform)),
                            [LayerRef(d, diff, origin=ref.uri) for d, diff in zip(resolved.layers, diff_ids)],
-                           list(config.get("history") or []), base_squashfs, open_base_blob)
+                           list(config.get("history") or []), base_images, open_base_blob)
         self.pulled[f"{word} {platform}"] = image
         return image
+
+    def _layered_base(self, resolved: mf.ResolvedImage, kept: CachedImage, progress: Progress) -> tuple[str, ...] | None:
+        """The layer images of the registry image ``resolved``, the lowest first, kept in the
+        image cache as a Slurm step's import keeps them (shared with them, and with this
+        build's layered output); None where a layer cannot stand alone."""
+        from hydria.image.importer import keep_layered
+        from hydria.image.layerimage import LayerNeedsMerge
+        from hydria.runtime.layered import layer_paths
+
+        if kept.find() is None:
+            self._note(f"importing {resolved.uri} for the build, as layer images")
+        try:
+            entry = keep_layered(resolved, kept, self.settings, progress)
+        except LayerNeedsMerge as e:
+            self._note(f"importing {resolved.uri} merged into one file: {e.message}")
+            return None
+        return tuple(layer_paths(str(entry))[:-1])  # the top one holds the runtime files, no layer's
 
     # --- instructions ----------------------------------------------------------------------------
 
@@ -299,7 +337,7 @@ class _Builder:
         upper, overlay_work = work / "upper", work / "work"
         upper.mkdir()
         overlay_work.mkdir()
-        base = image.base_squashfs() if image.base_squashfs is not None else None
+        base = image.base_images() if image.base_images is not None else ()
         ids = self.cache.idmap
         step = sandbox.StepRoot(tuple(image.trees()), base, str(upper), str(overlay_work), str(work / "scratch"), ids)
         status = sandbox.in_step(step, self.settings, action)
@@ -403,7 +441,7 @@ class _Builder:
         return root, steps.sources_digest(root, sources)
 
     def _source_root(self, instruction: Instruction, image: StageImage, scratch: str, sources: list[str]
-                     ) -> tuple[copying.SourceRoot, str, tuple[tuple[str, ...], str | None] | None]:
+                     ) -> tuple[copying.SourceRoot, str, tuple[tuple[str, ...], tuple[str, ...]] | None]:
         """Where a COPY reads, the digest of what it reads, and the layers to mount for it
         (``--from``), if any."""
         source_from = instruction.flag("from")
@@ -432,7 +470,7 @@ class _Builder:
             source = self.build_stage(stage)
         else:
             source = self.pull(name, self.platform, instruction)
-        base = source.base_squashfs() if source.base_squashfs is not None else None
+        base = source.base_images() if source.base_images is not None else ()
         root = copying.SourceRoot("", f"--from={name}", excludes)
         return root, key_of(source.key, sources), (tuple(source.trees()), base)
 

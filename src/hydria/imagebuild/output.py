@@ -2,6 +2,9 @@
 merged and squashed, the runtime files from the config), or as an OCI image layout (the layers as
 they are, a config and a manifest), which ``hydria import oci://DIR``, podman and skopeo read.
 
+With ``HYDRIA_LAYERED_IMAGES``, ``-t NAME`` writes a layered image instead, whose layer images
+(imagebuild/layer_folder.py) the images built into the same folder share.
+
 Outputs replace an earlier build's (as ``docker build -t`` moves a tag), but only once complete:
 an interrupted build leaves the earlier file or layout as it was.
 """
@@ -23,7 +26,11 @@ from hydria.image import manifest as mf
 from hydria.image.blobcache import digest_of, hex_of
 from hydria.image.push import PushBlob, PushImage
 from hydria.imagebuild.cache import BuildCache, key_of
+from hydria.imagebuild.layer_folder import publish_layered
 from hydria.imagebuild.state import StageImage, now
+from hydria.log import Logger
+
+log = Logger(__name__)
 
 
 def image_config(image: StageImage) -> dict[str, Any]:
@@ -101,6 +108,32 @@ def write_squashfs(image: StageImage, cache: BuildCache, target: Path, uri: str,
         os.replace(partial, target)
     finally:
         partial.unlink(missing_ok=True)
+
+
+def write_layered(image: StageImage, cache: BuildCache, target: Path, uri: str, settings: Settings) -> bool:
+    """The image as a layered image at ``target`` (replacing one that is there), where layered
+    images are on (``HYDRIA_LAYERED_IMAGES``): each layer squashed once into the image cache,
+    where the base image's layers are already (the build's steps ran on them), and linked into
+    the folder ``LAYER_FOLDER`` beside ``target``, which every layered output of that folder
+    shares. A rebuild squashes its changed steps' layers only. False (nothing written) where
+    layered images are off or a layer cannot stand alone: the caller writes one squashfs file."""
+    from hydria.image.importer import keep_layered, layered_entry
+    from hydria.image.layerimage import LayerNeedsMerge
+
+    config = image_config(image)
+    key = key_of([layer.diff_id for layer in image.layers], config["config"], uri)
+    kept = layered_entry(uri, f"sha256:{key}", image.platform, settings)
+    if kept is None:
+        return False
+    resolved = mf.ResolvedImage(uri, config, tuple(layer.descriptor for layer in image.layers),
+                                opener(image, cache))
+    try:
+        entry = keep_layered(resolved, kept, settings)
+    except LayerNeedsMerge as e:
+        log.info("Writing the image as one file: %s", e.message)
+        return False
+    publish_layered(entry, target)
+    return True
 
 
 def write_oci_layout(image: StageImage, cache: BuildCache, folder: Path, reference: str) -> str:

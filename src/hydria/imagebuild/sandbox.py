@@ -43,11 +43,12 @@ FAILED = 125  # the child's exit status when hydria itself failed (its error is 
 
 
 class StepRoot(Record):
-    """The folders of one step: ``lowers`` top first (layer trees; the base image's squashfs is
-    mounted below them), ``upper`` and ``work`` for the overlay, ``scratch`` for mount points."""
+    """The folders of one step: ``lowers`` top first (layer trees; the base image's squashfs
+    images, the lowest first, are mounted below them), ``upper`` and ``work`` for the overlay,
+    ``scratch`` for mount points."""
 
     lowers: tuple[str, ...]
-    base_image: str | None
+    base_images: tuple[str, ...]
     upper: str
     work: str
     scratch: str
@@ -146,21 +147,23 @@ def _mount_step(step: StepRoot, settings: Settings) -> str:
     if step.idmap is None:  # else the namespace is made already (IdMap.fork)
         namespaces.enter(_settings_for_build(settings), os.getuid(), os.getgid())
     sc.prctl(sc.PR_SET_DUMPABLE, 0)  # its /proc/PID/root (the host's) stays closed to the step's programs
-    return mount_layers(step.lowers, step.base_image, step.scratch, "root", settings, (step.upper, step.work),
+    return mount_layers(step.lowers, step.base_images, step.scratch, "root", settings, (step.upper, step.work),
                         owners=step.idmap is not None)
 
 
-def mount_layers(lowers: Sequence[str], base_image: str | None, scratch: str, name: str, settings: Settings,
+def mount_layers(lowers: Sequence[str], base_images: Sequence[str], scratch: str, name: str, settings: Settings,
                  writable: tuple[str, str] | None = None, owners: bool = False) -> str:
-    """Mount layer folders (top first) over a base image at ``scratch/name``, with an upper and
-    work folder (``writable``), or read-only (``COPY --from`` a stage); its path. ``owners``: the
-    base image's files keep their owners (a full mapping), else every one belongs to root."""
+    """Mount layer folders (top first) over a base image's squashfs images (the lowest first) at
+    ``scratch/name``, with an upper and work folder (``writable``), or read-only (``COPY --from``
+    a stage); its path. ``owners``: the base image's files keep their owners (a full mapping),
+    else every one belongs to root."""
     folders = list(lowers)
-    if base_image is not None:
-        base = os.path.join(scratch, f"{name}.base")
-        os.makedirs(base, exist_ok=True)
-        rootfs.mount_squashfs(base_image, base, 0, 0, settings.fast_reader, keep_owners=owners)
-        folders.append(base)
+    if base_images:
+        bases = [os.path.join(scratch, f"{name}.base{number}") for number in range(len(base_images))]
+        for base in bases:
+            os.makedirs(base, exist_ok=True)
+        rootfs.mount_images(list(base_images), bases, 0, 0, settings.fast_reader, keep_owners=owners)
+        folders.extend(reversed(bases))
     if not folders:
         empty = os.path.join(scratch, f"{name}.empty")
         os.makedirs(empty, exist_ok=True)

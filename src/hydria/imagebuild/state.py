@@ -45,7 +45,8 @@ class StageImage:
     key: str
     layers: list[LayerRef] = field(default_factory=list)
     history: list[dict[str, Any]] = field(default_factory=list)
-    base_squashfs: Callable[[], str] | None = None  # makes (once) and gives the base image's squashfs
+    base_images: Callable[[], tuple[str, ...]] | None = None  # makes (once) and gives the base image's squashfs
+    # images, the lowest first: one merged image, or its layer images (HYDRIA_LAYERED_IMAGES)
     open_base_blob: Callable[[mf.Descriptor], Any] | None = None
     args: dict[str, str] = field(default_factory=dict)  # the ARGs in scope that have a value
     author: str | None = None
@@ -54,7 +55,7 @@ class StageImage:
     def derived(self) -> StageImage:
         """A copy for a stage that starts FROM this one."""
         return StageImage(copy.deepcopy(self.config), self.platform, self.key, list(self.layers),
-                          copy.deepcopy(self.history), self.base_squashfs, self.open_base_blob, {}, self.author)
+                          copy.deepcopy(self.history), self.base_images, self.open_base_blob, {}, self.author)
 
     @property
     def environment(self) -> dict[str, str]:

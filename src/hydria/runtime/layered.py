@@ -2,8 +2,9 @@
 with the container's overlay (runtime/rootfs.py) instead of mounting one merged image.
 
 The file is ``MAGIC`` and then one layer image per line, the lowest first, each a bare file
-name in the layered image's own folder (the cache's or a named container's), so that a folder
-of them can be moved or hardlinked as a whole. A layer image holds its layer's tree in the
+name in the layered image's own folder (the cache's or a named container's) or in the folder
+``LAYER_FOLDER`` beside it (a build's output: the layer images its images there share), so that
+a folder of them can be moved or hardlinked as a whole. A layer image holds its layer's tree in the
 overlay's format: a deletion is a character device 0/0 and an opaque folder has
 ``user.overlay.opaque=y`` (image/layerimage.py writes them; docs/architecture.md).
 
@@ -17,6 +18,7 @@ import os
 MAGIC = b"hydria layered image 1\n"
 MAX_LAYERS = 500  # the kernel's overlay stacks no more lower layers, nor does the reader serve more
 MAX_SIZE = 1 << 20  # far more than MAX_LAYERS names take
+LAYER_FOLDER = ".hydria-layers"  # beside a build's outputs (imagebuild/output.py)
 
 
 class LayeredImageError(Exception):
@@ -40,9 +42,14 @@ def layer_names(text: bytes) -> list[str]:
     if not names or len(names) > MAX_LAYERS:
         raise LayeredImageError(f"it names {len(names)} layer images (1 to {MAX_LAYERS})")
     for name in names:
-        if not name or "/" in name or name in (".", "..") or "\0" in name:
-            raise LayeredImageError(f"it names {name!r}, which is not a file name of its folder")
+        if not _is_file_name(name.removeprefix(f"{LAYER_FOLDER}/")):
+            raise LayeredImageError(f"it names {name!r}, which is not a file name of its folder "
+                                    f"or of its {LAYER_FOLDER} folder")
     return names
+
+
+def _is_file_name(name: str) -> bool:
+    return bool(name) and "/" not in name and name not in (".", "..") and "\0" not in name
 
 
 def layer_paths(path: str) -> list[str]:
@@ -60,7 +67,8 @@ def layer_paths(path: str) -> list[str]:
 
 
 def layered_text(names: list[str]) -> bytes:
-    """The content of a layered image file naming ``names`` (bare names, the lowest first)."""
+    """The content of a layered image file naming ``names`` (as :func:`layer_names` gives them,
+    the lowest first)."""
     text = MAGIC + "".join(f"{name}\n" for name in names).encode("utf-8", "surrogateescape")
     layer_names(text)  # the same checks as a reader's
     return text
