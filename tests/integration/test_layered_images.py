@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from hydria.image.flatten import LayerStream, flatten
@@ -147,6 +147,7 @@ def both_ways(tars: list[Path], folder: Path) -> tuple[Path, Path]:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(stack=stacks)
+@example(stack=[[("file", "b", "one"), ("dir", "b/x", 0o755)], [("dir", "b", 0o755)]])  # found by Hypothesis
 def test_stacked_layers_show_the_merged_tree(stack: list[list[Entry]], workspace: Workspace) -> None:
     folder = workspace.root / uuid.uuid4().hex
     folder.mkdir()

@@ -126,6 +126,13 @@ def test_directory_replacing_a_file() -> None:
     assert out["opt"].isdir() and "opt/tool" in out
 
 
+def test_what_a_layer_has_below_its_own_file_stays_out_whatever_the_layers_above() -> None:
+    # The layer alone has no opt/tool (opt is its file): a folder opt above it does not bring it
+    # back, as a layered image (stacked by the overlay, image/layerimage.py) shows it too.
+    out = merge(layer(d("opt")), layer(f("opt", "a file"), d("opt/tool"), f("opt/tool/x")))
+    assert out["opt"].isdir() and "opt/tool" not in out and "opt/tool/x" not in out
+
+
 def test_implicit_parent_takes_the_lower_layers_attributes() -> None:
     out = merge(layer(f("srv/data/x")), layer(d("srv", 0o750)))
     assert out["srv"].mode == 0o750

@@ -411,12 +411,47 @@ def _write_zeros(out: Sink, count: int) -> None:
         count -= CHUNK
 
 
+# What a layer has at a path it wrote or implied (the ``seen`` of takes()).
+DIRECTORY, IMPLIED, OTHER, BELOW_OTHER = "directory", "implied", "other", "below another entry"
+
+
+def takes(seen: dict[str, str], path: str, is_dir: bool) -> bool:
+    """Whether a layer's entry for ``path`` counts, by what the layer's earlier entries made
+    (``seen``, updated): its path is new (or an implied folder it now describes) and no entry of
+    the layer that is not a folder lies on its way. The caller records what it takes."""
+    found = seen.get(path)
+    if found is not None:
+        return is_dir and found == IMPLIED
+    if not parent_is_folder(seen, path):
+        seen[path] = BELOW_OTHER
+        return False
+    return True
+
+
+def parent_is_folder(seen: dict[str, str], path: str) -> bool:
+    """Whether ``path``'s parent is a folder of the layer (written or implied); the folders on the
+    way that the layer implies are recorded, once each, so that a deep tree stays linear."""
+    unknown = []
+    folder = path.rpartition("/")[0]
+    while folder and folder not in seen:
+        unknown.append(folder)
+        folder = folder.rpartition("/")[0]
+    usable = not folder or seen[folder] in (DIRECTORY, IMPLIED)
+    for implied in unknown:
+        seen[implied] = IMPLIED if usable else BELOW_OTHER
+    return usable
+
+
 def _merge_layer(merger: _Merger, layer: LayerStream) -> None:
+    seen: dict[str, str] = {}  # what this layer has at each path, as the layer alone makes it
     written: set[str] = set()  # paths this layer wrote
     passed: set[str] = set()  # regular files of this layer that upper layers covered
     pending: dict[str, list[str]] = {}  # covered target -> hardlinks of this layer that need it
     with tree_entries(layer, merger.stats) as (source, entries, deleted):
         for path, member in entries:
+            if not takes(seen, path, member.isdir()):
+                continue  # a second entry of the path, or one below a file of this layer
+            seen[path] = DIRECTORY if member.isdir() else OTHER
             if merger.covered(path, member.isdir()) or path in written:
                 if member.isreg():
                     passed.add(path)

@@ -25,6 +25,10 @@ from functools import partial
 
 from hydria.errors import HydriaError
 from hydria.image.flatten import (
+    BELOW_OTHER,
+    DIRECTORY,
+    IMPLIED,
+    OTHER,
     ExtraFile,
     FlattenStats,
     LayerStream,
@@ -32,6 +36,8 @@ from hydria.image.flatten import (
     clean_path,
     content_writer,
     output_info,
+    parent_is_folder,
+    takes,
     tree_entries,
     usable_mode,
     write_entry,
@@ -42,8 +48,6 @@ OPAQUE_XATTR = "SCHILY.xattr.user.overlay.opaque"
 # have an origin (fs/overlayfs: OVL_WHITEOUTS), and a folder of one layer image would show them.
 ORIGIN_XATTR = "SCHILY.xattr.user.overlay.origin"
 OVERLAY_XATTRS = "SCHILY.xattr.user.overlay."
-# What the layer has at a path it wrote or implied.
-_DIRECTORY, _IMPLIED, _OTHER, _BELOW_OTHER = "directory", "implied", "other", "below another entry"
 
 
 class LayerNeedsMerge(HydriaError):
@@ -64,12 +68,12 @@ def overlay_layer(layer: LayerStream, out: Sink) -> FlattenStats:
     folders: dict[str, tarfile.TarInfo] = {}
     with tree_entries(layer, stats) as (source, entries, deleted):
         for path, member in entries:
-            if not _takes(seen, path, member.isdir()):
+            if not takes(seen, path, member.isdir()):
                 continue
             info = _clean_info(output_info(member, path))
+            seen[path] = DIRECTORY if member.isdir() else OTHER  # as the merge records it
             if member.isdir():
                 folders[path] = info
-                seen[path] = _DIRECTORY
                 continue
             if member.islnk():
                 target = clean_path(member.linkname, layer.digest)
@@ -83,39 +87,11 @@ def overlay_layer(layer: LayerStream, out: Sink) -> FlattenStats:
                 regular.add(path)
             elif member.issym() or member.isfifo():
                 write_entry(out, info, None, stats)
-            else:
-                continue  # sparse and other exotic entries
-            seen[path] = _OTHER
+            # else sparse and other exotic entries: left out
     _write_deletions(out, layer, seen, folders, deleted.paths, deleted.folders, stats)
     for info in folders.values():
         write_entry(out, info, None, stats)
     return stats
-
-
-def _takes(seen: dict[str, str], path: str, is_dir: bool) -> bool:
-    """Whether the layer's entry for ``path`` is written: its path is new (or an implied folder
-    it now describes) and no entry of the layer that is not a folder lies on its way."""
-    found = seen.get(path)
-    if found is not None:
-        return is_dir and found == _IMPLIED
-    if not _parent_is_folder(seen, path):
-        seen[path] = _BELOW_OTHER
-        return False
-    return True
-
-
-def _parent_is_folder(seen: dict[str, str], path: str) -> bool:
-    """Whether ``path``'s parent is a folder of the layer (written or implied); the folders on the
-    way that the layer implies are recorded, once each, so that a deep tree stays linear."""
-    unknown = []
-    folder = path.rpartition("/")[0]
-    while folder and folder not in seen:
-        unknown.append(folder)
-        folder = folder.rpartition("/")[0]
-    usable = not folder or seen[folder] in (_DIRECTORY, _IMPLIED)
-    for implied in unknown:
-        seen[implied] = _IMPLIED if usable else _BELOW_OTHER
-    return usable
 
 
 def _clean_info(info: tarfile.TarInfo) -> tarfile.TarInfo:
@@ -133,9 +109,9 @@ def _write_deletions(out: Sink, layer: LayerStream, seen: dict[str, str], folder
     holding = set()
     for path in sorted(whiteouts):
         found = seen.get(path)
-        if found in (_DIRECTORY, _IMPLIED):
+        if found in (DIRECTORY, IMPLIED):
             opaque.add(path)
-        elif found is None and _parent_is_folder(seen, path):
+        elif found is None and parent_is_folder(seen, path):
             info = tarfile.TarInfo(path)
             info.type, info.mode = tarfile.CHRTYPE, 0
             write_entry(out, info, None, stats)
@@ -143,7 +119,7 @@ def _write_deletions(out: Sink, layer: LayerStream, seen: dict[str, str], folder
             holding.add(path.rpartition("/")[0])
     for path in sorted(opaque):
         found = seen.get(path)
-        if not (found is None and not _parent_is_folder(seen, path) or found in (_OTHER, _BELOW_OTHER)):
+        if not (found is None and not parent_is_folder(seen, path) or found in (OTHER, BELOW_OTHER)):
             _mark(folders, path, OPAQUE_XATTR)
             stats.whiteouts += 1
     for path in holding - {""}:  # the root is merged with the overlay's upper folder

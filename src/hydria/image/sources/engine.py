@@ -15,6 +15,7 @@ from hydria.errors import MissingTool
 from hydria.image import manifest as mf
 from hydria.image.reference import EngineImage, LocalImage
 from hydria.image.sources.local import open_local
+from hydria.paths import temp_folder
 from hydria.tools import run_tool
 
 
@@ -30,7 +31,7 @@ def open_engine(ref: EngineImage, settings: Settings, stack: ExitStack) -> Calla
     if shutil.which(ref.engine) is None:
         raise MissingTool(ref.engine,
                           hint=f"install {ref.engine}, or export the image and use docker-archive://")
-    workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hydria.", dir=settings.temp_path)))
+    workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hydria.", dir=temp_folder(settings.temp_path))))
     archive = workdir / "image.tar"
     if ref.engine == "podman" and subprocess.run(["podman", "image", "exists", ref.image], check=False).returncode != 0:
         _run(["podman", "pull", "--quiet", ref.image], ref)
