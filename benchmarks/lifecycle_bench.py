@@ -1,13 +1,18 @@
 """Lifecycle benchmark: what a step of an image's life costs against what changed or was read.
 
-Rows measured so far (issue 38 lists the others: a rebuild's changed step, the bytes a task
-reads, the first start of a never-seen image):
+Rows measured so far (issue 38 lists the others: the bytes a task reads, the first start of a
+never-seen image):
 
 * **a new version**: an image whose only new layer is 3 MB, imported after the version before it
   (its layers' blobs in the cache). hydria merged into one file (``hydria import -o``, every layer
   merged and squashed again) against a layered import (``HYDRIA_LAYERED_IMAGES``: what a Slurm
   step's import does, image/layered_import.py), beside the limit: a cold import of an image of
   that one new layer (its download and squash).
+* **a rebuild**: ``hydria build`` of a Dockerfile ``FROM`` the image whose last ``RUN`` changed,
+  after a build of the version before (the base image and the unchanged steps in the caches).
+  Written as one file (``-o``: every layer merged and squashed again) against a layered image
+  (``-t`` with ``HYDRIA_LAYERED_IMAGES``: the changed step's layer squashed), beside the limit:
+  the changed step's own time, as the build shows it (``#N DONE 0.1s``).
 * **a start** of the new version (``hydria start IMAGE true``, median of 20) and **a cold read**
   of all its data (``cat`` of every file after dropping the page cache), merged against layered.
 
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -79,6 +85,32 @@ def cold_read_s(image: Path, env: dict[str, str]) -> float:
     return time.perf_counter() - began
 
 
+def rebuild_round(registry: Registry, workdir: Path, number: int) -> dict[str, float]:
+    """The rebuild row: the second of two builds that differ in their last RUN, each way."""
+    results = {}
+    for kind, output in (("merged", ["-o", "app.sqsh"]), ("layered", ["-t", "app:1"])):
+        home = workdir / f"rebuild-{kind}{number}"
+        context = home / "context"
+        context.mkdir(parents=True)
+        env = {**os.environ, "HYDRIA_ALLOW_HTTP": "y", "HYDRIA_CACHE_PATH": str(home / "cache"), "HOME": str(home),
+               "HYDRIA_LAYERED_IMAGES": "y" if kind == "layered" else "n"}
+        for version in (1, 2):
+            (context / "Dockerfile").write_text(f"FROM {registry.address}/bench/lifecycle:v1\n"
+                                                f"RUN echo {version} > /version\n")
+            for path in (home, context, context / "Dockerfile"):
+                os.chown(path, USER.uid, USER.gid)
+            prefault(PREFAULT_GIB)
+            began = time.perf_counter()
+            done = subprocess.run([*AS_USER, HYDRIA, "build", *output, str(context)], env=env, cwd=home,
+                                  capture_output=True, text=True, check=False)
+            wall = time.perf_counter() - began
+            assert done.returncode == 0, done.stderr
+        step = re.findall(r"^#\d+ DONE ([\d.]+)s$", done.stderr, re.MULTILINE)
+        assert len(step) == 1, done.stderr  # the changed step ran, the rest was cached
+        results[f"{kind} rebuild"], results["rebuild limit"] = wall, float(step[0])
+    return results
+
+
 def one_round(registry: Registry, workdir: Path, number: int) -> dict[str, float]:
     uri = f"docker://{registry.address}#bench/lifecycle"
     results = {}
@@ -130,7 +162,8 @@ def main() -> int:
             push([Image([*base.layers, *update.layers], base.config)], registry.address, "bench/lifecycle", "v2",
                  workdir)
             push([update], registry.address, "bench/lifecycle", "new", workdir)
-            rounds = [one_round(registry, workdir, number) for number in range(options.rounds)]
+            rounds = [{**one_round(registry, workdir, number), **rebuild_round(registry, workdir, number)}
+                      for number in range(options.rounds)]
     median = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
     print(f"{options.size_mb} MB image in 7 layers, new version with one {NEW_LAYER_MB} MB layer "
           f"(medians of {options.rounds}; limit: a cold import of the new layer alone)")
@@ -139,6 +172,11 @@ def main() -> int:
     print(f"  new version, layered:              {median['layered import']:6.2f} s  "
           f"({median['layered import'] / median['limit']:.1f}x the limit)")
     print(f"  limit (the new layer alone):       {median['limit']:6.2f} s")
+    print(f"  rebuild, one file (-o):            {median['merged rebuild']:6.2f} s  "
+          f"({median['merged rebuild'] / median['rebuild limit']:.1f}x the limit)")
+    print(f"  rebuild, layered (-t):             {median['layered rebuild']:6.2f} s  "
+          f"({median['layered rebuild'] / median['rebuild limit']:.1f}x the limit)")
+    print(f"  limit (the changed step):          {median['rebuild limit']:6.2f} s")
     print(f"  start, merged / layered:           {median['merged start ms']:.0f} ms / "
           f"{median['layered start ms']:.0f} ms")
     print(f"  cold read of every file, merged / layered: {median['merged cold read']:.2f} s / "

@@ -26,10 +26,16 @@ from hydria.config import Settings
 from hydria.container import read_cache
 from hydria.errors import HydriaError, MissingTool
 from hydria.image import cachelayout
-from hydria.paths import hydria_command, private_dir_problem, user_name
+from hydria.paths import hydria_command, private_dir_problem, temp_folder, user_name
 from hydria.record import Record
 from hydria.runtime.filesystems import file_system_type
-from hydria.runtime.reader import FALLBACK, installed_reader, reader_path, squashfs_server
+from hydria.runtime.reader import (
+    FALLBACK,
+    WITHOUT_FUSE,
+    installed_reader,
+    reader_path,
+    squashfs_server,
+)
 from hydria.tools import run_tool
 from hydria.trees import delete_tree
 
@@ -208,10 +214,10 @@ def _kernel() -> Check:
 
 def _fuse_device() -> Check:
     if not os.path.exists("/dev/fuse"):
-        return Check("/dev/fuse", "fail", "missing", "as root: modprobe fuse")
+        return Check("/dev/fuse", "fail", "missing", f"as root: modprobe fuse; {WITHOUT_FUSE}")
     if not os.access("/dev/fuse", os.R_OK | os.W_OK):
         return Check("/dev/fuse", "fail", f"not usable by this user (mode {os.stat('/dev/fuse').st_mode & 0o777:04o})",
-                     "as root: chmod 0666 /dev/fuse (Debian's default; a udev rule keeps it)")
+                     f"as root: chmod 0666 /dev/fuse (Debian's default; a udev rule keeps it); {WITHOUT_FUSE}")
     return Check("/dev/fuse", "ok", "usable")
 
 
@@ -377,7 +383,7 @@ def _mounts(settings: Settings) -> Check:
     name = "namespaces and mounts"
     if shutil.which("mksquashfs") is None or not _can_serve_images(settings):
         return Check(name, "skip", "needs mksquashfs and an image reader (see above)")
-    work = Path(tempfile.mkdtemp(prefix="hydria-doctor.", dir=settings.temp_path))
+    work = Path(tempfile.mkdtemp(prefix="hydria-doctor.", dir=temp_folder(settings.temp_path)))
     try:
         started = time.monotonic()
         kind = _probe_overlay(settings, work, work)
@@ -400,7 +406,7 @@ def _named_containers(settings: Settings) -> Check:
         return Check(name, "skip", "needs mksquashfs and an image reader (see above)")
     if not os.access(existing, os.W_OK | os.X_OK):
         return Check(name, "skip", "the data path is not writable (see HYDRIA_DATA_PATH above)")
-    work = Path(tempfile.mkdtemp(prefix="hydria-doctor.", dir=settings.temp_path))
+    work = Path(tempfile.mkdtemp(prefix="hydria-doctor.", dir=temp_folder(settings.temp_path)))
     writes = Path(tempfile.mkdtemp(prefix=".hydria-doctor.", dir=existing))
     where = f"{existing} ({file_system_type(str(existing))})"
     try:
@@ -458,7 +464,7 @@ def _start(settings: Settings, image: str | None) -> Check:
     if os.path.exists(image) or ("://" not in image and "#" not in image):  # a file or a container's name
         return _started(name, image, image, "")
     uri = image if "://" in image else f"docker://{image}"  # as --container-image takes it
-    with tempfile.TemporaryDirectory(prefix="hydria-doctor-", dir=settings.temp_path) as folder:
+    with tempfile.TemporaryDirectory(prefix="hydria-doctor-", dir=temp_folder(settings.temp_path)) as folder:
         started = time.monotonic()
         result = subprocess.run([*hydria_command(), "import", "-o", f"{folder}/image.sqsh", uri],
                                 capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)

@@ -28,6 +28,12 @@ if TYPE_CHECKING:
 PRIVATE_MODE = 0o700
 
 
+def temp_folder(path: str) -> str:
+    """``HYDRIA_TEMP_PATH`` (``path``), made where it is missing, as ``TMPDIR`` may name a folder
+    that nobody made yet. Raises PathNotUsable."""
+    return ensure_dir(path, setting="HYDRIA_TEMP_PATH", private=False)
+
+
 def ensure_dir(path: str, *, setting: str, private: bool = True) -> str:
     """Create ``path`` (and missing parents, same mode) if needed; check this user can use it.
 

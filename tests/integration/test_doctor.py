@@ -63,6 +63,16 @@ def test_doctor_reports_failures_with_their_fix(workspace: Workspace, images: di
     assert as_json["squashfuse"] == "skip" and as_json["HYDRIA_DATA_PATH"] == "ok"
 
 
+def test_a_temporary_path_not_made_yet_is_made_as_a_start_would(workspace: Workspace,
+                                                                 images: dict[str, Path]) -> None:
+    missing = workspace.out / "not" / "made"
+    result = workspace.run("doctor", "--json", "--image", str(images["busybox"]), HYDRIA_TEMP_PATH=str(missing))
+    assert result.returncode == 0, result.stdout
+    found = statuses(result.stdout)
+    assert {name: found[name] for name in REQUIRED} == dict.fromkeys(REQUIRED, "ok"), result.stdout
+    assert missing.is_dir() and not any(missing.iterdir()), "made, and nothing of the checks left in it"
+
+
 def test_doctor_says_how_to_get_the_fast_reader(workspace: Workspace) -> None:
     result = workspace.run("doctor", "--json", HYDRIA_FAST_READER="n")
     check = next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "image reader")

@@ -25,7 +25,7 @@ from hydria.record import Record
 from hydria.runtime import layered
 from hydria.runtime import syscalls as sc
 from hydria.runtime.mountinfo import FUSE_OVERLAY, workdirs_in_use
-from hydria.runtime.reader import READER, find_program, squashfs_server
+from hydria.runtime.reader import READER, WITHOUT_FUSE, find_program, squashfs_server
 from hydria.trees import delete_tree
 
 SQUASHFS_MAGIC = b"hsqs"
@@ -155,7 +155,7 @@ def _mount_fuse(sources: list[str], targets: list[str], fstype: str, flags: int,
                 fuse = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
             except OSError as e:
                 raise HydriaError(f"cannot open /dev/fuse: {e.strerror}",
-                                  hint="an administrator must make /dev/fuse usable by users (mode 0666)") from None
+                                  hint="an administrator must make /dev/fuse usable by users (mode 0666); " + WITHOUT_FUSE) from None
             fuses.append(fuse)
             sc.mount(source, target, fstype, sc.MS_NOSUID | sc.MS_NODEV | flags,
                      f"fd={fuse},rootmode=40000,user_id={uid},group_id={gid}")
