@@ -21,7 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-t", "--tag", metavar="NAME[:TAG]",
                         help="name the image; the image file is NAME+TAG.sqsh unless -o names another "
                              "(a layered image with HYDRIA_LAYERED_IMAGES)")
-    parser.add_argument("-o", "--output", metavar="IMAGE.sqsh", help="write the image as this squashfs file (always one self-contained file)")
+    parser.add_argument("-o", "--output", metavar="IMAGE.sqsh",
+                        help="write the image as this squashfs file (always one self-contained file)")
     parser.add_argument("--oci", metavar="DIR", help="write the image as an OCI image layout in DIR")
     parser.add_argument("--push", metavar="URI", help="push the image to docker://[USER@][REGISTRY#]REPOSITORY[:TAG]")
     parser.add_argument("--build-arg", dest="build_args", action="append", default=[], metavar="KEY[=VALUE]",
