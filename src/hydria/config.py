@@ -36,8 +36,9 @@ COMMAND_TIMEOUT = 30  # seconds a $(command) of a system file may take
 _PASSTHROUGH_NAMES = frozenset({"SSL_CERT_DIR", "SSL_CERT_FILE", "all_proxy", "no_proxy", "http_proxy", "https_proxy"})
 _PASSTHROUGH_PREFIXES = ("NVIDIA_", "MELLANOX_")
 _UPPER_NAME_CHARACTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-_TRUE = frozenset({"y", "yes", "true", "on", "1"})
-_FALSE = frozenset({"n", "no", "false", "off", "0"})
+_TRUE = frozenset({"y", "yes", "t", "true", "on", "1"})
+_FALSE = frozenset({"n", "no", "f", "false", "off", "0"})
+_ENROOT_FALSE = frozenset({"n", "no", "f", "false"})  # enroot reads every other non-empty value as true
 
 
 class SettingSpec(Record):
@@ -168,6 +169,7 @@ class Assignment(Record):
     literal: bool  # single-quoted: no expansion
     origin: str  # "FILE:LINE"
     commands: bool = False  # $(command) runs: a system file that only root can write
+    enroot_name: bool = False  # written as ENROOT_NAME: enroot's meaning of a value is expected
 
 
 # Patterns as text: ``re`` is imported only where a configuration file is read (a start without
@@ -203,7 +205,8 @@ def parse_conf(text: str, source: str, *, commands: bool = False) -> list[Assign
                 hint="each line sets one setting; comments start with '#'",
             )
         key = match["key"]
-        if key.startswith(ENROOT_PREFIX):
+        enroot_name = key.startswith(ENROOT_PREFIX)
+        if enroot_name:
             key = HYDRIA_PREFIX + key[len(ENROOT_PREFIX):]
         if key.startswith(HYDRIA_PREFIX):
             if key[len(HYDRIA_PREFIX):] not in SPEC_BY_NAME:
@@ -217,7 +220,7 @@ def parse_conf(text: str, source: str, *, commands: bool = False) -> list[Assign
                 hint="only HYDRIA_* settings, NVIDIA_*, MELLANOX_*, SSL_CERT_* and proxy variables may be set here",
             )
         value, literal = _unquote(match["value"], origin)
-        result.append(Assignment(key, value, literal, origin, commands))
+        result.append(Assignment(key, value, literal, origin, commands, enroot_name))
     return result
 
 
@@ -276,7 +279,8 @@ def resolve(
         if key.startswith(ENROOT_PREFIX):
             spec = SPEC_BY_NAME.get(key[len(ENROOT_PREFIX):])
             if value and spec is not None:
-                chosen[HYDRIA_PREFIX + spec.name] = Assignment(HYDRIA_PREFIX + spec.name, value, True, f"environment variable {key}")
+                chosen[HYDRIA_PREFIX + spec.name] = Assignment(HYDRIA_PREFIX + spec.name, value, True,
+                                                               f"environment variable {key}", enroot_name=True)
         elif value and (key.startswith(HYDRIA_PREFIX) and key[len(HYDRIA_PREFIX):] in SPEC_BY_NAME or _is_passthrough(key)):
             chosen[key] = Assignment(key, value, True, f"environment variable {key}")
     for assignment in overrides:
@@ -364,13 +368,17 @@ def _run_command(command: str, variables: Mapping[str, str]) -> str:
 
 def _convert(spec: SettingSpec, assignment: Assignment, variables: Mapping[str, str]) -> object:
     text = _expand(assignment, variables)
-    named = assignment.origin.endswith((f" {assignment.key}", f" #{assignment.key}={assignment.value}"))
-    where = assignment.origin if named else f"{assignment.origin}: {assignment.key}"
+    written = ENROOT_PREFIX + spec.name if assignment.enroot_name else assignment.key  # the name the user gave
+    named = assignment.origin.endswith((f" {written}", f" #{written}={assignment.value}"))
+    where = assignment.origin if named else f"{assignment.origin}: {written}"
     if spec.kind == "bool":
         lowered = text.strip().lower()
         if lowered in _TRUE:
             return True
         if lowered in _FALSE:
+            if assignment.enroot_name and lowered not in _ENROOT_FALSE:
+                _warn_once(f"{where}: {text!r} is false to hydria but true to enroot (only n, no, f and false are "
+                           "false to enroot): write n or y to mean the same to both")
             return False
         raise ConfigError(f"Invalid configuration: {where}: {text!r} is not a boolean",
                           hint="use y/yes/true/on/1 or n/no/false/off/0")
@@ -393,6 +401,18 @@ def _convert(spec: SettingSpec, assignment: Assignment, variables: Mapping[str, 
                               hint="paths may use $HOME, $UID, $USER, $HOSTNAME and ${XDG_*_HOME}")
         return os.path.normpath(text)
     return text
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """A warning about the configuration, once per process however often it is read."""
+    if message not in _warned:
+        _warned.add(message)
+        from hydria.log import Logger
+
+        Logger(__name__).warning("%s", message)
 
 
 def parse_size(text: str) -> int | None:

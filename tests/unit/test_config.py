@@ -167,6 +167,23 @@ def test_booleans(value: str, expected: bool) -> None:
     assert resolve([], {**ENV, "HYDRIA_REMAP_ROOT": value}, CONTEXT).remap_root is expected
 
 
+@pytest.mark.parametrize(("value", "expected"), [("0", False), ("off", False), ("f", False), ("t", True)])
+def test_a_boolean_under_enroots_name_that_enroot_reads_otherwise_is_named_once(
+        value: str, expected: bool, caplog: pytest.LogCaptureFixture) -> None:
+    settings = settings_from(f"ENROOT_MOUNT_HOME {value}\nHYDRIA_REMAP_ROOT 0")
+    assert settings.mount_home is expected and settings.remap_root is False
+    again = resolve([], {**ENV, "ENROOT_MOUNT_HOME": value}, CONTEXT)
+    settings_from(f"ENROOT_MOUNT_HOME {value}")  # read again in the same process: said once
+    assert again.mount_home is expected
+    warned = "\n".join(record.getMessage() for record in caplog.records)
+    if value in ("0", "off"):  # true to enroot (every value but n, no, f, false)
+        assert warned.count("hydria.conf:1: ENROOT_MOUNT_HOME: ") == 1, warned
+        assert warned.count("environment variable ENROOT_MOUNT_HOME: ") == 1, warned
+        assert "true to enroot" in warned and "write n or y" in warned
+    else:
+        assert warned == ""
+
+
 @pytest.mark.parametrize(("text", "fragments"), [
     ("HYDRIA_MAX_CONNECTIONS ten", ["hydria.conf:1", "HYDRIA_MAX_CONNECTIONS", "'ten'", "integer"]),
     ("\nHYDRIA_MAX_CONNECTIONS -3", ["hydria.conf:2", "integer"]),
