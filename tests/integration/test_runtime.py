@@ -301,6 +301,23 @@ def test_a_mount_source_behind_a_folder_the_user_may_not_pass(images: dict[str, 
             f"(mode 0700) does not let you through to {private}/sub") in result.stderr
 
 
+def test_a_mount_of_what_the_user_may_not_use_is_named(images: dict[str, Path], workspace: Workspace) -> None:
+    private = workspace.root / "private"
+    private.mkdir()
+    private.chmod(0o700)  # root's: nothing in it is the test user's to use
+    secret = workspace.root / "secret"
+    secret.write_text("x")
+    secret.chmod(0o600)
+    own = workspace.out
+    result = start(workspace, "-m", f"{private}:/mnt", "-m", f"{secret}:/secret:x-create=file", "-m", f"{own}:/own",
+                   str(images["busybox"]), "ls", "/own")
+    assert result.returncode == 0, result.stderr  # made all the same, as enroot makes it
+    assert (f"mount {private} at /mnt: {private} is a folder you may not open (mode 0700): nothing in the "
+            "container can use it") in result.stderr
+    assert f"{secret} is a file you may neither read nor write (mode 0600)" in result.stderr
+    assert f"{own} is" not in result.stderr
+
+
 def test_a_hydria_option_after_the_image_is_named(images: dict[str, Path], workspace: Workspace) -> None:
     """Options after the image are the container's (as enroot): where the image has no entrypoint
     to take one of hydria's, the start says so instead of failing with 'not found'."""
