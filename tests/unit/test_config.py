@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hydria import config, log
 from hydria.config import (
     SPECS,
     Context,
@@ -169,7 +170,9 @@ def test_booleans(value: str, expected: bool) -> None:
 
 @pytest.mark.parametrize(("value", "expected"), [("0", False), ("off", False), ("f", False), ("t", True)])
 def test_a_boolean_under_enroots_name_that_enroot_reads_otherwise_is_named_once(
-        value: str, expected: bool, caplog: pytest.LogCaptureFixture) -> None:
+        value: str, expected: bool, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(config, "_warned", set())  # a fresh process's
+    monkeypatch.setattr(log, "_stderr_level", None)  # through logging, whatever an earlier test set
     settings = settings_from(f"ENROOT_MOUNT_HOME {value}\nHYDRIA_REMAP_ROOT 0")
     assert settings.mount_home is expected and settings.remap_root is False
     again = resolve([], {**ENV, "ENROOT_MOUNT_HOME": value}, CONTEXT)
