@@ -98,7 +98,7 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
             resolved = _resolve(source.resolve, want)
             if layered is not None:
                 try:
-                    return keep_layered(resolved, layered, settings, progress)
+                    return make_layered(resolved, layered, settings, progress)
                 except LayerNeedsMerge as e:
                     log.info("Importing the image merged into one file: %s", e.message)
         else:
@@ -122,18 +122,15 @@ def layered_entry(uri: str, digest: str, platform: mf.Platform, settings: Settin
     return images.entry(uri, digest, settings.squash_options, platform, layered=True)
 
 
-def keep_layered(resolved: mf.ResolvedImage, kept: CachedImage, settings: Settings,
+def make_layered(resolved: mf.ResolvedImage, kept: CachedImage, settings: Settings,
                  progress: Progress | None = None) -> Path:
-    """``resolved`` as the layered image ``kept``: found in the cache, or made there squashing
-    only the layers the cache lacks; its path.
+    """Make ``resolved`` the layered image ``kept`` in the cache (which the caller found
+    lacking it: ``kept.find()``), squashing only the layers the cache lacks; its path.
 
     Raises:
         LayerNeedsMerge: a layer that cannot stand alone (the caller merges the image instead).
         HydriaError: as an import's.
     """
-    found = kept.find()
-    if found is not None:
-        return found
     shown = progress or Progress(live=False)
     return write_layered(resolved, kept, squash_plan(settings.squash_options, settings.max_processors),
                          settings.squash_options, shown, _layer_opener, lambda out: _Counted(out, shown))

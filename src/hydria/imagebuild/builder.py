@@ -232,7 +232,7 @@ class _Builder:
             if layered is not None:
                 layers = self._layered_base(resolved, layered, progress)
                 if layers is not None:
-                    fetched.append(True)  # by keep_layered
+                    fetched.append(True)  # by make_layered
                     made.append(layers)
                     return layers
             if not squashfs.exists():
@@ -259,17 +259,18 @@ class _Builder:
         """The layer images of the registry image ``resolved``, the lowest first, kept in the
         image cache as a Slurm step's import keeps them (shared with them, and with this
         build's layered output); None where a layer cannot stand alone."""
-        from hydria.image.importer import keep_layered
+        from hydria.image.importer import make_layered
         from hydria.image.layerimage import LayerNeedsMerge
         from hydria.runtime.layered import layer_paths
 
-        if kept.find() is None:
+        entry = kept.find()
+        if entry is None:
             self._note(f"importing {resolved.uri} for the build, as layer images")
-        try:
-            entry = keep_layered(resolved, kept, self.settings, progress)
-        except LayerNeedsMerge as e:
-            self._note(f"importing {resolved.uri} merged into one file: {e.message}")
-            return None
+            try:
+                entry = make_layered(resolved, kept, self.settings, progress)
+            except LayerNeedsMerge as e:
+                self._note(f"importing {resolved.uri} merged into one file: {e.message}")
+                return None
         return tuple(layer_paths(str(entry))[:-1])  # the top one holds the runtime files, no layer's
 
     # --- instructions ----------------------------------------------------------------------------

@@ -117,7 +117,7 @@ def write_layered(image: StageImage, cache: BuildCache, target: Path, uri: str, 
     the folder ``LAYER_FOLDER`` beside ``target``, which every layered output of that folder
     shares. A rebuild squashes its changed steps' layers only. False (nothing written) where
     layered images are off or a layer cannot stand alone: the caller writes one squashfs file."""
-    from hydria.image.importer import keep_layered, layered_entry
+    from hydria.image.importer import layered_entry, make_layered
     from hydria.image.layerimage import LayerNeedsMerge
 
     config = image_config(image)
@@ -128,7 +128,7 @@ def write_layered(image: StageImage, cache: BuildCache, target: Path, uri: str, 
     resolved = mf.ResolvedImage(uri, config, tuple(layer.descriptor for layer in image.layers),
                                 opener(image, cache))
     try:
-        entry = keep_layered(resolved, kept, settings)
+        entry = kept.find() or make_layered(resolved, kept, settings)
     except LayerNeedsMerge as e:
         log.info("Writing the image as one file: %s", e.message)
         return False

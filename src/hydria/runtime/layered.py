@@ -34,7 +34,8 @@ def layer_names(text: bytes) -> list[str]:
     """The layer images that ``text`` (a whole layered image file) names, the lowest first.
 
     Raises:
-        LayeredImageError: not one, or a name that is not a bare file name.
+        LayeredImageError: not one, or a name that is neither a bare file name nor one in
+            ``LAYER_FOLDER``.
     """
     if not is_layered(text):
         raise LayeredImageError("it is not a layered image")

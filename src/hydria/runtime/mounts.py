@@ -196,34 +196,34 @@ def mount_entry(entry: MountEntry, root: str, cwd: str) -> None:
             return
         source = os.path.normpath(source)
         try:
-            os.stat(source)
+            info = os.stat(source)
         except FileNotFoundError:
             raise MountFailed(f"failed to mount: {entry.source} at {entry.target}: No such file or directory",
                               hint=f"the source {source} does not exist on this host") from None
         except PermissionError:
             raise MountFailed(f"failed to mount: {entry.source} at {entry.target}: Permission denied",
                               hint=_unreachable_because(source)) from None
-        _warn_if_unusable(entry, source)
+        _warn_if_unusable(entry, source, info)
         _mount_entry(entry, source, target)
     else:
         _mount_entry(entry, entry.source, target)
 
 
-def _warn_if_unusable(entry: MountEntry, source: str) -> None:
+def _warn_if_unusable(entry: MountEntry, source: str, info: os.stat_result) -> None:
     """Say so where the container could use nothing of a bind mount's ``source``: a folder this
     user may not pass through, or a file it may neither read nor write. The mount is made all the
     same (as enroot makes it), but a program failing inside with "Permission denied" would not
     say why."""
-    if os.path.isdir(source):
+    if stat.S_ISDIR(info.st_mode):
         unusable = not os.access(source, os.X_OK)
         what = "a folder you may not open"
     else:
         unusable = not os.access(source, os.R_OK) and not os.access(source, os.W_OK)
         what = "a file you may neither read nor write"
     if unusable and "silent" not in entry.options:
-        mode = os.stat(source).st_mode & 0o7777
         log.warning("mount %s at %s: %s is %s (mode %04o): nothing in the container can use it; mount a path "
-                    "you can read, or ask its owner for access", entry.source, entry.target, source, what, mode)
+                    "you can read, or ask its owner for access", entry.source, entry.target, source, what,
+                    info.st_mode & 0o7777)
 
 
 def _unreachable_because(path: str) -> str:

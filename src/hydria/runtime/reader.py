@@ -15,11 +15,10 @@ from hydria.errors import MissingTool
 
 READER = "hydria-squashfuse"
 FALLBACK = "squashfuse"
-
-
 # What a user can do at once where /dev/fuse cannot be used (doctor.py says it too).
 WITHOUT_FUSE = ("until then, a container unpacked into a folder needs none: hydria create --unpack IMAGE, then "
                 "hydria start NAME (HYDRIA_UNPACK=y unpacks at every create)")
+
 
 def reader_path() -> str:
     """Where ``hydria install-reader`` puts the reader: ``libexec/hydria`` of the Python
