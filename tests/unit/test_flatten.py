@@ -126,6 +126,15 @@ def test_directory_replacing_a_file() -> None:
     assert out["opt"].isdir() and "opt/tool" in out
 
 
+def test_a_file_between_two_folders_hides_what_the_lowest_has_below_it() -> None:
+    # merge() takes the top layer first: the folder opt of the middle layer's lower layer was
+    # replaced by a file, and the top layer's folder opt is a new, empty one.
+    out = merge(layer(d("opt")), layer(f("opt", "a file")), layer(d("opt"), f("opt/tool")))
+    assert out["opt"].isdir() and "opt/tool" not in out
+    under_a_new_folder = merge(layer(f("opt/new")), layer(f("opt", "a file")), layer(d("opt"), f("opt/tool")))
+    assert set(under_a_new_folder) >= {"opt", "opt/new"} and "opt/tool" not in under_a_new_folder
+
+
 def test_what_a_layer_has_below_its_own_file_stays_out_whatever_the_layers_above() -> None:
     # The layer alone has no opt/tool (opt is its file): a folder opt above it does not bring it
     # back, as a layered image (stacked by the overlay, image/layerimage.py) shows it too.

@@ -447,6 +447,7 @@ def _merge_layer(merger: _Merger, layer: LayerStream) -> None:
     written: set[str] = set()  # paths this layer wrote
     passed: set[str] = set()  # regular files of this layer that upper layers covered
     pending: dict[str, list[str]] = {}  # covered target -> hardlinks of this layer that need it
+    replaced: set[str] = set()  # covered paths where this layer replaced a lower folder by a file
     with tree_entries(layer, merger.stats) as (source, entries, deleted):
         for path, member in entries:
             if not takes(seen, path, member.isdir()):
@@ -455,6 +456,8 @@ def _merge_layer(merger: _Merger, layer: LayerStream) -> None:
             if merger.covered(path, member.isdir()) or path in written:
                 if member.isreg():
                     passed.add(path)
+                if not member.isdir():
+                    replaced.add(path)  # hides what lower layers have below it, as the overlay does
                 continue
             if member.islnk():
                 target = clean_path(member.linkname, layer.digest)
@@ -478,7 +481,7 @@ def _merge_layer(merger: _Merger, layer: LayerStream) -> None:
     if pending:
         _write_covered_link_targets(merger, layer, pending)
     merger.stats.whiteouts += len(deleted.paths) + len(deleted.folders)
-    merger.layer_ended(deleted.paths, deleted.folders)
+    merger.layer_ended(deleted.paths, deleted.folders | replaced)
 
 
 def _write_covered_link_targets(merger: _Merger, layer: LayerStream, pending: dict[str, list[str]]) -> None:
