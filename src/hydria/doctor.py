@@ -276,7 +276,8 @@ def _read_cache(settings: Settings) -> Check:
                                    "images are not unpacked", local)
     present = read_cache.entries(cache)
     limit = f"at most {cache.limit / 2**30:.0f} GiB"
-    detail = (f"{cache.folder}: {len(present)} unpacked image(s), {sum(i.size for i in present) / 2**30:.1f} GiB "
+    detail = (f"{cache.folder}: {len(present)} unpacked image(s) and layer image(s), "
+              f"{sum(i.size for i in present) / 2**30:.1f} GiB "
               f"({limit}); an image whose container runs {read_cache.UNPACK_AFTER:.0f} s is unpacked there, "
               "and its later starts read it at the disk's speed")
     concerns, fix = [f"it {problem}"] if problem else [], local

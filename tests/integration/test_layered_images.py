@@ -37,8 +37,9 @@ pytestmark = pytest.mark.integration
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 PATHS = ("a", "b", "x", "a/x", "a/y", "a/c", "a/c/z", "b/x")
 FOLDERS = ("a", "b", "a/c")
-# Mounts the images given as {label: path} as containers (runtime/rootfs.py) in a user
-# namespace of the test user and prints each tree as testbed/tree.py describes it.
+# Mounts the images given as {label: [path, {layer image: its unpacked tree}]} as containers
+# (runtime/rootfs.py) in a user namespace of the test user and prints each tree as
+# testbed/tree.py describes it.
 VIEW = """
 import json, sys, tempfile
 from pathlib import Path
@@ -46,9 +47,10 @@ from hydria.runtime import rootfs
 from testbed.tree import snapshot
 images, scratch, native = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
 trees = {}
-for label, image in images.items():
+for label, (image, unpacked) in images.items():
     area = tempfile.mkdtemp(dir=scratch)
-    root = rootfs.mount_container(rootfs.Container(label, image), area, 0, 0, native_overlay=native)
+    root = rootfs.mount_container(rootfs.Container(label, image), area, 0, 0, native_overlay=native,
+                                  source=rootfs.ImageSource(unpacked=unpacked))
     nodes, groups = snapshot(Path(root))
     trees[label] = {"nodes": {path: list(node) for path, node in sorted(nodes.items())},
                     "links": sorted(sorted(group) for group in groups)}
@@ -56,11 +58,35 @@ print(json.dumps(trees))
 """
 
 
-def view(user: User, images: dict[str, Path], scratch: Path, native: bool = True) -> dict[str, Any]:
-    """Each image's tree as a container of ``user`` sees it (kernel overlay, or fuse-overlayfs)."""
+# Unpacks each squashfs image of a layered image into a read cache as the read cache's unpacker
+# does (container/unpack_behind.py), as the test user, and prints {layer image: its tree}.
+UNPACK = """
+import json, sys
+from hydria.container import read_cache, unpack_behind
+cache = read_cache.ReadCache(sys.argv[2], 1 << 40)
+keys = read_cache.layer_keys(sys.argv[1])
+for image, key in keys.items():
+    unpack_behind._unpack(cache, image, key)
+print(json.dumps(read_cache.unpacked_trees(cache, keys)))
+"""
+
+
+def unpack_layers(user: User, image: Path, folder: Path) -> dict[str, str]:
+    """The trees of ``image``'s layer images, unpacked by the read cache's unpacker into ``folder``."""
+    done = run_as(user, [sys.executable, "-c", UNPACK, str(image), str(folder)],
+                  env={"PYTHONPATH": str(REPOSITORY_ROOT)}, cwd=REPOSITORY_ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
+
+
+def view(user: User, images: dict[str, Path], scratch: Path, native: bool = True,
+         unpacked: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
+    """Each image's tree as a container of ``user`` sees it (kernel overlay, or fuse-overlayfs),
+    with the unpacked trees of the layer images that ``unpacked`` gives by label."""
+    unpacked = unpacked or {}
+    listed = {label: [str(path), unpacked.get(label)] for label, path in images.items()}
     done = run_as(user, ["unshare", "--map-root-user", "--mount", sys.executable, "-c", VIEW,
-                         json.dumps({label: str(path) for label, path in images.items()}), str(scratch),
-                         "1" if native else "0"],
+                         json.dumps(listed), str(scratch), "1" if native else "0"],
                   env={"PYTHONPATH": str(REPOSITORY_ROOT)}, cwd=REPOSITORY_ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -148,6 +174,7 @@ def both_ways(tars: list[Path], folder: Path) -> tuple[Path, Path]:
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(stack=stacks)
 @example(stack=[[("file", "b", "one"), ("dir", "b/x", 0o755)], [("dir", "b", 0o755)]])  # found by Hypothesis
+@example(stack=[[("dir", "b/x", 0o755)], [("file", "b", "one")], [("dir", "b", 0o755)]])  # found by Hypothesis
 def test_stacked_layers_show_the_merged_tree(stack: list[list[Entry]], workspace: Workspace) -> None:
     folder = workspace.root / uuid.uuid4().hex
     folder.mkdir()
@@ -163,12 +190,17 @@ def test_stacked_layers_show_the_merged_tree(stack: list[list[Entry]], workspace
     scratch = folder / "scratch"
     scratch.mkdir()
     scratch.chmod(0o777)
-    trees = view(workspace.user, {"merged": merged, "layered": layered}, scratch)
+    unpacked = unpack_layers(workspace.user, layered, scratch / "unpacked")
+    assert len(unpacked) == len(stack), "every layer image unpacked"
+    trees = view(workspace.user, {"merged": merged, "layered": layered, "unpacked": layered}, scratch,
+                 unpacked={"unpacked": unpacked})
     assert trees["layered"] == trees["merged"], stack
+    assert trees["unpacked"] == trees["merged"], stack
 
 
 def test_fuse_overlayfs_stacks_layers_alike(workspace: Workspace) -> None:
-    """Where the kernel's overlay is refused, fuse-overlayfs reads the same deletions and opaque folders."""
+    """Where the kernel's overlay is refused, fuse-overlayfs reads the same deletions and opaque
+    folders, from the layer images and from their unpacked trees."""
     tmp_path = workspace.root / "layers"
     tmp_path.mkdir()
     tmp_path.chmod(0o755)
@@ -182,8 +214,10 @@ def test_fuse_overlayfs_stacks_layers_alike(workspace: Workspace) -> None:
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     scratch.chmod(0o777)
-    trees = view(workspace.user, {"merged": merged, "layered": layered}, scratch, native=False)
-    assert trees["layered"] == trees["merged"]
+    unpacked = unpack_layers(workspace.user, layered, scratch / "unpacked")
+    trees = view(workspace.user, {"merged": merged, "layered": layered, "unpacked": layered}, scratch, native=False,
+                 unpacked={"unpacked": unpacked})
+    assert trees["layered"] == trees["merged"] == trees["unpacked"]
     assert set(trees["layered"]["nodes"]) == {"a", "a/x", "a/y", "a/z", "b", "b/new"}
 
 

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,8 +18,12 @@ import pytest
 
 from hydria.container.read_cache import UNPACK_AFTER
 from hydria.container.unpack_behind import Listing, _listing
+from testbed.oci import Image, push
+from testbed.publish import PublishedImage
+from testbed.registry import Registry
 from testbed.users import User, live_processes, run_as
 from testbed.workspace import Workspace
+from tests.integration.test_layered_images import _layer, layered_import
 from tests.integration.test_reader import MANIFEST, damaged_copy, host_manifest, tree_image  # noqa: F401
 from tests.integration.test_reader import READ_CACHE_OFF as OFF
 
@@ -57,12 +62,18 @@ def entries(folder: Path) -> list[Path]:
 def unpack_behind(workspace: Workspace, image: str, timeout: float = 120, **env: str) -> Path:
     """Start ``image`` for as long as its unpack takes, as a job's first start on a node; the
     unpacked entry."""
+    return unpack_layers_behind(workspace, image, 1, timeout, **env)[0]
+
+
+def unpack_layers_behind(workspace: Workspace, image: str, count: int, timeout: float = 120, **env: str) -> list[Path]:
+    """``unpack_behind`` of an image of which ``count`` squashfs images are not unpacked yet (a
+    layered image's layer images); the new entries."""
     folder = Path(env.get("HYDRIA_READ_CACHE_PATH", workspace.unpacked))
     before = entries(folder)
     process = workspace.popen("start", image, "sleep", "600", **env)
     try:
         deadline = time.monotonic() + timeout
-        while entries(folder) in ([], before) and time.monotonic() < deadline:
+        while len(set(entries(folder)) - set(before)) < count and time.monotonic() < deadline:
             assert process.poll() is None, process.communicate()
             time.sleep(0.2)
     finally:
@@ -70,8 +81,8 @@ def unpack_behind(workspace: Workspace, image: str, timeout: float = 120, **env:
         process.communicate(timeout=30)
     assert live_processes(workspace.user) == []
     found = [entry for entry in entries(folder) if entry not in before]
-    assert len(found) == 1, sorted(os.listdir(folder))
-    return found[0]
+    assert len(found) == count, sorted(os.listdir(folder))
+    return found
 
 
 def lower_layer(workspace: Workspace, target: str, **env: str) -> str:
@@ -115,6 +126,38 @@ def test_a_named_container_keeps_its_writes_from_either_lower_layer(
     assert result.stdout == "0\n1\nremoved\n", result.stderr
     again = workspace.run("start", "kept", "cat", "/etc/written", **OFF)  # read through the reader again
     assert again.stdout == "0\n1\n", again.stderr
+
+
+def test_a_layered_image_is_unpacked_by_layer_and_a_new_version_unpacks_only_its_new_layers(
+        busybox: PublishedImage, registry: Registry, workspace: Workspace, tmp_path: Path) -> None:
+    tmp_path.chmod(0o755)
+    data = _layer(tmp_path, "data", {"opt/data/old": b"old\n", "opt/data/kept": b"kept\n"})
+    update = _layer(tmp_path, "update", {"opt/data/new": b"new\n"}, whiteouts=("opt/data/old",))
+    repository = f"hydria/unpacked{uuid.uuid4().hex[:12]}"
+    config = {"Cmd": ["/bin/sh"], "Env": ["PATH=/bin:/usr/bin"]}
+    base = busybox.image.layers
+    push([Image([*base, data], config)], registry.address, repository, "v1", workspace.root)
+    push([Image([*base, data, update], config)], registry.address, repository, "v2", workspace.root)
+    images = []
+    for tag in ("v1", "v2"):
+        imported = layered_import(workspace, f"docker://{registry.address}#{repository}:{tag}")
+        assert imported.returncode == 0, imported.stderr
+        images.append(imported.stdout.strip())
+    v1, v2 = images
+
+    first = unpack_layers_behind(workspace, v1, len(base) + 2)  # its layers and the runtime files' layer
+    lowers = lower_layer(workspace, v1).split(":")
+    assert sorted(lowers) == sorted(str(entry / "root") for entry in first), "every layer from its tree"
+    # The new version shares every layer of v1 but the runtime files' one: it unpacks its own two.
+    second = unpack_layers_behind(workspace, v2, 2)
+    lowers = lower_layer(workspace, v2).split(":")
+    trees = {str(entry / "root") for entry in [*first, *second]}
+    assert len(lowers) == len(base) + 3 and set(lowers) <= trees, lowers
+    assert set(lowers[:2]) == {str(entry / "root") for entry in second}, "its own two, on top"
+    shown = workspace.run("start", v2, "sh", "-c", "ls /opt/data; cat /opt/data/new")
+    assert shown.stdout == "kept\nnew\nnew\n", shown.stderr  # the deletion of /opt/data/old holds
+    shown = workspace.run("start", v1, "cat", "/opt/data/old")
+    assert shown.stdout == "old\n", shown.stderr
 
 
 def test_short_starts_unpack_nothing(images: dict[str, Path], workspace: Workspace) -> None:
@@ -381,8 +424,16 @@ def test_a_disk_without_its_reserve_gets_no_unpack_and_doctor_says_so(images: di
     result = workspace.run("start", str(images["busybox"]), "sleep", str(UNPACK_AFTER + 3))
     assert result.returncode == 0, result.stderr
     assert live_processes(workspace.user) == [] and entries(workspace.unpacked) == []
+    assert "less than the tenth (0.1 GiB) that an unpack leaves free: images are not unpacked" in result.stderr
+    assert "HYDRIA_READ_CACHE_PATH" in result.stderr
+    again = workspace.run("start", str(images["busybox"]), "true")
+    assert again.returncode == 0 and "less than the tenth" not in again.stderr, "said once"
     filler.unlink()
     assert unpack_behind(workspace, str(images["busybox"])).is_dir()
+    space = os.statvfs(workspace.unpacked)
+    subprocess.run(["fallocate", "-l", str(space.f_bavail * space.f_frsize - keep), str(filler)], check=True)
+    full_again = workspace.run("start", str(images["debian"]), "true")
+    assert "less than the tenth" in full_again.stderr, "said again once the disk had room in between"
 
 
 def test_images_built_alike_never_start_from_each_others_tree(images: dict[str, Path], workspace: Workspace,

@@ -1,11 +1,13 @@
 """Images unpacked on node-local disk behind a running container, so that later starts of the same
-image on this node read plain files at the disk's speed (docs/performance.md).
+image on this node read plain files at the disk's speed (docs/performance.md). A layered image's
+layer images are unpacked each on its own: the images that share a layer share its tree.
 
 A start whose image is unpacked here takes the tree as its overlay's lower layer: no FUSE daemon,
-no decompression, the kernel's own caches. Otherwise the image is served by the reader as always,
-and when the container still runs ``UNPACK_AFTER`` seconds later (short starts never pay), a
-background process of the lowest CPU and I/O priority (``SCHED_IDLE``) unpacks the image beside
-it with ``unsquashfs``, then renames the tree into place. It lives no longer than the container:
+no decompression, the kernel's own caches (a layered image: the trees of its unpacked layer
+images, and the others mounted). Otherwise the image is served by the reader as always, and when
+the container still runs ``UNPACK_AFTER`` seconds later (short starts never pay), a background
+process of the lowest CPU and I/O priority (``SCHED_IDLE``) unpacks the image (each layer image
+not unpacked yet) beside it with ``unsquashfs``, then renames the tree into place. It lives no longer than the container:
 it waits on a pipe whose other end only the image's FUSE daemon holds, and stops the unpack when
 the daemon leaves; the next unpack of that image removes what a stopped one left.
 
@@ -16,6 +18,7 @@ The folder (``HYDRIA_READ_CACHE_PATH``) is the user's own, mode 0700, on a local
     KEY.lock       held while KEY is unpacked or removed
     KEY.unpacking  a tree being unpacked
     KEY.failed     why the image could not be unpacked (it is not tried again; cache prune clears it)
+    .short-of-room a start said that the disk has less free than an unpack leaves (said once)
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ ROOT, SIZE, LOCK, UNPACKING, FAILED = "root", "size", ".lock", ".unpacking", ".f
 SETTING = "HYDRIA_READ_CACHE_PATH"
 MEMORY_TYPES = frozenset({"tmpfs", "ramfs"})
 FREE_RESERVE = 0.1  # the share of its file system that an unpack leaves free
+SHORT_OF_ROOM = ".short-of-room"  # marks that a start said the disk was below its reserve
+TREES_IN_OPTIONS = 2048  # bytes of unpacked trees' paths that one overlay's lower layers may name
 # Characters that the read cache's path may not hold: what an overlay's lowerdir= option cannot
 # carry (runtime/rootfs.py), and, stricter than the overlay, white space.
 _OPTION_CHARACTERS = OPTION_SEPARATORS | {LAYER_SEPARATOR} | frozenset(" \t\n")
@@ -107,8 +112,8 @@ def image_key(image: str) -> str | None:
     a checksum of its superblock, read at each start without reading the image. Content alone
     would not do: images built alike (tar2sqfs writes no creation time) can share their size and
     whole superblock while a file differs. A copy of an image is unpacked again. None for a
-    layered image, which the read cache does not unpack (yet: its layers are read through the
-    reader). Raises OSError."""
+    layered image, whose layer images are unpacked each under its own key (``layer_keys``).
+    Raises OSError."""
     import zlib
 
     with open(image, "rb") as handle:
@@ -119,24 +124,74 @@ def image_key(image: str) -> str | None:
     return f"{info.st_dev:x}-{info.st_ino:x}-{info.st_mtime_ns:x}-{info.st_size:x}-{zlib.crc32(superblock):08x}"
 
 
-def unpacked_tree(cache: ReadCache, key: str) -> str | None:
-    """The image's unpacked tree, when this user's folder holds it complete; its use is recorded
-    for pruning. A folder that is not the user's own and private is never trusted: it says so."""
+def layer_keys(image: str) -> dict[str, str]:
+    """The key of each squashfs image that makes ``image``: itself, or each layer image of a
+    layered image, which is unpacked on its own, so that the images sharing a layer share its
+    tree (a new version unpacks its new layers). Raises OSError, InvalidImage."""
+    from hydria.runtime.rootfs import image_layers
+
+    keys = {}
+    for layer in image_layers(image):
+        key = image_key(layer)
+        if key is not None:  # a layered image named as a layer: the mount refuses it
+            keys[layer] = key
+    return keys
+
+
+def warn_once_without_room(cache: ReadCache) -> None:
+    """Say once (until the disk has room again) that the cache's file system has less free than
+    the share an unpack leaves: a user whose later starts stay slow learns why at a start, not
+    only from ``hydria doctor``. The marker ``SHORT_OF_ROOM`` in the folder remembers it."""
+    marker = os.path.join(cache.folder, SHORT_OF_ROOM)
+    try:
+        free, reserve = free_and_reserve(cache.folder)
+        if free >= reserve:
+            if os.path.lexists(marker):
+                os.unlink(marker)
+            return
+        if os.path.lexists(marker):
+            return
+        os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+    except OSError:
+        return
+    log.warning("the read cache %s has %.1f GiB free on its disk, less than the tenth (%.1f GiB) that an unpack "
+                "leaves free: images are not unpacked there for faster later starts, unless removing older unpacked "
+                "images makes room (make room on that disk, or set %s to a folder on a node-local disk with room; "
+                "said once until there is room)", cache.folder, free / 2**30, reserve / 2**30, SETTING)
+
+
+def lower_layers(lowerdir: str) -> list[str]:
+    """The folders of an overlay's ``lowerdir`` option (the read cache's path holds no separator)."""
+    return lowerdir.split(LAYER_SEPARATOR)
+
+
+def unpacked_trees(cache: ReadCache, keys: dict[str, str]) -> dict[str, str]:
+    """The trees that this user's folder holds complete of the squashfs images ``keys`` names
+    (image -> key), by image; their use is recorded for pruning. At most ``TREES_IN_OPTIONS``
+    bytes of their paths, the lowest layers first: the overlay's options, a page, also name the
+    mounted layers. A folder that is not the user's own and private is never trusted: it says so."""
     try:
         problem = private_dir_problem(os.lstat(cache.folder))
     except OSError:
-        return None  # not made yet: the first unpack makes it
+        return {}  # not made yet: the first unpack makes it
     if problem is not None:
         log.warning("%s (%s) %s: images are not unpacked there for faster reads (remove it, or set %s to a "
                     "folder of yours)", cache.folder, SETTING, problem, SETTING)
-        return None
-    entry = os.path.join(cache.folder, key)
-    tree = os.path.join(entry, ROOT)
-    try:
-        os.utime(entry)
-    except OSError:
-        return None
-    return tree if os.path.isdir(tree) else None
+        return {}
+    trees, length = {}, 0
+    for image, key in keys.items():
+        entry = os.path.join(cache.folder, key)
+        tree = os.path.join(entry, ROOT)
+        length += len(tree) + 1
+        if length > TREES_IN_OPTIONS:
+            break
+        try:
+            os.utime(entry)
+        except OSError:
+            continue
+        if os.path.isdir(tree):
+            trees[image] = tree
+    return trees
 
 
 def entries(cache: ReadCache) -> list[Item]:
@@ -165,7 +220,8 @@ def entries(cache: ReadCache) -> list[Item]:
 def in_use(cache: ReadCache) -> set[str]:
     """The entries whose tree a container of this user on this node has as its lower layer."""
     prefix = cache.folder.rstrip("/") + "/"
-    return {os.path.realpath(os.path.dirname(lower)) for lower in options_in_use("lowerdir") if lower.startswith(prefix)}
+    return {os.path.realpath(os.path.dirname(lower)) for option in options_in_use("lowerdir")
+            for lower in lower_layers(option) if lower.startswith(prefix)}
 
 
 def leftovers(cache: ReadCache, held: str | None = None) -> list[str]:

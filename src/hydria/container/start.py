@@ -222,18 +222,19 @@ def _image_source(container: rootfs.Container, settings: Settings) -> rootfs.Ima
                         "path without them)", settings.read_cache_path, read_cache.path_problem(settings.read_cache_path))
         return rootfs.ImageSource()
     try:
-        key = read_cache.image_key(container.image)
-    except OSError:
+        keys = read_cache.layer_keys(container.image)
+    except (OSError, HydriaError):
         return rootfs.ImageSource()  # the mount says what is wrong with it
-    if key is None:
-        return rootfs.ImageSource()
-    tree = read_cache.unpacked_tree(cache, key)
-    if tree is not None:
-        return rootfs.ImageSource(unpacked=tree)
+    unpacked = read_cache.unpacked_trees(cache, keys)
+    missing = {image: key for image, key in keys.items() if image not in unpacked}
+    if not missing:
+        return rootfs.ImageSource(unpacked=unpacked)
     from hydria.container import unpack_behind
 
+    read_cache.warn_once_without_room(cache)
     default = settings.origins.get("HYDRIA_READ_CACHE_PATH") == "default"
-    return rootfs.ImageSource(daemon_holds=unpack_behind.start_behind(cache, container.image, key, default))
+    return rootfs.ImageSource(unpacked=unpacked,
+                              daemon_holds=unpack_behind.start_behind(cache, container.image, missing, default))
 
 
 def _hook_edits(context: edits.StartContext, options: StartOptions, devices: edits.Edits | None,

@@ -33,18 +33,19 @@ GRACE = 600.0  # seconds: an image started this recently is not removed to make 
 DEVICE_NODE_COMPLAINT = r"create_inode: could not create (character|block) device .*, because you're not superuser!"
 
 
-def start_behind(cache: rc.ReadCache, image: str, key: str, default_folder: bool) -> int:
-    """Fork the process that unpacks ``image`` once its container has run for a while. Returns
-    the descriptor that the image's FUSE daemon must hold open while it serves (close-on-exec:
-    nothing else keeps it). ``default_folder``: the folder is the built-in default, used only on
-    a local disk file system."""
+def start_behind(cache: rc.ReadCache, image: str, keys: dict[str, str], default_folder: bool) -> int:
+    """Fork the process that unpacks ``image``'s squashfs images that ``keys`` names (image ->
+    key: itself, or layer images of a layered image), one after the other, once its container has
+    run for a while. Returns the descriptor that the image's FUSE daemon must hold open while it
+    serves (close-on-exec: nothing else keeps it). ``default_folder``: the folder is the built-in
+    default, used only on a local disk file system."""
     alive_read, alive_write = os.pipe2(os.O_CLOEXEC)
     child = os.fork()
     if child == 0:
         try:
             os.close(alive_write)
             if os.fork() == 0:
-                _unpacker(cache, image, key, default_folder, alive_read)
+                _unpacker(cache, image, keys, default_folder, alive_read)
         finally:
             os._exit(0)
     os.close(alive_read)
@@ -52,7 +53,7 @@ def start_behind(cache: rc.ReadCache, image: str, key: str, default_folder: bool
     return alive_write
 
 
-def _unpacker(cache: rc.ReadCache, image: str, key: str, default_folder: bool, alive: int) -> None:
+def _unpacker(cache: rc.ReadCache, image: str, keys: dict[str, str], default_folder: bool, alive: int) -> None:
     try:
         os.setsid()  # no terminal's signals: it ends with the container, by the pipe
         null = os.open(os.devnull, os.O_RDWR)
@@ -65,7 +66,7 @@ def _unpacker(cache: rc.ReadCache, image: str, key: str, default_folder: bool, a
         sc.set_process_title(title)
         if _ended(alive, rc.UNPACK_AFTER) or (default_folder and rc.placement_problem(cache.folder)):
             return
-        _while_alive(alive, lambda: _unpack(cache, image, key), title)
+        _while_alive(alive, lambda: _unpack_all(cache, keys), title)
     except BaseException:  # noqa: BLE001 - a background helper: the container reads the image as before
         return
 
@@ -102,6 +103,11 @@ def _ended(alive: int, seconds: float) -> bool:
     return bool(readable)
 
 
+def _unpack_all(cache: rc.ReadCache, keys: dict[str, str]) -> None:
+    for image, key in keys.items():
+        _unpack(cache, image, key)
+
+
 def _unpack(cache: rc.ReadCache, image: str, key: str) -> None:
     from hydria.paths import ensure_dir, is_own_private_dir
 
@@ -129,7 +135,7 @@ def _unpack(cache: rc.ReadCache, image: str, key: str) -> None:
     if outcome == DONE and rc.image_key(image) != key:
         outcome = AGAIN  # rewritten while it was unpacked: not this image's tree
     if outcome == DONE:
-        why = _restore_special_bits(top, listing.special_bits) or ""
+        why = _restore_special_bits(top, listing.special_bits) or _make_whiteouts(top, listing.whiteouts) or ""
         outcome = FAILED if why else DONE
     if outcome != DONE:
         rc.remove(staging)
@@ -149,16 +155,19 @@ def _record_failure(entry: str, why: str) -> None:
 
 class Listing(Record):
     """What ``unsquashfs -lln`` says of an image: the bytes its files take once unpacked (whole
-    blocks), and the set-user-ID and set-group-ID bits of each path that has them (relative to
-    the tree's top), which unsquashfs leaves out when it does not run as root."""
+    blocks), the set-user-ID and set-group-ID bits of each path that has them, and the
+    character devices 0/0 (a layer image's deletions: docs/import.md), all paths relative to the
+    tree's top, which unsquashfs leaves out when it does not run as root."""
 
     size: int
     special_bits: dict[str, int]
+    whiteouts: list[str]
 
 
 # One entry of `unsquashfs -lln`: type and permissions, uid/gid, size (or major, minor), date,
 # time, the path under squashfs-root (a link adds " -> TARGET"). A name or link target that
 # holds a line break makes a line that is none of these.
+WHITEOUT = rb"0, *0"  # the size field of a character device 0/0
 ENTRY = rb"([-dlcbps])([-rwxsStT]{9}) \d+/\d+ +(\d+|\d+, *\d+) \d{4}-\d\d-\d\d \d\d:\d\d squashfs-root(/.*)?\n?"
 
 
@@ -179,6 +188,7 @@ def _listing(image: str) -> Listing | str:
     one_entry = re.compile(ENTRY)
     total, odd = 0, b""  # odd: the first line that is no entry
     special: dict[str, int] = {}
+    whiteouts: list[str] = []
     with tempfile.TemporaryFile() as errors:  # a file: a pipe left unread could stall unsquashfs
         with subprocess.Popen(["unsquashfs", "-lln", image], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                               stderr=errors) as listing:
@@ -193,6 +203,8 @@ def _listing(image: str) -> Listing | str:
                     total += -(-int(size) // BLOCK) * BLOCK
                 elif kind != b"c" and kind != b"b":
                     total += BLOCK
+                if kind == b"c" and re.fullmatch(WHITEOUT, size):
+                    whiteouts.append(os.fsdecode((path or b"/")[1:]))
                 bits = _special_bits(permissions)
                 if bits and kind in (b"-", b"d"):
                     special[os.fsdecode((path or b"/")[1:])] = bits
@@ -200,7 +212,7 @@ def _listing(image: str) -> Listing | str:
             if odd:
                 return (f"unsquashfs -lln {image}: a name or link target holds a line break ({odd[:200]!r}): "
                         "its modes cannot be told apart from the listing")
-            return Listing(total, special)
+            return Listing(total, special, whiteouts)
         errors.seek(0)
         lines = [line for line in errors.read().decode(errors="replace").splitlines() if line.strip()]
     return f"unsquashfs -lln {image} (exit status {listing.returncode}): " + " / ".join(lines[-3:])
@@ -219,6 +231,18 @@ def _restore_special_bits(top: str, special: dict[str, int]) -> str | None:
                 os.chmod(full, stat.S_IMODE(info.st_mode) | bits)
         except OSError as e:
             return f"cannot restore the mode of /{path}: {e.strerror}"
+    return None
+
+
+def _make_whiteouts(top: str, whiteouts: list[str]) -> str | None:
+    """Make the deletions of a layer image that unsquashfs, not running as root, leaves out: a
+    character device 0/0, which the kernel lets any user make (Linux 5.8) for the overlay that
+    stacks the tree. None, or why it could not."""
+    for path in whiteouts:
+        try:
+            os.mknod(os.path.join(top, path), stat.S_IFCHR | 0o600, os.makedev(0, 0))
+        except OSError as e:
+            return f"cannot make the deletion /{path} (a character device 0/0): {e.strerror}"
     return None
 
 

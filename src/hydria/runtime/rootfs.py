@@ -254,10 +254,12 @@ def mount_overlay(lowers: list[str], upper: str, work: str, target: str, uid: in
 
 
 class ImageSource(Record):
-    """How a start reads its image: an unpacked tree of it (container/read_cache.py) as the lower
-    layer, or else the image mounted, with a descriptor its daemon keeps open."""
+    """How a start reads its image: the unpacked trees (container/read_cache.py) of the squashfs
+    images that make it (itself, or a layered image's layer images), each the overlay's lower
+    layer in place of its image; the others are mounted, with a descriptor their daemon keeps
+    open."""
 
-    unpacked: str | None = None
+    unpacked: dict[str, str] | None = None  # squashfs image (as image_layers names it) -> its tree
     daemon_holds: int | None = None
 
 
@@ -272,11 +274,7 @@ def mount_container(container: Container, area: str, uid: int, gid: int, native_
         return root
     assert container.image is not None
     source = source or ImageSource()
-    lower = source.unpacked or f"{area}/lower"
-    if source.unpacked is None:
-        lowers = _mount_image(container.image, lower, uid, gid, fast_reader, source.daemon_holds)
-    else:
-        lowers = [lower]
+    lowers = _lower_layers(image_layers(container.image), f"{area}/lower", uid, gid, fast_reader, source)
     upper, work = f"{area}/upper", f"{area}/work"
     if container.home is not None:
         upper, work = f"{container.home}/upper", _instance_workdir(f"{container.home}/work")
@@ -291,18 +289,24 @@ def mount_container(container: Container, area: str, uid: int, gid: int, native_
     return root
 
 
-def _mount_image(image: str, lower: str, uid: int, gid: int, fast_reader: bool, daemon_holds: int | None) -> list[str]:
-    """Mount ``image`` at ``lower``, or a layered image's layers in folders under it; returns the
-    overlay's lower layers, the topmost first (relative to ``lower``'s parent for layers)."""
-    layers = image_layers(image)
+def _lower_layers(layers: list[str], lower: str, uid: int, gid: int, fast_reader: bool,
+                  source: ImageSource) -> list[str]:
+    """The overlay's lower layers, the topmost first, for the squashfs images ``layers`` (the
+    lowest first): each one's unpacked tree, or the image mounted at ``lower`` (one image) or in
+    a folder under it (a layered image's layers: named relative to ``lower``'s parent)."""
+    unpacked = source.unpacked or {}
     if len(layers) == 1:
-        mount_squashfs(layers[0], lower, uid, gid, fast_reader, daemon_holds=daemon_holds)
-        return [lower]
-    folders = [f"{lower}/{number}" for number in range(len(layers))]
-    for folder in folders:
+        if layers[0] not in unpacked:
+            mount_squashfs(layers[0], lower, uid, gid, fast_reader, daemon_holds=source.daemon_holds)
+        return [unpacked.get(layers[0], lower)]
+    mounted = [(f"{lower}/{number}", layer) for number, layer in enumerate(layers) if layer not in unpacked]
+    for folder, _ in mounted:
         os.mkdir(folder)
-    mount_images(layers, folders, uid, gid, fast_reader, daemon_holds=daemon_holds)
-    return [f"{os.path.basename(lower)}/{number}" for number in reversed(range(len(layers)))]
+    if mounted:
+        mount_images([layer for _, layer in mounted], [folder for folder, _ in mounted], uid, gid, fast_reader,
+                     daemon_holds=source.daemon_holds)
+    return [unpacked.get(layer, f"{os.path.basename(lower)}/{number}")
+            for number, layer in reversed(list(enumerate(layers)))]
 
 
 STALE_AFTER = 60  # seconds: a work directory this old that no mount uses is left from an ended start
