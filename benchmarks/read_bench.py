@@ -8,6 +8,8 @@ files, 640 MiB of large files, and 8 processes importing at once (8 ranks of a j
 * hydria start IMAGE.sqsh and hydria start NAME (created, not unpacked): "first", the first start
   of the image on a node, read through hydria's reader; "unpacked", a later start, which reads the
   tree that hydria unpacked behind the first (the read cache; the benchmark makes it beforehand);
+* hydria start LAYERED: the same tree as a layered image of three layer images (the system, the
+  small files, the large files), stacked by the overlay, first and unpacked;
 * the same image served by the high-level ``squashfuse`` (``HYDRIA_FAST_READER=n``), as before;
 * Charliecloud's ``ch-run`` on the same squashfs (it links squashfuse's library), when installed;
 * enroot's extracted container, when a real enroot is installed.
@@ -45,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.compiled import compile_hydria
 from hydria.config import load_settings
 from hydria.image.squashfs import Tar2Sqfs, repack, squash_plan
+from hydria.runtime.layered import layered_text
 from testbed.users import TEST_USERS, User
 
 HYDRIA = str(Path(sys.executable).parent / "hydria")
@@ -91,13 +94,15 @@ def build_tree(tree: Path) -> None:
             handle.writelines(os.urandom(1 << 20) for _ in range(64))
 
 
-def squash(tree: Path, image: Path, squash_options: str) -> None:
-    """The tree as hydria's import writes an image: tar2sqfs with these squash options (and
-    mksquashfs's repack where they store parts uncompressed)."""
+def squash(tree: Path, image: Path, squash_options: str, members: tuple[str, ...] = (".",),
+           leave_out: tuple[str, ...] = ()) -> None:
+    """The tree (its ``members`` but ``leave_out``) as hydria's import writes an image: tar2sqfs
+    with these squash options (and mksquashfs's repack where they store parts uncompressed)."""
     plan = squash_plan(squash_options, os.cpu_count() or 1)
     quick = image.with_name(image.name + ".quick")
     writer = Tar2Sqfs(quick if plan.mksquashfs else image, plan.tar2sqfs)
-    tar = subprocess.Popen(["tar", "-C", str(tree), "--exclude=./dev/*", "-cf", "-", "."], stdout=writer.stdin)
+    excluded = [f"--exclude={path}" for path in ("./dev/*", *leave_out)]
+    tar = subprocess.Popen(["tar", "-C", str(tree), *excluded, "-cf", "-", *members], stdout=writer.stdin)
     writer.stdin.close()  # tar holds the pipe now
     if tar.wait() != 0:
         writer.abort()
@@ -109,6 +114,21 @@ def squash(tree: Path, image: Path, squash_options: str) -> None:
         quick.unlink()
         pseudo.unlink()
     image.chmod(0o644)
+
+
+def layered(tree: Path, image: Path, squash_options: str) -> Path:
+    """The same tree as a layered image (docs/import.md) of three layer images beside ``image``:
+    the system, the small files, the large files."""
+    layers = {"system": ((".",), ("./bench",)), "small": (("./bench/small",), ()), "large": (("./bench/large",), ())}
+    names = []
+    for name, (members, leave_out) in layers.items():
+        names.append(f"{image.stem}.{name}.sqsh")
+        if not (image.parent / names[-1]).exists():
+            squash(tree, image.parent / names[-1], squash_options, members, leave_out)
+    path = image.with_suffix(".layers")
+    path.write_bytes(layered_text(names))
+    path.chmod(0o644)
+    return path
 
 
 def add_torch(tree: Path) -> None:
@@ -176,33 +196,39 @@ def paired_ratio(runs: list[float], limits: list[float]) -> float:
     return statistics.median(run / limit for run, limit in zip(runs, limits))
 
 
-def unpack_on_this_node(user: User, target: str, env: dict[str, str]) -> None:
-    """Start ``target`` for as long as hydria takes to unpack its image into the read cache
-    behind the container (docs/performance.md), as a job's first start on a node does."""
+def unpack_on_this_node(user: User, target: str, env: dict[str, str], count: int = 1) -> None:
+    """Start ``target`` for as long as hydria takes to unpack its image (``count`` squashfs
+    images: a layered image's layer images) into the read cache behind the container
+    (docs/performance.md), as a job's first start on a node does."""
     folder = Path(env["HYDRIA_READ_CACHE_PATH"])
-    before = len(list(folder.glob("*/size")))
+
+    def unpacked() -> int:
+        return len([path for path in folder.glob("*/size") if "." not in path.parent.name])
+    before = unpacked()
     container = subprocess.Popen([HYDRIA, "start", target, "sleep", "600"], user=user.uid, group=user.gid,
                                  extra_groups=[], env=user.environment(env), cwd="/")
     deadline = time.monotonic() + 600
-    while len(list(folder.glob("*/size"))) == before and time.monotonic() < deadline:  # an unpack's last file
+    while len(list(folder.glob("*/size"))) < before + count and time.monotonic() < deadline:  # an unpack's last file
         time.sleep(0.5)
     time.sleep(1)  # its rename
     container.terminate()
     container.wait()
     reap()
-    if len([path for path in folder.glob("*/size") if "." not in path.parent.name]) == before:
+    if unpacked() < before + count:
         raise SystemExit(f"hydria did not unpack {target} into {folder}")
 
 
-def readers(tree: Path, image: Path, env: dict[str, str]) -> dict[str, tuple[list[str], dict[str, str]]]:
+def readers(tree: Path, image: Path, layers: Path, env: dict[str, str]) -> dict[str, tuple[list[str], dict[str, str]]]:
     """Each reader: the command that runs a program inside it, and its environment."""
     host = ["unshare", "-rm", "sh", "-c", 'mount --rbind /dev "$0/dev" && exec chroot "$0" "$@"', str(tree)]
     first = {**env, "HYDRIA_READ_CACHE_SIZE": "0"}  # a first start on the node: the reader serves
     found = {"host directory (limit)": (host, env),
              "hydria start IMAGE.sqsh, unpacked": ([HYDRIA, "start", str(image)], env),
              "hydria start NAME, unpacked": ([HYDRIA, "start", "readbench"], env),
+             "hydria start LAYERED, unpacked": ([HYDRIA, "start", str(layers)], env),
              "hydria start IMAGE.sqsh, first": ([HYDRIA, "start", str(image)], first),
              "hydria start NAME, first": ([HYDRIA, "start", "readbench"], first),
+             "hydria start LAYERED, first": ([HYDRIA, "start", str(layers)], first),
              "squashfuse (before)": ([HYDRIA, "start", str(image)], {**first, "HYDRIA_FAST_READER": "n"})}
     if shutil.which("ch-run"):
         found["ch-run IMAGE.sqsh"] = (["ch-run", str(image), "--"], env)
@@ -239,9 +265,11 @@ def main() -> int:
                    extra_groups=[], env=user.environment(env), check=True, cwd="/")
     if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise SystemExit("cannot become the daemons' subreaper")
+    layers = layered(tree, image, squash_options)
     for target in (str(image), "readbench"):  # the named container's image.sqsh is a file of its own
         unpack_on_this_node(user, target, env)
-    table = readers(tree, image, env)
+    unpack_on_this_node(user, str(layers), env, count=3)
+    table = readers(tree, image, layers, env)
     samples: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
     names = list(table)
     for turn in range(options.rounds):  # interleaved: a slow moment of the machine hits every reader alike
@@ -253,7 +281,7 @@ def main() -> int:
     print(f"cold page cache; median of {options.rounds} rounds; ratios: the median of each round's ratio to the "
           "host directory's run in that round; 'unpacked': a later start on the node, 'first': the first, read "
           "through hydria's reader")
-    print(f"image: {image} ({image.stat().st_size / 2**20:.0f} MiB, {squash_options})")
+    print(f"image: {image} ({image.stat().st_size / 2**20:.0f} MiB, {squash_options}); LAYERED: {layers}")
     print(f"\n  {'':<36}{'workload, timed inside':>24}{'whole command (start too)':>28}{'CPU s':>8}")
     for workload in workloads:
         print(f"{workload}")
