@@ -67,7 +67,7 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("SQUASH_OPTIONS", "str", "-comp zstd -Xcompression-level 1", "Compression options of the squashfs images hydria writes"),
     SettingSpec("MAX_PROCESSORS", "int", "${HYDRIA_NPROC}", "Parallelism of squashfs tools and decompression (0: unlimited)"),
     SettingSpec("CACHE_IMAGES", "int", "2", "Registry images each user keeps in the cache, so that importing one again is a hardlink or copy (0: none)"),
-    SettingSpec("LAYERED_IMAGES", "bool", "false", "Keep the registry images that Slurm steps import, and builds' base images, as layered images in the cache: each layer squashed once, shared by the images that have it, so that a new version costs its new layers; hydria build -t writes a layered image, so a rebuild costs its changed steps (not yet unpacked by the read cache)"),
+    SettingSpec("LAYERED_IMAGES", "bool", "false", "Keep the registry images that Slurm steps import, and builds' base images, as layered images in the cache: each layer squashed once, shared by the images that have it, so that a new version costs its new layers; hydria build -t writes a layered image, so a rebuild costs its changed steps"),
     SettingSpec("MAX_CONNECTIONS", "int", "10", "Concurrent blob downloads (0: unlimited)"),
     SettingSpec("CONNECT_TIMEOUT", "int", "30", "Seconds to wait for a registry connection"),
     SettingSpec("TRANSFER_TIMEOUT", "int", "0", "Seconds a single transfer may take (0: unlimited)"),
@@ -96,6 +96,7 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("CDI_SPEC_DIRS", "str", "/etc/cdi:/var/run/cdi", "Folders of CDI device specs, ':' between; a later one's device replaces an earlier one's"),
     SettingSpec("NVIDIA_CDI", "bool", "false", "Give the GPUs NVIDIA_VISIBLE_DEVICES names from the node's CDI spec of nvidia.com/gpu where there is one, not with the built-in NVIDIA hook"),
     SettingSpec("BUILD_SUBORDINATE_IDS", "bool", "true", "hydria build maps the user's subordinate IDs (/etc/subuid, /etc/subgid) where there are some, so that files keep their owners; false: one ID, every file owned by root"),
+    SettingSpec("BUILD_CA_BUNDLE", "path", "", "A PEM file of the certificate authorities that every RUN of hydria build trusts (a site behind a TLS-inspecting proxy: the host's bundle with the site's CA), given to the step's programs by SSL_CERT_FILE and their own variables (empty: the image's own)"),
 )
 SPEC_BY_NAME: Mapping[str, SettingSpec] = MappingProxyType({s.name: s for s in SPECS})
 
@@ -149,6 +150,7 @@ class Settings(Record):
     cdi_spec_dirs: str
     nvidia_cdi: bool
     build_subordinate_ids: bool
+    build_ca_bundle: str
     environment: Mapping[str, str] = MappingProxyType({})
     origins: Mapping[str, str] = MappingProxyType({})
 

@@ -4,6 +4,7 @@ the cache, and broken in the ways users break them."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from testbed.publish import PublishedImage
+from testbed.tlsproxy import BODY, TlsInspectingProxy
 from testbed.tree import snapshot
 from testbed.users import live_processes
 from testbed.workspace import Workspace
@@ -320,6 +322,84 @@ RUN --mount=type=cache,target=/c,ro touch /c/x 2>&1 || echo refused
     result = build(workspace, "--oci", "layout", str(context))
     output = result.stdout + result.stderr
     assert " 1024 " in output and "mode=700" in output and "Read-only file system" in output and "refused" in output
+
+
+FETCH = ("RUN python3 -c \"import urllib.request; "
+         "print(urllib.request.urlopen('https://pypi.example.invalid/simple/').read().decode())\" > /fetched")
+
+
+def test_a_site_behind_a_tls_inspecting_proxy_builds_an_unchanged_dockerfile(debian: PublishedImage,
+                                                                            workspace: Workspace) -> None:
+    """The caller's proxy variables reach every RUN (as podman's), and HYDRIA_BUILD_CA_BUNDLE the
+    site's certificate authority, by the variables programs read; neither enters the image."""
+    context = make_context(workspace, {"Dockerfile": f"FROM {base_of(debian)}\n{FETCH}\n"})
+    with TlsInspectingProxy(workspace.out) as proxy:
+        proxied = {"HTTPS_PROXY": f"http://{proxy.address}"}
+        refused = build(workspace, "-o", "refused.sqsh", str(context), **proxied)
+        assert refused.returncode != 0 and "CERTIFICATE_VERIFY_FAILED" in refused.stderr, refused.stderr
+        assert not (workspace.out / "refused.sqsh").exists()
+        trusted = build(workspace, "-o", "image.sqsh", "--oci", "layout", str(context),
+                        HYDRIA_BUILD_CA_BUNDLE=str(proxy.ca), **proxied)
+        assert trusted.returncode == 0, trusted.stderr
+    shown = workspace.run("start", str(workspace.out / "image.sqsh"), "sh", "-c", "cat /fetched; ls /run")
+    assert shown.stdout.startswith(BODY.decode()) and "hydria-build" not in shown.stdout, shown.stderr
+    config = oci_config(workspace.out / "layout")["config"]
+    assert isinstance(config, dict)
+    assert not [line for line in config["Env"] if line.split("=")[0] in ("SSL_CERT_FILE", "PIP_CERT", "HTTPS_PROXY")]
+    unreadable = build(workspace, "-o", "never.sqsh", str(context), HYDRIA_BUILD_CA_BUNDLE="/nonexistent/ca.pem")
+    assert unreadable.returncode != 0 and "HYDRIA_BUILD_CA_BUNDLE /nonexistent/ca.pem is not a file" in unreadable.stderr
+
+
+def test_secrets_reach_only_the_steps_that_mount_them(debian: PublishedImage, workspace: Workspace) -> None:
+    context = make_context(workspace, {"token": "s3cret\n", "Dockerfile": f"""FROM {base_of(debian)}
+RUN --mount=type=secret,id=token stat -c %a /run/secrets/token > /mode && sha256sum < /run/secrets/token > /seen
+RUN --mount=type=secret,id=netrc,target=/root/.netrc,mode=0440 stat -c %a /root/.netrc > /netrc-mode
+RUN --mount=type=secret,id=absent test ! -e /run/secrets/absent
+RUN ls -a /run/secrets /root > /listed 2>&1; true
+"""})
+    token = context / "token"
+    secret = ["--secret", f"id=token,src={token}", "--secret", "id=netrc,env=NETRC_TEXT"]
+    first = build(workspace, "-o", "image.sqsh", *secret, str(context), NETRC_TEXT="machine x")
+    assert first.returncode == 0, first.stderr
+    assert "the secret absent was not given" in first.stderr
+    image = str(workspace.out / "image.sqsh")
+    shown = workspace.run("start", image, "sh", "-c", "cat /mode /netrc-mode /seen /listed").stdout
+    assert shown.startswith("400\n440\n"), shown
+    assert hashlib.sha256(b"s3cret\n").hexdigest() in shown
+    assert ".netrc" not in shown and "token" not in shown, "no secret left in the image"
+    assert b"s3cret" not in (workspace.out / "image.sqsh").read_bytes()
+    token.write_text("changed\n")  # a secret's content is not in the cache key (as BuildKit's)
+    again = build(workspace, "-o", "again.sqsh", *secret, str(context), NETRC_TEXT="machine x")
+    assert again.returncode == 0 and "CACHED" in again.stderr, again.stderr
+
+    required = make_context(workspace, {"Dockerfile": f"FROM {base_of(debian)}\n"
+                                        "RUN --mount=type=secret,id=key,required=true true\n"}, name="required")
+    missing = build(workspace, "-o", "never.sqsh", str(required))
+    assert missing.returncode != 0 and "the secret key was not given" in missing.stderr, missing.stderr
+    assert "--secret id=key,src=FILE" in missing.stderr
+    for wrong, said in ((["--secret", "id=x"], "not a secret hydria build takes"),
+                        (["--secret", "id=x,src=/nonexistent"], "/nonexistent is not a file you can read"),
+                        (["--secret", "id=x,env=HYDRIA_UNSET_VARIABLE"], "HYDRIA_UNSET_VARIABLE is not set")):
+        refused = build(workspace, "-o", "never.sqsh", *wrong, str(required))
+        assert refused.returncode != 0 and said in refused.stderr, refused.stderr
+    assert not (workspace.out / "never.sqsh").exists()
+
+
+def test_a_volume_reaches_every_step_and_not_the_image(debian: PublishedImage, workspace: Workspace) -> None:
+    wheels = workspace.out / "wheels"
+    wheels.mkdir()
+    (wheels / "numpy.whl").write_text("a wheel")
+    os.chown(wheels, workspace.user.uid, workspace.user.gid)
+    context = make_context(workspace, {"Dockerfile": f"""FROM {base_of(debian)}
+RUN ls /wheels > /listed
+RUN touch /wheels/written 2>/dev/null && echo written > /outcome || echo refused > /outcome
+"""})
+    result = build(workspace, "-o", "image.sqsh", "-v", f"{wheels}:/wheels:ro", str(context))
+    assert result.returncode == 0, result.stderr
+    shown = workspace.run("start", str(workspace.out / "image.sqsh"), "sh", "-c", "cat /listed /outcome; ls /")
+    assert shown.stdout.startswith("numpy.whl\nrefused\n") and "wheels" not in shown.stdout.split("\n", 2)[2], shown
+    bad = build(workspace, "-o", "never.sqsh", "-v", "/nonexistent:/x", str(context))
+    assert bad.returncode != 0 and "--volume /nonexistent:/x: /nonexistent does not exist" in bad.stderr
 
 
 @pytest.mark.parametrize(("sharing", "seen"), [("shared", "seen:held"), ("locked", "seen:"), ("private", "seen:")])

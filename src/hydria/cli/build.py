@@ -1,5 +1,6 @@
 """``hydria build [-f DOCKERFILE] [-t NAME] [-o IMAGE.sqsh] [--oci DIR] [--build-arg K=V]...
-[--target STAGE] [--platform P] [--no-cache] CONTEXT``: build an image from a Dockerfile, as an
+[--target STAGE] [--platform P] [--no-cache] [--secret id=ID,src=FILE]... [-v HOST:CONTAINER]...
+CONTEXT``: build an image from a Dockerfile, as an
 ordinary user, without a daemon (docs/build.md)."""
 
 from __future__ import annotations
@@ -30,6 +31,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", metavar="STAGE", help="build this stage (default: the last)")
     parser.add_argument("--platform", metavar="PLATFORM", help="the platform of the base images (default: this machine's)")
     parser.add_argument("--no-cache", action="store_true", help="run every step, whatever the build cache holds")
+    parser.add_argument("--secret", dest="secrets", action="append", default=[], metavar="id=ID,src=FILE",
+                        help="a secret that RUN --mount=type=secret,id=ID reads (or id=ID,env=VARIABLE); never "
+                             "in the image nor in the build cache")
+    parser.add_argument("-v", "--volume", dest="volumes", action="append", default=[], metavar="HOST:CONTAINER[:ro]",
+                        help="a host folder or file that every RUN sees (writable unless :ro); not in the image, "
+                             "nor in the cache keys: --no-cache when it changes what a step makes")
     parser.add_argument("context", metavar="CONTEXT", help="the build context: the folder COPY and ADD read from")
 
 
@@ -75,8 +82,9 @@ def _outputs(options: argparse.Namespace) -> tuple[Path | None, Path | None, str
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
-    from hydria.imagebuild import output
+    from hydria.imagebuild import host_inputs, output
     from hydria.imagebuild.builder import BuildOptions, build
+    from hydria.imagebuild.host_inputs import HostInputs
     from hydria.log import Logger
     from hydria.runtime.layered import LAYER_FOLDER
 
@@ -87,8 +95,11 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
         from hydria.cli.push import destination_of
 
         destination = destination_of(options.push)
-    request = BuildOptions(options.context, options.dockerfile, build_args(options.build_args), options.target,
-                           options.platform, options.no_cache)
+    args = build_args(options.build_args)
+    host = HostInputs(host_inputs.secrets(options.secrets, os.environ), host_inputs.volumes(options.volumes),
+                      host_inputs.ca_bundle(settings.build_ca_bundle), host_inputs.proxies(os.environ, args))
+    request = BuildOptions(options.context, options.dockerfile, args, options.target, options.platform,
+                           options.no_cache, host)
     with ExitStack() as stack:
         started = time.monotonic()
         built = build(request, settings, stack, show=lambda line: print(line, file=sys.stderr, flush=True))

@@ -27,6 +27,7 @@ from hydria.image import manifest as mf
 from hydria.imagebuild import copying, dockerfile, download, ignore, sandbox, steps
 from hydria.imagebuild.cache import BuildCache, key_of
 from hydria.imagebuild.dockerfile import Dockerfile, Instruction, Stage
+from hydria.imagebuild.host_inputs import HostInputs
 from hydria.imagebuild.layers import Layer, is_empty, write_layer
 from hydria.imagebuild.state import (
     DEFAULT_PATH,
@@ -59,6 +60,7 @@ class BuildOptions(Record):
     target: str | None = None
     platform: str | None = None
     no_cache: bool = False
+    host: HostInputs = HostInputs()  # secrets, volumes, CA bundle, proxies
 
 
 class Built(Record):
@@ -116,7 +118,6 @@ class _Builder:
         self.building: set[int] = set()
         self.pulled: dict[str, StageImage] = {}
         self.used_args: set[str] = set()
-        self.proxies = {k: v for k, v in options.build_args.items() if k in PROXY_ARGS}
         self.step_number = 0
         self.global_args = self._global_args()
         ids = self.cache.idmap
@@ -381,9 +382,10 @@ class _Builder:
         if instruction.flag("security") not in (None, "sandbox"):
             raise instruction.error("--security=insecure is not supported", hint="a build step has no more rights than its user")
         argv, own_mounts = steps.run_argv(instruction, image, scratch)
-        mounts = steps.run_mounts(instruction, image.variables, self.parsed.escape, self.context.path,
-                                  self.cache.mount_folder)
-        environment = steps.run_environment(image, self.proxies)
+        host = self.options.host
+        sources = steps.MountSources(self.context.path, self.cache.mount_folder, host.secrets, scratch)
+        mounts = steps.run_mounts(instruction, image.variables, self.parsed.escape, sources)
+        environment = steps.run_environment(image, host.environment())
         user = str(image.config.get("User") or "")
         if user in ("root", "0", "0:0", "root:root"):
             user = ""
@@ -391,9 +393,9 @@ class _Builder:
             log.warning("%s: USER %s: RUN runs as root (one user ID is mapped: the files it makes belong to "
                         "root in the image)", instruction.where, user)
         command = sandbox.Command(tuple(argv), environment, image.workdir, network != "none",
-                                  tuple(own_mounts + mounts), user, "HOME" not in image.environment)
+                                  (*host.mounts(), *own_mounts, *mounts), user, "HOME" not in image.environment)
         key = key_of(image.key, "RUN", argv, steps.keyed_environment(environment), image.workdir, network,
-                     [tuple(m) if m.kind != "cache" else (m.target, m.writable, m.sharing) for m in mounts])
+                     steps.keyed_mounts(mounts))
         return key, sandbox.run_command(command)
 
     def _plan_copy(self, instruction: Instruction, image: StageImage, scratch: str) -> tuple[str, sandbox.Action]:

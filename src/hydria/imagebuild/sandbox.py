@@ -56,14 +56,15 @@ class StepRoot(Record):
 
 
 class RunMount(Record):
-    """A ``RUN --mount``: ``kind`` "bind", "cache" or "tmpfs"; ``source`` a host path."""
+    """A ``RUN --mount``: ``kind`` "bind", "cache", "tmpfs" or "secret" (a file bound read-only);
+    ``source`` a host path."""
 
     kind: str
     target: str
     source: str | None = None
     writable: bool = False
     sharing: str = "shared"  # a cache's: "shared", "locked" (one step at a time) or "private" (else a new folder)
-    options: tuple[str, ...] = ()  # a tmpfs's (size=...)
+    options: tuple[str, ...] = ()  # a tmpfs's (size=...); a secret's id and mode (its cache key)
 
 
 class Command(Record):

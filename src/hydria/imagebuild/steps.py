@@ -1,5 +1,5 @@
 """What ``RUN``, ``COPY`` and ``ADD`` mean, before they run: the command of a ``RUN`` (shell and
-exec forms, ``SHELL``, heredocs, ``--mount``, ``--network``) and its environment, the sources of
+exec forms, ``SHELL``, heredocs, ``--mount``, ``--network``), its environment and mounts, the sources of
 a ``COPY``/``ADD`` and the digest of what they read, which goes into the step's cache key.
 """
 
@@ -14,23 +14,37 @@ from pathlib import Path
 
 from hydria.imagebuild.copying import SourceRoot, listing, matches
 from hydria.imagebuild.dockerfile import Instruction
+from hydria.imagebuild.host_inputs import UNKEYED, Secret
 from hydria.imagebuild.sandbox import RunMount
-from hydria.imagebuild.state import DEFAULT_PATH, PROXY_ARGS, StageImage
+from hydria.imagebuild.state import DEFAULT_PATH, StageImage
 from hydria.imagebuild.words import expand
+from hydria.log import Logger
+from hydria.record import Record
 from hydria.runtime.mounts import resolve_in_root
+
+log = Logger(__name__)
 
 SCRIPT_TARGET = "/.hydria-build-script"
 
 
-def run_environment(image: StageImage, proxies: Mapping[str, str]) -> dict[str, str]:
-    """A ``RUN``'s environment: its ARGs, the proxy arguments given, then ENV (which wins), with
-    Docker's default ``PATH`` where the image sets none."""
-    return {"PATH": DEFAULT_PATH, "HOME": "/root", **image.args, **proxies, **image.environment}
+def run_environment(image: StageImage, host: Mapping[str, str]) -> dict[str, str]:
+    """A ``RUN``'s environment: its ARGs, what the host gives every step (proxies, the CA
+    bundle's variables: host_inputs.py), then ENV (which wins), with Docker's default ``PATH``
+    where the image sets none."""
+    return {"PATH": DEFAULT_PATH, "HOME": "/root", **image.args, **host, **image.environment}
 
 
 def keyed_environment(environment: Mapping[str, str]) -> list[tuple[str, str]]:
-    """The environment as it goes into a cache key: without the proxy arguments (as Docker)."""
-    return sorted((k, v) for k, v in environment.items() if k not in PROXY_ARGS)
+    """The environment as it goes into a cache key: without the proxy arguments (as Docker) and
+    the CA bundle's variables."""
+    return sorted((k, v) for k, v in environment.items() if k not in UNKEYED)
+
+
+def keyed_mounts(mounts: Sequence[RunMount]) -> list[tuple[object, ...]]:
+    """A ``RUN``'s mounts as they go into its cache key: a cache folder by its place and use, a
+    secret by its id and place (never its content, as BuildKit), others whole."""
+    return [(m.target, m.writable, m.sharing) if m.kind == "cache" else
+            (m.kind, m.target, m.options) if m.kind == "secret" else tuple(m) for m in mounts]
 
 
 def run_argv(instruction: Instruction, image: StageImage, scratch: str) -> tuple[list[str], list[RunMount]]:
@@ -58,20 +72,33 @@ def run_argv(instruction: Instruction, image: StageImage, scratch: str) -> tuple
 # field is an error, never ignored.
 MOUNT_FIELDS = {"cache": {"target", "id", "readonly", "sharing", "mode", "uid", "gid"},
                 "bind": {"target", "source", "readonly", "readwrite", "from"},
-                "tmpfs": {"target", "size"}}
+                "tmpfs": {"target", "size"},
+                "secret": {"id", "target", "required", "mode", "uid", "gid", "env"}}
 MOUNT_SPELLINGS = {"dst": "target", "destination": "target", "src": "source", "ro": "readonly", "rw": "readwrite"}
 SHARING = ("shared", "private", "locked")
 
 
-def run_mounts(instruction: Instruction, variables: Mapping[str, str], escape: str, context: str,
-               cache_folder: Callable[[str], Path]) -> list[RunMount]:
-    """``RUN --mount=type=cache|bind|tmpfs,...``: the cache folders are the user's own, kept in
-    the build cache; a bind mount takes a path of the build context, read-only."""
-    return [_run_mount(instruction, expand(text, variables, escape), context, cache_folder)
-            for text in instruction.flags.get("mount", [])]
+class MountSources(Record):
+    """Where a ``RUN --mount`` finds its source: the build context, the build cache's folders,
+    the secrets given (``--secret``), and the step's scratch folder (its secrets' copies)."""
+
+    context: str
+    cache_folder: Callable[[str], Path]
+    secrets: Mapping[str, Secret]
+    scratch: str
 
 
-def _run_mount(instruction: Instruction, text: str, context: str, cache_folder: Callable[[str], Path]) -> RunMount:
+def run_mounts(instruction: Instruction, variables: Mapping[str, str], escape: str,
+               sources: MountSources) -> list[RunMount]:
+    """``RUN --mount=type=cache|bind|tmpfs|secret,...``: the cache folders are the user's own,
+    kept in the build cache; a bind mount takes a path of the build context, read-only; a secret
+    is a copy of the one given, for this step alone."""
+    found = [_run_mount(instruction, expand(text, variables, escape), sources)
+             for text in instruction.flags.get("mount", [])]
+    return [mount for mount in found if mount is not None]
+
+
+def _run_mount(instruction: Instruction, text: str, sources: MountSources) -> RunMount | None:
     fields: dict[str, str] = {}
     for part in text.split(","):
         name, equals, value = part.partition("=")
@@ -85,6 +112,8 @@ def _run_mount(instruction: Instruction, text: str, context: str, cache_folder: 
     if unknown:
         raise instruction.error(f"--mount={text}: type={kind} takes no {unknown[0]}=",
                                 hint=f"it takes {', '.join(sorted(MOUNT_FIELDS[kind]))}")
+    if kind == "secret":
+        return _secret_mount(instruction, text, fields, sources)
     target = fields.get("target", "")
     if not target:
         raise instruction.error(f"--mount={text}: no target", hint="e.g. --mount=type=cache,target=/root/.cache")
@@ -95,7 +124,7 @@ def _run_mount(instruction: Instruction, text: str, context: str, cache_folder: 
             raise instruction.error(f"--mount={text}: size={size} is not a size", hint="e.g. size=64m")
         return RunMount("tmpfs", target, options=(f"size={size}",) if size else ())
     if kind == "cache":
-        return _cache_mount(instruction, text, fields, readonly, cache_folder)
+        return _cache_mount(instruction, text, fields, readonly, sources.cache_folder)
     if "from" in fields:
         raise instruction.error(f"--mount={text}: from= is not supported yet",
                                 hint="copy what the step needs from the stage with COPY --from")
@@ -103,10 +132,45 @@ def _run_mount(instruction: Instruction, text: str, context: str, cache_folder: 
         raise instruction.error(f"--mount={text}: writable bind mounts are not supported",
                                 hint="a bind mount of the build context is read-only")
     source = fields.get("source", ".")
-    host = resolve_in_root(context, os.path.normpath("/" + source))  # as COPY's: ../x is x
+    host = resolve_in_root(sources.context, os.path.normpath("/" + source))  # as COPY's: ../x is x
     if not os.path.exists(host):
         raise instruction.error(f"--mount={text}: {source} is not in the build context")
     return RunMount("bind", target, host)
+
+
+def _secret_mount(instruction: Instruction, text: str, fields: Mapping[str, str],
+                  sources: MountSources) -> RunMount | None:
+    """BuildKit's secret mount: the secret ``id`` (default: the target's name) at ``target``
+    (default: ``/run/secrets/ID``), mode 0400; None where it was not given and is not
+    ``required`` (the step runs without it, as BuildKit's)."""
+    if "env" in fields:
+        raise instruction.error(f"--mount={text}: env= is not supported yet",
+                                hint="read the secret from its file (target=, default /run/secrets/ID)")
+    name = fields.get("id") or os.path.basename(fields.get("target", "").rstrip("/"))
+    if not name:
+        raise instruction.error(f"--mount={text}: no id", hint="e.g. --mount=type=secret,id=netrc")
+    target = fields.get("target") or f"/run/secrets/{name}"
+    for owner in ("uid", "gid"):
+        if fields.get(owner, "0") != "0":
+            raise instruction.error(f"--mount={text}: {owner}={fields[owner]}: with one user ID mapped, the "
+                                    "secret belongs to root", hint=f"leave {owner}= out (docs/build.md)")
+    try:
+        mode = int(fields.get("mode", "0400"), 8)
+    except ValueError:
+        raise instruction.error(f"--mount={text}: mode={fields['mode']} is not octal", hint="e.g. mode=0440") from None
+    secret = sources.secrets.get(name)
+    if secret is None:
+        if _flag(instruction, text, fields, "required"):
+            raise instruction.error(f"--mount={text}: the secret {name} was not given",
+                                    hint=f"hydria build --secret id={name},src=FILE ...")
+        log.info("%s: the secret %s was not given (--secret id=%s,...): the step runs without %s",
+                 instruction.where, name, name, target)
+        return None
+    folder = os.path.join(sources.scratch, "secrets")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    copy = os.path.join(folder, str(len(os.listdir(folder))))
+    secret.write(copy, mode & 0o7777)
+    return RunMount("secret", target, copy, options=(name, f"{mode:o}"))
 
 
 def _cache_mount(instruction: Instruction, text: str, fields: Mapping[str, str], readonly: bool,
