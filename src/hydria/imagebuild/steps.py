@@ -150,14 +150,7 @@ def _secret_mount(instruction: Instruction, text: str, fields: Mapping[str, str]
     if not name:
         raise instruction.error(f"--mount={text}: no id", hint="e.g. --mount=type=secret,id=netrc")
     target = fields.get("target") or f"/run/secrets/{name}"
-    for owner in ("uid", "gid"):
-        if fields.get(owner, "0") != "0":
-            raise instruction.error(f"--mount={text}: {owner}={fields[owner]}: with one user ID mapped, the "
-                                    "secret belongs to root", hint=f"leave {owner}= out (docs/build.md)")
-    try:
-        mode = int(fields.get("mode", "0400"), 8)
-    except ValueError:
-        raise instruction.error(f"--mount={text}: mode={fields['mode']} is not octal", hint="e.g. mode=0440") from None
+    mode = _mode_of_root(instruction, text, fields, "secret", "0400")
     secret = sources.secrets.get(name)
     if secret is None:
         if _flag(instruction, text, fields, "required"):
@@ -173,19 +166,25 @@ def _secret_mount(instruction: Instruction, text: str, fields: Mapping[str, str]
     return RunMount("secret", target, copy, options=(name, f"{mode:o}"))
 
 
+def _mode_of_root(instruction: Instruction, text: str, fields: Mapping[str, str], what: str, default: str) -> int:
+    """A mount's ``mode=`` (octal, ``default`` where none), for a ``what`` that belongs to root:
+    ``uid``/``gid`` other than 0 are refused, as one user ID may be all that is mapped."""
+    for owner in ("uid", "gid"):
+        if fields.get(owner, "0") != "0":
+            raise instruction.error(f"--mount={text}: {owner}={fields[owner]}: with one user ID mapped, the "
+                                    f"{what} belongs to root", hint=f"leave {owner}= out (docs/build.md)")
+    try:
+        return int(fields.get("mode", default), 8)
+    except ValueError:
+        raise instruction.error(f"--mount={text}: mode={fields['mode']} is not octal", hint=f"e.g. mode={default}") from None
+
+
 def _cache_mount(instruction: Instruction, text: str, fields: Mapping[str, str], readonly: bool,
                  cache_folder: Callable[[str], Path]) -> RunMount:
     sharing = fields.get("sharing", "shared")
     if sharing not in SHARING:
         raise instruction.error(f"--mount={text}: sharing={sharing}", hint="sharing=shared, private or locked")
-    for owner in ("uid", "gid"):
-        if fields.get(owner, "0") != "0":
-            raise instruction.error(f"--mount={text}: {owner}={fields[owner]}: with one user ID mapped, the "
-                                    "cache folder belongs to root", hint=f"leave {owner}= out (docs/build.md)")
-    try:
-        mode = int(fields.get("mode", "0755"), 8)
-    except ValueError:
-        raise instruction.error(f"--mount={text}: mode={fields['mode']} is not octal", hint="e.g. mode=0755") from None
+    mode = _mode_of_root(instruction, text, fields, "cache folder", "0755")
     folder = cache_folder(fields.get("id", fields["target"]))
     os.chmod(folder, mode & 0o7777)
     return RunMount("cache", fields["target"], str(folder), not readonly, sharing)
