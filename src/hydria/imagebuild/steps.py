@@ -107,7 +107,7 @@ def _run_mount(instruction: Instruction, text: str, sources: MountSources) -> Ru
     kind = fields.pop("type", "bind")
     if kind not in MOUNT_FIELDS:
         raise instruction.error(f"--mount type={kind} is not supported",
-                                hint="hydria build mounts type=cache, type=bind and type=tmpfs")
+                                hint="hydria build mounts type=cache, type=bind, type=tmpfs and type=secret")
     unknown = sorted(set(fields) - MOUNT_FIELDS[kind])
     if unknown:
         raise instruction.error(f"--mount={text}: type={kind} takes no {unknown[0]}=",
