@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -500,3 +502,21 @@ def test_an_image_the_user_cannot_unpack_as_it_is_is_read_through_the_reader(
         assert not [name for name in names if name.endswith(".unpacking")], names
         assert reason in (workspace.unpacked / failed[0]).read_text()
     assert not lower_layer(workspace, str(image)).startswith(str(workspace.unpacked))
+
+
+def test_a_layers_deletion_in_a_folder_of_mode_0555_is_made_and_the_mode_kept(workspace: Workspace) -> None:
+    """unsquashfs, not root, leaves out a layer image's deletions (character devices 0/0): the
+    unpacker makes them as the user, also in a folder the image gives no write permission."""
+    top = workspace.root / "unpacked-layer"
+    (top / "ro").mkdir(parents=True)
+    for path in (top, top / "ro"):
+        os.chown(path, workspace.user.uid, workspace.user.gid)
+    (top / "ro").chmod(0o555)
+    code = ("import sys; from hydria.container.unpack_behind import _make_whiteouts; "
+            "print(_make_whiteouts(sys.argv[1], ['ro/gone', 'gone']))")
+    done = run_as(workspace.user, [sys.executable, "-c", code, str(top)], env={"PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")})
+    assert done.returncode == 0 and done.stdout == "None\n", done.stderr
+    for path in (top / "ro" / "gone", top / "gone"):
+        info = path.lstat()
+        assert stat.S_ISCHR(info.st_mode) and info.st_rdev == os.makedev(0, 0)
+    assert (top / "ro").stat().st_mode & 0o777 == 0o555

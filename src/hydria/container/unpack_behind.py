@@ -239,8 +239,18 @@ def _make_whiteouts(top: str, whiteouts: list[str]) -> str | None:
     character device 0/0, which the kernel lets any user make (Linux 5.8) for the overlay that
     stacks the tree. None, or why it could not."""
     for path in whiteouts:
+        full = os.path.join(top, path)
         try:
-            os.mknod(os.path.join(top, path), stat.S_IFCHR | 0o600, os.makedev(0, 0))
+            folder = os.path.dirname(full)
+            mode = stat.S_IMODE(os.lstat(folder).st_mode)  # the image's: a folder of mode 0555 too
+            writable = mode | stat.S_IWUSR | stat.S_IXUSR
+            if mode != writable:
+                os.chmod(folder, writable)
+            try:
+                os.mknod(full, stat.S_IFCHR | 0o600, os.makedev(0, 0))
+            finally:
+                if mode != writable:
+                    os.chmod(folder, mode)
         except OSError as e:
             return f"cannot make the deletion /{path} (a character device 0/0): {e.strerror}"
     return None
