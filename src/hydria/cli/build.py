@@ -84,7 +84,6 @@ def _outputs(options: argparse.Namespace) -> tuple[Path | None, Path | None, str
 def run(options: argparse.Namespace, settings: Settings) -> int:
     from hydria.imagebuild import host_inputs, output
     from hydria.imagebuild.builder import BuildOptions, build
-    from hydria.imagebuild.host_inputs import HostInputs
     from hydria.log import Logger
     from hydria.runtime.layered import LAYER_FOLDER
 
@@ -96,7 +95,7 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
 
         destination = destination_of(options.push)
     args = build_args(options.build_args)
-    host = HostInputs(host_inputs.secrets(options.secrets, os.environ), host_inputs.volumes(options.volumes),
+    host = host_inputs.HostInputs(host_inputs.secrets(options.secrets, os.environ), host_inputs.volumes(options.volumes),
                       host_inputs.ca_bundle(settings.build_ca_bundle), host_inputs.proxies(os.environ, args))
     request = BuildOptions(options.context, options.dockerfile, args, options.target, options.platform,
                            options.no_cache, host)

@@ -130,6 +130,9 @@ def layer_keys(image: str) -> dict[str, str]:
     tree (a new version unpacks its new layers). Raises OSError, InvalidImage."""
     from hydria.runtime.rootfs import image_layers
 
+    key = image_key(image)  # an image file is read once, as before layered images
+    if key is not None:
+        return {image: key}
     keys = {}
     for layer in image_layers(image):
         key = image_key(layer)
@@ -158,11 +161,6 @@ def warn_once_without_room(cache: ReadCache) -> None:
                 "leaves free: images are not unpacked there for faster later starts, unless removing older unpacked "
                 "images makes room (make room on that disk, or set %s to a folder on a node-local disk with room; "
                 "said once until there is room)", cache.folder, free / 2**30, reserve / 2**30, SETTING)
-
-
-def lower_layers(lowerdir: str) -> list[str]:
-    """The folders of an overlay's ``lowerdir`` option (the read cache's path holds no separator)."""
-    return lowerdir.split(LAYER_SEPARATOR)
 
 
 def unpacked_trees(cache: ReadCache, keys: dict[str, str]) -> dict[str, str]:
@@ -219,9 +217,9 @@ def entries(cache: ReadCache) -> list[Item]:
 
 def in_use(cache: ReadCache) -> set[str]:
     """The entries whose tree a container of this user on this node has as its lower layer."""
-    prefix = cache.folder.rstrip("/") + "/"
+    prefix = cache.folder.rstrip("/") + "/"  # and no LAYER_SEPARATOR (path_problem)
     return {os.path.realpath(os.path.dirname(lower)) for option in options_in_use("lowerdir")
-            for lower in lower_layers(option) if lower.startswith(prefix)}
+            for lower in option.split(LAYER_SEPARATOR) if lower.startswith(prefix)}
 
 
 def leftovers(cache: ReadCache, held: str | None = None) -> list[str]:
