@@ -35,7 +35,9 @@ SITE_CONF = Path("/etc/hydria/hydria.conf.d/50-hydria-testbed.conf")
 CONF = ROOT / "slurm.conf"
 NODE = "hydria-node"
 # Run on each node of a several-node cluster: NODE_TMP TMPFS CONF NAME
-NODE_SCRIPT = 'mount --bind "$1" "$2" && exec slurmd -D -f "$3" -N "$4"'
+# A node's PID 1 is the shell, which collects every orphan while it waits, as a node's init does
+# (slurmd, which collects only its own children, would keep them as zombies).
+NODE_SCRIPT = 'mount --bind "$1" "$2" && { slurmd -D -f "$3" -N "$4" & wait $!; }'
 
 
 def node_names(count: int) -> list[str]:
@@ -113,8 +115,8 @@ def start(hydria: str, plugin_options: list[str] | None = None, count: int = 1) 
     else:
         nodes.create(count)
         for name in node_names(count):
-            # In the foreground (-D) as PID 1 of the node's PID namespace: a daemonising slurmd
-            # would end the namespace with the parent it leaves.
+            # In the foreground (-D) under PID 1 of the node's PID namespace: a daemonising
+            # slurmd would end the namespace with the parent it leaves.
             argv = ["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", NODE_SCRIPT, "-",
                     str(node_tmp(name)), str(ROOT / "node-tmp"), str(CONF), name]
             subprocess.Popen(nodes.in_node(name, argv), env=env, stdin=subprocess.DEVNULL,

@@ -236,6 +236,33 @@ def test_an_unpack_ends_with_its_container_and_the_next_one_cleans_up(images: di
     assert sorted(os.listdir(workspace.unpacked)) == [entry.name, entry.name + ".lock"]
 
 
+# PID 1 of a PID namespace that collects no process but the one it started (as slurmd or a
+# container's shell may be): it prints what is left in the namespace once that one has ended.
+NON_REAPING_PID_1 = """
+import json, subprocess, sys, time
+start = json.load(sys.stdin)
+subprocess.Popen(start["argv"], user=start["uid"], group=start["gid"], extra_groups=[], env=start["env"],
+                 cwd=start["cwd"]).wait()
+time.sleep(2)
+subprocess.run(["ps", "-e", "-o", "stat=,comm="])
+"""
+
+
+def test_what_an_unpack_ran_is_collected_under_a_pid_1_that_reaps_nothing(images: dict[str, Path],
+                                                                          workspace: Workspace) -> None:
+    """The container ends while the unpack's tools run: they are killed and collected by the
+    unpacker, not left as zombies to a PID 1 that never collects them."""
+    path = tool_wrapper(workspace, "sleep 300")
+    start = {"argv": [str(workspace.hydria), "start", str(images["busybox"]), "sleep", str(UNPACK_AFTER + 3)],
+             "uid": workspace.user.uid, "gid": workspace.user.gid, "cwd": str(workspace.out),
+             "env": workspace.user.environment(workspace.env(PATH=path))}
+    listing = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", NON_REAPING_PID_1],
+                             input=json.dumps(start), capture_output=True, text=True, timeout=60, check=True).stdout
+    left = [(line.split()[0], line.split()[1]) for line in listing.splitlines()]  # "NAME <defunct>": NAME
+    assert [name for state, name in left if state.startswith("Z") and not name.startswith("hydria-")] == [], listing
+    assert [name for state, name in left[1:] if not state.startswith("Z")] == ["ps"], listing  # past PID 1
+
+
 @pytest.fixture
 def other_cache_disk(other_workspace: Workspace) -> Iterator[None]:
     with cache_on_own_disk(other_workspace):

@@ -9,7 +9,8 @@ out an earlier partial tree, list the image, ``unsquashfs``) at the lowest CPU a
 while it only waits, at normal priority: as soon as the pipe it waits on closes (the image's
 FUSE daemon holds its other end, and leaves when the container's last process has), it kills the
 worker and what the worker runs, however busy the node, where a worker at idle priority could
-take seconds to notice.
+take seconds to notice. It is the reaper of everything below it (the worker's tools, killed with
+it, would otherwise be left to the node's PID 1, which in some namespaces never collects them).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def _unpacker(cache: rc.ReadCache, image: str, keys: dict[str, str], default_fol
         sc.close_descriptors_except((alive,))
         title = f"hydria-unpack {image}"
         sc.set_process_title(title)
+        sc.prctl(sc.PR_SET_CHILD_SUBREAPER, 1)
         if _ended(alive, rc.UNPACK_AFTER) or (default_folder and rc.placement_problem(cache.folder)):
             return
         _while_alive(alive, lambda: _unpack_all(cache, keys), title)
@@ -93,6 +95,17 @@ def _while_alive(alive: int, work: Callable[[], None], title: str) -> None:
     if alive in readable:
         os.killpg(worker, SIGKILL)  # the worker is not reaped yet: its number cannot be another's
     os.waitpid(worker, 0)
+    _reap_orphans()
+
+
+def _reap_orphans() -> None:
+    """Collect the worker's descendants that outlived it (killed with its group, they were given
+    to this process, their subreaper)."""
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
 
 
 def _ended(alive: int, seconds: float) -> bool:
