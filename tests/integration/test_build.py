@@ -208,7 +208,7 @@ RUN echo about to fail; exit 3
     ("FROM {base}\nCOPY --chown=nobody-here a /a\n", {"a": "x"}, "--chown=nobody-here: the image has no user 'nobody-here'"),
     ("FROM {base}\nUSER nobody-here\nRUN true\n", {}, "USER nobody-here: the image has no user 'nobody-here'"),
     ("FROM {base}\nRUN --mount=type=ssh true\n", {}, "--mount type=ssh is not supported"),
-    ("FROM {base}\nRUN --mount=type=secret,id=x,env=X true\n", {}, "env= is not supported yet"),
+    ("FROM {base}\nRUN --mount=type=secret,id=x,env=1X true\n", {}, "env=1X is not a variable's name"),
     ("FROM {base}\nRUN --mount=type=cache,taget=/c true\n", {}, "--mount=type=cache,taget=/c: type=cache takes no taget="),
     ("FROM {base}\nRUN --mount=type=cache,target=/c,sharing=exclusive true\n", {}, "sharing=exclusive"),
     ("FROM {base}\nRUN --mount=type=cache,target=/c,uid=1000 true\n", {}, "uid=1000: with one user ID mapped"),
@@ -356,7 +356,9 @@ def test_secrets_reach_only_the_steps_that_mount_them(debian: PublishedImage, wo
 RUN --mount=type=secret,id=token stat -c %a /run/secrets/token > /mode && sha256sum < /run/secrets/token > /seen
 RUN --mount=type=secret,id=netrc,target=/root/.netrc,mode=0440 stat -c %a /root/.netrc > /netrc-mode
 RUN --mount=type=secret,id=absent test ! -e /run/secrets/absent
-RUN ls -a /run/secrets /root > /listed 2>&1; true
+RUN --mount=type=secret,id=netrc,env=NETRC echo "$NETRC" | sha256sum > /from-variable; test -e /run/secrets/netrc && echo file-too >> /from-variable; true
+RUN --mount=type=secret,id=netrc,env=TOKEN,target=/t test "$TOKEN" = "$(cat /t)" && echo both > /both
+RUN echo "${{NETRC:-unset}} ${{TOKEN:-unset}}" > /after; ls -a /run/secrets /root > /listed 2>&1; true
 """})
     token = context / "token"
     secret = ["--secret", f"id=token,src={token}", "--secret", "id=netrc,env=NETRC_TEXT"]
@@ -364,9 +366,12 @@ RUN ls -a /run/secrets /root > /listed 2>&1; true
     assert first.returncode == 0, first.stderr
     assert "the secret absent was not given" in first.stderr
     image = str(workspace.out / "image.sqsh")
-    shown = workspace.run("start", image, "sh", "-c", "cat /mode /netrc-mode /seen /listed").stdout
+    shown = workspace.run("start", image, "sh", "-c", "cat /mode /netrc-mode /seen /both /after /listed").stdout
     assert shown.startswith("400\n440\n"), shown
     assert hashlib.sha256(b"s3cret\n").hexdigest() in shown
+    assert "both\nunset unset\n" in shown, shown  # env= gives the step the value, and that step alone
+    from_variable = workspace.run("start", image, "cat", "/from-variable").stdout
+    assert from_variable == f"{hashlib.sha256(b'machine x' + bytes([10])).hexdigest()}  -\n", from_variable
     assert ".netrc" not in shown and "token" not in shown, "no secret left in the image"
     assert b"s3cret" not in (workspace.out / "image.sqsh").read_bytes()
     token.write_text("changed\n")  # a secret's content is not in the cache key (as BuildKit's)

@@ -11,7 +11,7 @@ from hydria.errors import UsageError
 from hydria.imagebuild import host_inputs
 from hydria.imagebuild.host_inputs import CA_TARGET, CA_VARIABLES, HostInputs, Secret
 from hydria.imagebuild.sandbox import RunMount
-from hydria.imagebuild.steps import keyed_environment, keyed_mounts
+from hydria.imagebuild.steps import file_mounts, keyed_environment, keyed_mounts, secret_variables
 
 
 def test_secrets_from_files_and_variables(tmp_path: Path) -> None:
@@ -72,6 +72,15 @@ def test_the_ca_bundle_and_proxies_reach_the_environment_but_not_the_key(tmp_pat
 
 
 def test_a_secret_is_keyed_by_its_id_and_place_not_its_copy() -> None:
-    first = RunMount("secret", "/run/secrets/x", "/scratch/1/secrets/0", options=("x", "400"))
+    first = RunMount("secret", "/run/secrets/x", "/scratch/1/secrets/0", options=("x", "400", ""))
     second = first._replace(source="/scratch/2/secrets/0")
     assert keyed_mounts([first]) == keyed_mounts([second]) != keyed_mounts([first._replace(target="/x")])
+
+
+def test_a_secret_as_a_variable_is_the_steps_alone_and_no_file() -> None:
+    as_variable = RunMount("secret", "", None, options=("token", "400", "TOKEN"))
+    as_file = RunMount("secret", "/run/secrets/key", "/scratch/secrets/0", options=("key", "400", ""))
+    secrets = {"token": Secret(value="t0ken"), "key": Secret(value="k")}
+    assert secret_variables([as_variable, as_file], secrets) == {"TOKEN": "t0ken"}
+    assert file_mounts([as_variable, as_file]) == [as_file]
+    assert keyed_mounts([as_variable]) != keyed_mounts([as_variable._replace(options=("token", "400", "OTHER"))])

@@ -392,8 +392,10 @@ class _Builder:
         if user and self.cache.idmap is None:
             log.warning("%s: USER %s: RUN runs as root (one user ID is mapped: the files it makes belong to "
                         "root in the image)", instruction.where, user)
-        command = sandbox.Command(tuple(argv), environment, image.workdir, network != "none",
-                                  (*host.mounts(), *own_mounts, *mounts), user, "HOME" not in image.environment)
+        command = sandbox.Command(tuple(argv), {**environment, **steps.secret_variables(mounts, host.secrets)},
+                                  image.workdir, network != "none",
+                                  (*host.mounts(), *own_mounts, *steps.file_mounts(mounts)), user,
+                                  "HOME" not in image.environment)
         key = key_of(image.key, "RUN", argv, steps.keyed_environment(environment), image.workdir, network,
                      steps.keyed_mounts(mounts))
         return key, sandbox.run_command(command)

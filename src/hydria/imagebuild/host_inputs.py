@@ -29,15 +29,17 @@ class Secret(Record):
     path: str | None = None
     value: str | None = None
 
+    def content(self) -> bytes:
+        if self.path is None:
+            return os.fsencode(self.value or "")
+        with open(self.path, "rb") as source:
+            return source.read()
+
     def write(self, target: str, mode: int) -> None:
         """Write the secret to ``target`` (a new file of a private folder) with ``mode``."""
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "wb") as out:
-            if self.path is not None:
-                with open(self.path, "rb") as source:
-                    out.write(source.read())
-            else:
-                out.write(os.fsencode(self.value or ""))
+            out.write(self.content())
         os.chmod(target, mode)
 
 

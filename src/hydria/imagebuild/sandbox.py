@@ -64,7 +64,7 @@ class RunMount(Record):
     source: str | None = None
     writable: bool = False
     sharing: str = "shared"  # a cache's: "shared", "locked" (one step at a time) or "private" (else a new folder)
-    options: tuple[str, ...] = ()  # a tmpfs's (size=...); a secret's id and mode (its cache key)
+    options: tuple[str, ...] = ()  # a tmpfs's (size=...); a secret's id, mode and variable (its cache key)
 
 
 class Command(Record):

@@ -141,15 +141,16 @@ def _run_mount(instruction: Instruction, text: str, sources: MountSources) -> Ru
 def _secret_mount(instruction: Instruction, text: str, fields: Mapping[str, str],
                   sources: MountSources) -> RunMount | None:
     """BuildKit's secret mount: the secret ``id`` (default: the target's name) at ``target``
-    (default: ``/run/secrets/ID``), mode 0400; None where it was not given and is not
-    ``required`` (the step runs without it, as BuildKit's)."""
-    if "env" in fields:
-        raise instruction.error(f"--mount={text}: env= is not supported yet",
-                                hint="read the secret from its file (target=, default /run/secrets/ID)")
+    (default: ``/run/secrets/ID`` unless ``env`` names a variable that gets its value instead),
+    mode 0400, and in variable ``env``; None where it was not given and is not ``required`` (the
+    step runs without it, as BuildKit's). The returned mount's options: id, mode, variable."""
+    variable = fields.get("env", "")
+    if "env" in fields and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", variable):
+        raise instruction.error(f"--mount={text}: env={variable} is not a variable's name", hint="e.g. env=API_TOKEN")
     name = fields.get("id") or os.path.basename(fields.get("target", "").rstrip("/"))
     if not name:
         raise instruction.error(f"--mount={text}: no id", hint="e.g. --mount=type=secret,id=netrc")
-    target = fields.get("target") or f"/run/secrets/{name}"
+    target = fields.get("target") or ("" if variable else f"/run/secrets/{name}")
     mode = _mode_of_root(instruction, text, fields, "secret", "0400")
     secret = sources.secrets.get(name)
     if secret is None:
@@ -157,13 +158,30 @@ def _secret_mount(instruction: Instruction, text: str, fields: Mapping[str, str]
             raise instruction.error(f"--mount={text}: the secret {name} was not given",
                                     hint=f"hydria build --secret id={name},src=FILE ...")
         log.info("%s: the secret %s was not given (--secret id=%s,...): the step runs without %s",
-                 instruction.where, name, name, target)
+                 instruction.where, name, name, target or f"${variable}")
         return None
-    folder = os.path.join(sources.scratch, "secrets")
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    copy = os.path.join(folder, str(len(os.listdir(folder))))
-    secret.write(copy, mode & 0o7777)
-    return RunMount("secret", target, copy, options=(name, f"{mode:o}"))
+    if variable and b"\0" in secret.content():
+        raise instruction.error(f"--mount={text}: the secret {name} holds a NUL byte, which no variable can",
+                                hint="give it as a file: leave env= out and read target=")
+    copy = None
+    if target:
+        folder = os.path.join(sources.scratch, "secrets")
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        copy = os.path.join(folder, str(len(os.listdir(folder))))
+        secret.write(copy, mode & 0o7777)
+    return RunMount("secret", target, copy, options=(name, f"{mode:o}", variable))
+
+
+def secret_variables(mounts: Sequence[RunMount], secrets: Mapping[str, Secret]) -> dict[str, str]:
+    """The variables that a ``RUN``'s secret mounts with ``env=`` give its command: the secrets'
+    values (never in the image's config nor the cache key)."""
+    return {m.options[2]: os.fsdecode(secrets[m.options[0]].content())
+            for m in mounts if m.kind == "secret" and m.options[2]}
+
+
+def file_mounts(mounts: Sequence[RunMount]) -> list[RunMount]:
+    """The mounts a ``RUN``'s sandbox makes: all but a secret given only as a variable."""
+    return [m for m in mounts if m.target]
 
 
 def _mode_of_root(instruction: Instruction, text: str, fields: Mapping[str, str], what: str, default: str) -> int:
