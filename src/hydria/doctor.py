@@ -22,6 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from hydria import apparmor
 from hydria.config import Settings
 from hydria.container import read_cache
 from hydria.errors import HydriaError, MissingTool
@@ -196,10 +197,11 @@ def _user_namespaces() -> Check:
     if _read_int("/proc/sys/kernel/unprivileged_userns_clone") == 0:
         return Check(name, "fail", "kernel.unprivileged_userns_clone is 0",
                      "as root: sysctl -w kernel.unprivileged_userns_clone=1")
-    if _read_int("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1:
-        return Check(name, "fail", "AppArmor restricts unprivileged user namespaces",
-                     "as root: sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, "
-                     "or an AppArmor profile for hydria")
+    if apparmor.blocked():
+        return Check(name, "fail", apparmor.problem(apparmor.script_path()), apparmor.FIX)
+    if apparmor.restricted():
+        return Check(name, "ok", f"enabled for hydria by its AppArmor profile ({apparmor.PROFILE}), which the "
+                                 "kernel's restriction of unprivileged user namespaces needs")
     return Check(name, "ok", f"enabled (user.max_user_namespaces={maximum})")
 
 

@@ -51,6 +51,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("info", "Show the version and the settings in effect", "hydria.cli.info"),
     Command("install-reader", "Build hydria's fast squashfs reader for this installation",
             "hydria.cli.install_reader", needs_settings=False),
+    Command("install-apparmor", "Install the AppArmor profile hydria needs where user namespaces are restricted",
+            "hydria.cli.install_apparmor", needs_settings=False),
     Command("reference", "Print bash completion or man pages, made from the command line's parsers",
             "hydria.cli.reference", needs_settings=False),
     Command("version", "Show the version", "hydria.cli.version", needs_settings=False),

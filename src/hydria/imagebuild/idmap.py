@@ -17,6 +17,7 @@ import shutil
 import subprocess
 from collections.abc import Callable
 
+from hydria.apparmor import refusal
 from hydria.errors import HydriaError
 from hydria.record import Record
 from hydria.runtime import syscalls as sc
@@ -65,13 +66,13 @@ class IdMap(Record):
                 os.close(ready_r)
                 os.close(go_w)
                 sc.unshare(sc.CLONE_NEWUSER | sc.CLONE_NEWNS)
+                sc.mount(None, "/", None, sc.MS_REC | sc.MS_SLAVE)  # fails where AppArmor gives no capabilities
                 os.write(ready_w, b"1")
                 os.close(ready_w)
                 if os.read(go_r, 1) != b"1":
                     os._exit(125)
                 os.close(go_r)
                 os.setgroups([])  # the host's supplementary groups would show as nobody
-                sc.mount(None, "/", None, sc.MS_REC | sc.MS_SLAVE)
             except BaseException:  # noqa: BLE001  a child must never return into the parent's code
                 os._exit(125)
             return 0
@@ -80,8 +81,9 @@ class IdMap(Record):
         try:
             if os.read(ready_r, 1) != b"1":
                 os.waitpid(pid, 0)
-                raise HydriaError("cannot create the build's user namespace",
-                                  hint="unprivileged user namespaces must be enabled (sysctl user.max_user_namespaces)")
+                raise refusal("cannot create the build's user namespace") or HydriaError(
+                    "cannot create the build's user namespace",
+                    hint="unprivileged user namespaces must be enabled (sysctl user.max_user_namespaces)")
             self._map(pid)
             os.write(go_w, b"1")
         except BaseException:

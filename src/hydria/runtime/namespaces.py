@@ -49,8 +49,11 @@ def _enter_user_namespace(flags: int, settings: Settings, uid: int, gid: int) ->
             handle.write(f"{0 if settings.remap_root else gid} {gid} 1")
         sc.mount(None, "/", None, sc.MS_REC | sc.MS_SLAVE)
     except OSError as e:
-        raise HydriaError(f"cannot create the container's namespaces: {e.strerror}",
-                          hint="unprivileged user namespaces must be enabled (sysctl user.max_user_namespaces)") from None
+        from hydria.apparmor import refusal
+
+        what = f"cannot create the container's namespaces: {e.strerror}"
+        raise refusal(what) or HydriaError(
+            what, hint="unprivileged user namespaces must be enabled (sysctl user.max_user_namespaces)") from None
 
 
 def _unshare_user(flags: int) -> None:
