@@ -1,7 +1,7 @@
 """AppArmor's restriction of user namespaces (hydria/apparmor.py). This kernel has no AppArmor:
 the files it would give (the sysctl, the process's label) are files the test writes, a fake where
 the real thing cannot exist; the profile itself is compiled by AppArmor 4's parser in
-tests/integration/test_apparmor.py."""
+tests/integration/test_apparmor_profile.py."""
 
 from __future__ import annotations
 
