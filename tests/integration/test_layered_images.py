@@ -107,8 +107,10 @@ stacks = st.lists(st.lists(entries, max_size=7), min_size=1, max_size=4)
 
 
 def write_layer(path: Path, layer: list[Entry]) -> None:
-    """A layer tar as image builders write one: each entry's folders before it."""
+    """A layer tar as image builders write one: each entry's folders before it; a hardlink only
+    to a file of the layer (a path's first entry in the layer is the one that counts)."""
     files: set[str] = set()
+    named: set[str] = set()
     with LayerTar(path) as tar:
         folders: set[str] = set()
         for kind, name, *rest in layer:
@@ -124,7 +126,9 @@ def write_layer(path: Path, layer: list[Entry]) -> None:
                 folders.add(name)
             elif kind == "file":
                 tar.file(name, rest[0])
-                files.add(name)
+                ancestors = ["/".join(parts[:depth]) for depth in range(1, len(parts) + 1)]
+                if name not in named | folders and not any(a in named - folders for a in ancestors):
+                    files.add(name)
             elif kind == "link":
                 tar.symlink(name, rest[0])
             elif kind == "hardlink" and rest[0] in files and rest[0] != name:
@@ -133,6 +137,7 @@ def write_layer(path: Path, layer: list[Entry]) -> None:
                 tar.whiteout(name)
             elif kind == "opaque":
                 tar.opaque(name)
+            named.add(name)
 
 
 @contextmanager
@@ -175,6 +180,7 @@ def both_ways(tars: list[Path], folder: Path) -> tuple[Path, Path]:
 @given(stack=stacks)
 @example(stack=[[("file", "b", "one"), ("dir", "b/x", 0o755)], [("dir", "b", 0o755)]])  # found by Hypothesis
 @example(stack=[[("dir", "b/x", 0o755)], [("file", "b", "one")], [("dir", "b", 0o755)]])  # found by Hypothesis
+@example(stack=[[("dir", "a", 0o755), ("file", "a", "one"), ("hardlink", "b", "a")]])  # found by Hypothesis
 def test_stacked_layers_show_the_merged_tree(stack: list[list[Entry]], workspace: Workspace) -> None:
     folder = workspace.root / uuid.uuid4().hex
     folder.mkdir()
