@@ -9,6 +9,7 @@ import pytest
 
 from hydria.errors import UsageError
 from hydria.imagebuild import host_inputs
+from hydria.imagebuild.dockerfile import DockerfileError, parse_trigger
 from hydria.imagebuild.host_inputs import CA_TARGET, CA_VARIABLES, HostInputs, Secret
 from hydria.imagebuild.sandbox import RunMount
 from hydria.imagebuild.steps import file_mounts, keyed_environment, keyed_mounts, secret_variables
@@ -81,6 +82,9 @@ def test_a_secret_as_a_variable_is_the_steps_alone_and_no_file() -> None:
     as_variable = RunMount("secret", "", None, options=("token", "400", "TOKEN"))
     as_file = RunMount("secret", "/run/secrets/key", "/scratch/secrets/0", options=("key", "400", ""))
     secrets = {"token": Secret(value="t0ken"), "key": Secret(value="k")}
-    assert secret_variables([as_variable, as_file], secrets) == {"TOKEN": "t0ken"}
+    run = parse_trigger("RUN --mount=type=secret,id=token,env=TOKEN true", "Dockerfile:2")
+    assert secret_variables(run, [as_variable, as_file], secrets) == {"TOKEN": "t0ken"}
+    with pytest.raises(DockerfileError, match="Dockerfile:2: RUN: .*the secret token holds a NUL byte"):
+        secret_variables(run, [as_variable], {"token": Secret(value="t0\0ken")})
     assert file_mounts([as_variable, as_file]) == [as_file]
     assert keyed_mounts([as_variable]) != keyed_mounts([as_variable._replace(options=("token", "400", "OTHER"))])

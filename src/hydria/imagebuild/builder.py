@@ -392,7 +392,7 @@ class _Builder:
         if user and self.cache.idmap is None:
             log.warning("%s: USER %s: RUN runs as root (one user ID is mapped: the files it makes belong to "
                         "root in the image)", instruction.where, user)
-        command = sandbox.Command(tuple(argv), {**environment, **steps.secret_variables(mounts, host.secrets)},
+        command = sandbox.Command(tuple(argv), {**environment, **steps.secret_variables(instruction, mounts, host.secrets)},
                                   image.workdir, network != "none",
                                   (*host.mounts(), *own_mounts, *steps.file_mounts(mounts)), user,
                                   "HOME" not in image.environment)

@@ -81,9 +81,9 @@ class IdMap(Record):
         try:
             if os.read(ready_r, 1) != b"1":
                 os.waitpid(pid, 0)
-                raise refusal("cannot create the build's user namespace") or HydriaError(
-                    "cannot create the build's user namespace",
-                    hint="unprivileged user namespaces must be enabled (sysctl user.max_user_namespaces)")
+                what = "cannot create the build's user namespace"
+                raise refusal(what) or HydriaError(
+                    what, hint="unprivileged user namespaces must be enabled (sysctl user.max_user_namespaces)")
             self._map(pid)
             os.write(go_w, b"1")
         except BaseException:

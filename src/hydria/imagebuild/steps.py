@@ -160,9 +160,6 @@ def _secret_mount(instruction: Instruction, text: str, fields: Mapping[str, str]
         log.info("%s: the secret %s was not given (--secret id=%s,...): the step runs without %s",
                  instruction.where, name, name, target or f"${variable}")
         return None
-    if variable and b"\0" in secret.content():
-        raise instruction.error(f"--mount={text}: the secret {name} holds a NUL byte, which no variable can",
-                                hint="give it as a file: leave env= out and read target=")
     copy = None
     if target:
         folder = os.path.join(sources.scratch, "secrets")
@@ -172,11 +169,22 @@ def _secret_mount(instruction: Instruction, text: str, fields: Mapping[str, str]
     return RunMount("secret", target, copy, options=(name, f"{mode:o}", variable))
 
 
-def secret_variables(mounts: Sequence[RunMount], secrets: Mapping[str, Secret]) -> dict[str, str]:
+def secret_variables(instruction: Instruction, mounts: Sequence[RunMount],
+                     secrets: Mapping[str, Secret]) -> dict[str, str]:
     """The variables that a ``RUN``'s secret mounts with ``env=`` give its command: the secrets'
-    values (never in the image's config nor the cache key)."""
-    return {m.options[2]: os.fsdecode(secrets[m.options[0]].content())
-            for m in mounts if m.kind == "secret" and m.options[2]}
+    values (never in the image's config nor the cache key), each read once. Raises the
+    instruction's error for a secret that holds a NUL byte, which no variable can."""
+    variables = {}
+    for mount in mounts:
+        name, _, variable = mount.options if mount.kind == "secret" else ("", "", "")
+        if not variable:
+            continue
+        value = secrets[name].content()
+        if b"\0" in value:
+            raise instruction.error(f"--mount=type=secret,id={name},env={variable}: the secret {name} holds a "
+                                    "NUL byte, which no variable can", hint="give it as a file: leave env= out and read target=")
+        variables[variable] = os.fsdecode(value)
+    return variables
 
 
 def file_mounts(mounts: Sequence[RunMount]) -> list[RunMount]:
