@@ -352,8 +352,8 @@ def _store(settings: Settings) -> Check:
         return Check(name, "fail", f"{store.root}: {owner} cannot import into it: {problem[0]}", problem[1])
     if not os.access(store.images, os.R_OK):
         return Check(name, "ok", f"{store.root}, written by {owner} only")
-    images = store.images_on_disk()
-    size = sum(i.size for i in images)
+    images = store.stored_images()
+    size = store.size_on_disk()
     detail = f"{store.root}, written by {owner} only: {len(images)} image(s), {size / 2**30:.1f} GB"
     if settings.store_prune_above and size > settings.store_prune_above:
         return Check(name, "warn", f"{detail}, more than HYDRIA_STORE_PRUNE_ABOVE",

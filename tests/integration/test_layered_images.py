@@ -254,7 +254,7 @@ def layered_import(workspace: Workspace, uri: str, **env: str) -> subprocess.Com
             "from hydria.image.importer import import_image; "
             "print(import_image(sys.argv[1], load_settings(), output='step.sqsh', in_place=True, cwd=Path.cwd()))")
     return run_as(workspace.user, [sys.executable, "-c", code, uri], cwd=workspace.out,
-                  env=workspace.env(HYDRIA_LAYERED_IMAGES="y", **env))
+                  env=workspace.env(**{"HYDRIA_LAYERED_IMAGES": "y", **env}))
 
 
 def test_a_new_version_squashes_only_its_new_layers(busybox: PublishedImage, registry: Registry,
@@ -477,3 +477,69 @@ def test_a_build_in_its_context_leaves_the_layer_folder_out(busybox: PublishedIm
     assert (context / ".hydria-layers").is_dir()
     listed = workspace.run("start", str(context / "app+1.sqsh"), "ls", "-a", "/all")
     assert listed.returncode == 0 and ".hydria-layers" not in listed.stdout, listed.stdout
+
+
+def test_the_store_keeps_layered_images_that_every_user_starts(busybox: PublishedImage, registry: Registry,
+                                                                store: Path, store_workspace: Workspace,
+                                                                workspace: Workspace, tmp_path: Path) -> None:
+    """The store's owner imports layered images (HYDRIA_LAYERED_IMAGES): a new version squashes
+    only its new layers; users' steps start the layered entry in place, and nothing of it can be
+    changed by them; a prune takes an image with the layer images only it names."""
+    tmp_path.chmod(0o755)
+    base = busybox.image.layers
+    data = _layer(tmp_path, "data", {"opt/data/kept": b"kept\n"})
+    update = _layer(tmp_path, "update", {"opt/data/new": os.urandom(3 << 20)})
+    repository = f"hydria/storelayers{uuid.uuid4().hex[:12]}"
+    config = {"Cmd": ["/bin/sh"], "Env": ["PATH=/bin:/usr/bin"]}
+    push([Image([*base, data], config)], registry.address, repository, "v1", store_workspace.root)
+    push([Image([*base, data, update], config)], registry.address, repository, "v2", store_workspace.root)
+    uri = f"docker://{registry.address}#{repository}"
+    env = {"HYDRIA_STORE_PATH": str(store), "HYDRIA_LAYERED_IMAGES": "y"}
+    assert store_workspace.run("store", "init", **env).returncode == 0
+
+    entries = {}
+    for tag in ("v1", "v2"):
+        imported = store_workspace.run("store", "import", f"{uri}:{tag}", **env)
+        assert imported.returncode == 0, imported.stderr
+        entries[tag] = Path(imported.stdout.strip())
+    names = {tag: path.read_text().splitlines()[1:] for tag, path in entries.items()}
+    for tag, path in entries.items():
+        assert path.suffix == ".layers" and path.parent == store / "images", path
+        for file in [path, *(path.parent / name for name in names[tag])]:
+            info = file.stat()
+            assert (info.st_uid, info.st_mode & 0o777) == (store_workspace.user.uid, 0o644), file
+    assert names["v2"][:-2] == names["v1"][:-1], "v2 names the layer images v1 has"
+    squashed = {path.name for path in (store / "images").glob("layer-*")}
+    assert squashed == set(names["v1"]) | set(names["v2"]), "one layer image per layer"
+
+    stepped = layered_import(workspace, f"{uri}:v2", HYDRIA_STORE_PATH=str(store), HYDRIA_LAYERED_IMAGES="n")
+    assert stepped.returncode == 0, stepped.stderr
+    assert stepped.stdout.strip() == str(entries["v2"]), "a step starts the store's entry in place"
+    shown = workspace.run("start", str(entries["v2"]), "sh", "-c", "cat /opt/data/kept; wc -c < /opt/data/new")
+    assert shown.returncode == 0 and shown.stdout.split() == ["kept", str(3 << 20)], shown.stderr
+    for attack in (f"echo x >> {entries['v2']}", f"echo x >> {store}/images/{names['v2'][0]}",
+                   f"rm -f {store}/images/{names['v2'][-1]}"):
+        assert run_as(workspace.user, ["sh", "-c", attack]).returncode != 0, attack
+    copied = workspace.run("import", "-o", "mine.sqsh", f"{uri}:v2", HYDRIA_STORE_PATH=str(store))
+    assert copied.returncode == 0 and "image store" not in copied.stderr, "-o writes one self-contained file"
+    assert (workspace.out / "mine.sqsh").read_bytes()[:4] == b"hsqs"
+
+    listed = {e["path"]: e["size"] for e in json.loads(store_workspace.run("store", "list", "--json", **env).stdout)}
+    assert listed == {str(path): path.stat().st_size + sum((store / "images" / name).stat().st_size
+                                                           for name in set(names[tag]))
+                      for tag, path in entries.items()}
+
+    for path in [entries["v1"], *(store / "images" / name for name in names["v1"])]:
+        os.utime(path, (time.time() - 3 * 86400, time.time() - 3 * 86400))
+    pruned = store_workspace.run("store", "prune", "--to", "0", **env)
+    assert pruned.returncode == 0, pruned.stderr
+    assert f"removed {entries['v1']}" in pruned.stdout and entries["v2"].exists(), pruned.stdout
+    assert {path.name for path in (store / "images").glob("layer-*")} == set(names["v2"]), \
+        "v1's own layer image went with it, the shared ones stayed"
+
+    (store / "images" / names["v2"][-2]).unlink()  # a layer image lost (a disk error, a hand)
+    missing = layered_import(workspace, f"{uri}:v2", HYDRIA_STORE_PATH=str(store))
+    assert missing.returncode == 0 and missing.stdout.strip() != str(entries["v2"]), "the user's own import"
+    repaired = store_workspace.run("store", "import", f"{uri}:v2", **env)
+    assert repaired.returncode == 0 and repaired.stdout.strip() == str(entries["v2"]), repaired.stderr
+    assert (store / "images" / names["v2"][-2]).is_file()

@@ -108,6 +108,6 @@ def _prune(store: ImageStore, options: argparse.Namespace, settings: Settings) -
     verb = "would remove" if options.dry_run else "removed"
     for image in gone:
         print(f"{verb} {image.path} ({image.size / 1e6:.1f} MB)")
-    left = sum(i.size for i in store.images_on_disk()) - (sum(i.size for i in gone) if options.dry_run else 0)
+    left = store.size_on_disk() - (sum(i.size for i in gone) if options.dry_run else 0)
     print(f"{verb} {len(gone)} image(s), {sum(i.size for i in gone) / 1e6:.1f} MB; the store holds {left / 1e6:.1f} MB")
     return 0

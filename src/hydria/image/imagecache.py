@@ -41,11 +41,19 @@ from pathlib import Path
 
 from hydria.anonfile import AnonymousFile, anonymous_file, link_or_copy
 from hydria.errors import HydriaError
+from hydria.image.layerset import (
+    LAYER_PREFIX,
+    LAYERED_SUFFIX,
+    layer_users,
+    layered_in_use,
+    names_in,
+    weigh,
+)
 from hydria.image.manifest import Platform
-from hydria.image.prune import Item, item, regular_files
+from hydria.image.prune import Item
 from hydria.log import Logger
 from hydria.paths import ensure_dir, is_own_private_dir, user_name
-from hydria.runtime.layered import MAX_SIZE, LayeredImageError, layer_names, layered_text
+from hydria.runtime.layered import layered_text
 from hydria.version import __version__
 
 log = Logger(__name__)
@@ -53,8 +61,6 @@ log = Logger(__name__)
 IMAGE_FORMAT = "1"  # change it when an import writes other bytes for the same inputs
 LAYER_FORMAT = "1"  # the same for a layer image (image/layerimage.py)
 SUFFIX = ".sqsh"
-LAYERED_SUFFIX = ".layers"
-LAYER_PREFIX = "layer-"
 LAYERS_LOCK = ".layers.lock"
 
 
@@ -133,41 +139,13 @@ class ImageCache:
         return [self.directory / name for name in names
                 if name.endswith(LAYERED_SUFFIX) or name.endswith(SUFFIX) and not name.startswith(LAYER_PREFIX)]
 
-    def layer_users(self) -> dict[str, list[Path]]:
-        """Each layer image's name, with the layered images that name it (none: nobody needs it)."""
-        users: dict[str, list[Path]] = {}
-        try:
-            names = os.listdir(self.directory)
-        except FileNotFoundError:
-            return users
-        for name in names:
-            if name.startswith(LAYER_PREFIX) and name.endswith(SUFFIX):
-                users.setdefault(name, [])
-        for path in self.entries():
-            if path.name.endswith(LAYERED_SUFFIX):
-                for layer in _names_in(path):
-                    users.setdefault(layer, []).append(path)
-        return users
-
     def prune_items(self) -> tuple[list[Item], int]:
-        """The kept images as ``hydria cache prune`` weighs them: an image file; a layered image
-        with the layer images that only it names (those that several name go with the last of
-        them, by collect_layers). Also the bytes of the layer images that several name."""
-        users = self.layer_users()
-        sizes = {path.name: info.st_size for path, info in regular_files([self.directory / n for n in users], os.geteuid())}
-        items, shared = [], sum(size for name, size in sizes.items() if len(users[name]) > 1)
-        for path, info in regular_files(self.entries(), os.geteuid()):
-            found = item(path, info)
-            if path.name.endswith(LAYERED_SUFFIX):
-                own = sum(sizes.get(name, 0) for name in set(_names_in(path)) if len(users.get(name, ())) == 1)
-                found = found._replace(size=found.size + own)
-            items.append(found)
-        return items, shared
+        """The kept images as ``hydria cache prune`` weighs them (image/layerset.py's weigh)."""
+        return weigh(self.directory, self.entries(), os.geteuid())
 
     def layered_in_use(self, mounted: set[str]) -> set[str]:
         """The layered images (real paths) that name one of the ``mounted`` files."""
-        return {os.path.realpath(path) for name, paths in self.layer_users().items()
-                if os.path.realpath(self.directory / name) in mounted for path in paths}
+        return layered_in_use(self.directory, self.entries(), mounted)
 
     def collect_layers(self) -> None:
         """Remove the layer images that no layered image names, unless an import is making one."""
@@ -181,7 +159,7 @@ class ImageCache:
             os.close(fd)
             return  # an import is making an entry: the next eviction collects them
         try:
-            for name, users in self.layer_users().items():
+            for name, users in layer_users(self.directory, self.entries()).items():
                 if not users:
                     (self.directory / name).unlink(missing_ok=True)
         finally:
@@ -202,20 +180,6 @@ def _own_file(path: Path) -> bool:
     except OSError:
         return False
     return stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid()
-
-
-def _names_in(layered: Path) -> list[str]:
-    """The layer images that the layered image ``layered`` names (none when it cannot be read).
-    Read without marking a use (its access time is when an import last used it: pruning)."""
-    try:
-        fd = os.open(layered, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NOATIME)
-    except OSError:
-        return []
-    try:
-        with os.fdopen(fd, "rb") as handle:
-            return layer_names(handle.read(MAX_SIZE + 1))
-    except (OSError, LayeredImageError):
-        return []
 
 
 class CachedImage:
@@ -257,7 +221,7 @@ class CachedImage:
         path = self.cache.directory / (self.key + LAYERED_SUFFIX)
         if not _own_file(path):
             return None
-        layers = _names_in(path)
+        layers = names_in(path)
         if layers and all(_own_file(self.cache.directory / layer) for layer in layers):
             return path
         log.debug("dropping the layered cache entry %s: a layer image went", path)

@@ -42,9 +42,17 @@ from pathlib import Path
 from hydria.anonfile import AnonymousFile, anonymous_file
 from hydria.config import Settings
 from hydria.errors import HydriaError
-from hydria.image.imagecache import IMAGE_FORMAT
+from hydria.image.imagecache import IMAGE_FORMAT, LAYER_FORMAT, layer_key
+from hydria.image.layerset import (
+    LAYERED_SUFFIX,
+    is_layer_image,
+    layer_users,
+    layered_in_use,
+    names_in,
+    weigh,
+)
 from hydria.image.manifest import Platform
-from hydria.image.prune import Item, item, regular_files, remove, victims
+from hydria.image.prune import Item, item, mounted_images, regular_files, remove, victims
 from hydria.interrupt import worker_thread
 from hydria.liveness import holder_line, holder_name, is_gone
 from hydria.log import Logger
@@ -116,13 +124,31 @@ class ImageStore:
         return os.geteuid() == self.owner_uid
 
     @staticmethod
-    def key(uri: str, manifest_digest: str, squash_options: str, platform: Platform) -> str:
+    def key(uri: str, manifest_digest: str, squash_options: str, platform: Platform, layered: bool = False) -> str:
         text = f"{IMAGE_FORMAT}\n{uri}\n{manifest_digest}\n{squash_options}\n{PUBLIC}{platform.key_part()}"
+        if layered:
+            text += f"\nlayered {LAYER_FORMAT}"
         return hashlib.sha256(text.encode()).hexdigest()
 
     def lookup(self, key: str) -> Path | None:
-        """The entry of ``key`` when there is one that only the owner or root can have written."""
-        path = self.images / (key + SUFFIX)
+        """The entry of ``key`` (an image file, or a layered image with every layer image it
+        names) when there is one that only the owner or root can have written."""
+        return self._entry(key, SUFFIX) or self._entry(key, LAYERED_SUFFIX)
+
+    def _entry(self, key: str, suffix: str) -> Path | None:
+        path = self._trusted(self.images / (key + suffix))
+        if path is None or suffix != LAYERED_SUFFIX:
+            return path
+        layers = names_in(path)
+        if layers and all(self._trusted(self.images / name) for name in layers):
+            return path
+        log.warning("Not using %s from the image store: a layer image it names is missing (the store's "
+                    "next import of the image makes it again)", path)
+        return None
+
+    def _trusted(self, path: Path) -> Path | None:
+        """``path`` when it is a file that only the owner or root can have written (and, for a
+        user, one that the store serves)."""
         try:
             info = os.lstat(path)
         except FileNotFoundError:
@@ -135,37 +161,69 @@ class ImageStore:
                     path, user_name(self.owner_uid))
         return None
 
-    def publish(self, key: str, uri: str, digest: str, write: Callable[[AnonymousFile], None]) -> Path:
-        """The entry of ``key``: found, or written with ``write`` by this process, or by another
+    def publish(self, key: str, uri: str, digest: str, write: Callable[[AnonymousFile], None], *,
+                layered: bool = False) -> Path:
+        """The entry of ``key``: found, or written with ``write`` by this process (a layered
+        image's file, with ``layered``: its layer images are added with add_layer), or by another
         importer (on any node) that this one waits for. Only the owner may call it."""
+        def record(path: Path) -> None:
+            size = sum(self.images.joinpath(name).stat().st_size for name in set(names_in(path))) if layered else 0
+            info = path.stat()
+            text = json.dumps({"uri": uri, "digest": digest, "size": info.st_size + size, "created": info.st_mtime,
+                               PUBLIC: True})
+            with anonymous_file(self.meta / f"{key}.json", mode=0o600) as meta:
+                os.write(meta.fd, text.encode())
+                meta.commit()
+        return self._publish(key, LAYERED_SUFFIX if layered else SUFFIX, uri, write, record)
+
+    def layer(self, blob_digest: str, squash_options: str) -> str | None:
+        """The name of the store's layer image of ``blob_digest``, when there is one; its use
+        is marked, so that a prune (on any node) leaves it to the import that found it."""
+        path = self._trusted(self.images / (layer_key(blob_digest, squash_options) + SUFFIX))
+        if path is None:
+            return None
+        try:
+            os.utime(path, ns=(time.time_ns(), path.stat().st_mtime_ns))
+        except FileNotFoundError:
+            return None  # pruned meanwhile
+        return path.name
+
+    def add_layer(self, blob_digest: str, squash_options: str, write: Callable[[AnonymousFile], None]) -> str:
+        """The store's layer image of ``blob_digest``: found, or written with ``write`` (by this
+        process or another importer that this one waits for); its name. Only the owner may call it."""
+        return self._publish(layer_key(blob_digest, squash_options), SUFFIX, f"a layer ({blob_digest})", write).name
+
+    def _publish(self, key: str, suffix: str, what: str, write: Callable[[AnonymousFile], None],
+                 record: Callable[[Path], None] | None = None) -> Path:
         announced = False
         while True:
-            found = self.lookup(key)
+            found = self._entry(key, suffix)
             if found is not None:
                 return found
             with self._lock(key) as holder:
                 if holder is None:  # ours
-                    found = self.lookup(key)
+                    found = self._entry(key, suffix)
                     if found is not None:
                         return found
-                    return self._write(key, uri, digest, write)
+                    return self._write(self.images / (key + suffix), write, record)
             if not announced:
-                self._say(log.info, f"Waiting for {holder}, which imports {uri} into the image store")
+                self._say(log.info, f"Waiting for {holder}, which imports {what} into the image store")
                 announced = True
             time.sleep(POLL)
 
-    def _write(self, key: str, uri: str, digest: str, write: Callable[[AnonymousFile], None]) -> Path:
-        target = self.images / (key + SUFFIX)
+    def _write(self, target: Path, write: Callable[[AnonymousFile], None],
+               record: Callable[[Path], None] | None) -> Path:
+        """Write ``target`` (holding its lock) and then its record. A layered image whose layer
+        image went (a prune on another node) is replaced."""
+        if target.name.endswith(LAYERED_SUFFIX) and self._trusted(target) is not None:
+            target.unlink()
         with anonymous_file(target) as image:
             write(image)
             if not image.commit():
                 raise HydriaError(f"{target} appeared while this import held the store's lock",
                                   hint="another account writes the image store: it must have one owner")
-        info = target.stat()
-        record = {"uri": uri, "digest": digest, "size": info.st_size, "created": info.st_mtime, PUBLIC: True}
-        with anonymous_file(self.meta / f"{key}.json", mode=0o600) as meta:
-            os.write(meta.fd, json.dumps(record).encode())
-            meta.commit()
+        if record is not None:
+            record(target)
         return target
 
     @contextmanager
@@ -217,10 +275,11 @@ class ImageStore:
         self._say(log.warning, f"Taking over the import of {key[:12]}: {why}")
         for leftover in self.locks.glob(f"{lock.name}.stale.*"):
             leftover.unlink(missing_ok=True)
-        dead = f".{key}{SUFFIX}.{line.split()[0]}." if line else None  # its partial files' names begin so
-        for partial in self.images.glob(f".{key}{SUFFIX}.*.partial"):
+        # its partial files' names begin so
+        dead = tuple(f".{key}{suffix}.{line.split()[0]}." for suffix in (SUFFIX, LAYERED_SUFFIX)) if line else ()
+        for partial in self.images.glob(f".{key}.*.partial"):
             try:
-                if (dead is not None and partial.name.startswith(dead)) \
+                if partial.name.startswith(dead) \
                         or time.time() - partial.stat().st_mtime > STALE_AFTER:
                     partial.unlink()
             except FileNotFoundError:
@@ -233,8 +292,11 @@ class ImageStore:
             key = record.name[:-len(".json")]
             path = self.images / (key + SUFFIX)
             try:
+                if not path.exists():
+                    path = self.images / (key + LAYERED_SUFFIX)
+                    path.stat()
                 data = json.loads(record.read_text())
-                found.append(StoredImage(key, path, path.stat().st_size, data["uri"], data["digest"], data["created"]))
+                found.append(StoredImage(key, path, data["size"], data["uri"], data["digest"], data["created"]))
             except (OSError, ValueError, KeyError):
                 continue  # removed meanwhile, or not a record hydria wrote
         return found
@@ -245,7 +307,7 @@ class ImageStore:
         sealed too once older than ``STALE_AFTER`` (its import died between the two files)."""
         self.require_writer()
         for path, info in regular_files(self.images.glob("*" + SUFFIX)):
-            if not info.st_mode & 0o044:
+            if not info.st_mode & 0o044 or is_layer_image(path.name):  # only ever made public
                 continue
             try:
                 public = json.loads((self.meta / (path.name[:-len(SUFFIX)] + ".json")).read_text()).get(PUBLIC)
@@ -269,26 +331,62 @@ class ImageStore:
             raise HydriaError(f"only {user_name(self.owner_uid)} writes the image store {self.root}",
                               hint=f"run it as that user: sudo -u {user_name(self.owner_uid)} hydria store ...")
 
-    def images_on_disk(self) -> list[Item]:
-        """Every image file in the store, with its size and when it was last used."""
-        return [item(path, info) for path, info in regular_files(self.images.glob("*" + SUFFIX))]
+    def stored_images(self) -> list[Path]:
+        """The store's images: image files and layered images (not their layer images)."""
+        try:
+            names = os.listdir(self.images)
+        except FileNotFoundError:
+            return []
+        return [self.images / name for name in names if not name.startswith(".") and not is_layer_image(name)
+                and name.endswith((SUFFIX, LAYERED_SUFFIX))]
+
+    def size_on_disk(self) -> int:
+        """The bytes of the store's images (a layer image that several share once)."""
+        try:
+            names = [name for name in os.listdir(self.images) if not name.startswith(".")]
+        except FileNotFoundError:
+            return 0
+        return sum(info.st_size for _, info in regular_files([self.images / name for name in names]))
 
     def prune(self, target: int, *, dry_run: bool = False) -> list[Item]:
         """Remove the least recently used images until the store holds at most ``target`` bytes,
         never one that a container on this node has mounted or that was used within ``GRACE``
-        seconds (a step on another node may have just found it). Returns what went (or would)."""
+        seconds (a step on another node may have just found it). A layered image weighs the
+        layer images that it alone names; they go with it, and those that several name with the
+        last of them. Returns what went (or would)."""
         self.require_writer()
-        chosen = victims(self.images_on_disk(), target, GRACE)
+        if not dry_run:
+            self.collect_layers()
+        entries = self.stored_images()
+        items, shared = weigh(self.images, entries, None)
+        loose = self.size_on_disk() - shared - sum(i.size for i in items)  # layer images named by none: no candidate
+
+        def in_use() -> set[str]:
+            mounted = mounted_images()
+            return mounted | layered_in_use(self.images, entries, mounted)
+        chosen = victims(items, target - shared - max(loose, 0), GRACE, in_use)
         if not dry_run:
             remove(chosen)
             for gone in chosen:
-                (self.meta / (gone.path.name[:-len(SUFFIX)] + ".json")).unlink(missing_ok=True)
+                (self.meta / (gone.path.name.rpartition(".")[0] + ".json")).unlink(missing_ok=True)
+            self.collect_layers()
         return chosen
+
+    def collect_layers(self) -> None:
+        """Remove the layer images that no image of the store names, none used within ``GRACE``
+        seconds: an import on another node may have just found or made one for an image whose
+        file it has not written yet (the store's folder has no lock that NFS keeps)."""
+        users = layer_users(self.images, self.stored_images())
+        in_use = mounted_images()
+        now = time.time()
+        for path, info in regular_files([self.images / name for name, names in users.items() if not names]):
+            if now - item(path, info).last_used >= GRACE and os.path.realpath(path) not in in_use:
+                path.unlink(missing_ok=True)
 
     def prune_target(self, above: int, to: int) -> int | None:
         """The size to prune to when the store holds more than ``above`` bytes (settings
         STORE_PRUNE_ABOVE, STORE_PRUNE_TO; 0: four fifths of ``above``), else None."""
-        if not above or sum(i.size for i in self.images_on_disk()) <= above:
+        if not above or self.size_on_disk() <= above:
             return None
         return to or above * 4 // 5
 

@@ -23,7 +23,7 @@ from hydria.image.flatten import ExtraFile, LayerContent, LayerStream, flatten
 from hydria.image.growing import FollowingReader
 from hydria.image.imagecache import CachedImage, ImageCache
 from hydria.image.imagestore import ImageStore
-from hydria.image.layered_import import write_layered
+from hydria.image.layered_import import squash_layers, write_layered
 from hydria.image.layerimage import LayerNeedsMerge
 from hydria.image.progress import Progress
 from hydria.image.reference import EngineImage, ImageReference, LocalImage, RegistryImage, parse
@@ -31,6 +31,7 @@ from hydria.image.squashfs import SquashPlan, repack, squash_plan, squash_tar
 from hydria.interrupt import terminate_as_interrupt
 from hydria.log import Logger
 from hydria.paths import check_output_folder
+from hydria.runtime.layered import layered_text
 
 if TYPE_CHECKING:
     from hydria.image.sources.registry import RegistrySource
@@ -85,7 +86,7 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
             source = _registry_source(ref, settings, stack, progress)
             digest = source.digest(want)
             store = ImageStore.configured(settings)
-            stored = _from_store(store, source, digest, want, settings) if store is not None else None
+            stored = _from_store(store, source.ref.uri, digest, want, settings, in_place) if store is not None else None
             if stored is not None:
                 return _deliver(stored, target, in_place)
             if store is not None and on_store_miss is not None:
@@ -110,11 +111,16 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
         return write_image(resolved, target, options, kept, progress=progress)
 
 
+def layered_images(settings: Settings) -> bool:
+    """Whether imports keep layered images: ``HYDRIA_LAYERED_IMAGES``, and squash options that
+    tar2sqfs writes (those that repack with mksquashfs make one file)."""
+    return settings.layered_images and squash_plan(settings.squash_options, 1).mksquashfs is None
+
+
 def layered_entry(uri: str, digest: str, platform: mf.Platform, settings: Settings) -> CachedImage | None:
     """Where the cache keeps the image ``uri`` (its manifest's ``digest``) as a layered image;
-    None where layered images are off (``HYDRIA_LAYERED_IMAGES``, or squash options that repack
-    with mksquashfs) or the cache keeps no images."""
-    if not settings.layered_images or squash_plan(settings.squash_options, 1).mksquashfs is not None:
+    None where layered images are off (:func:`layered_images`) or the cache keeps no images."""
+    if not layered_images(settings):
         return None
     images = ImageCache(settings.cache_path, settings.cache_images)
     if settings.cache_images <= 0 or not images.usable():
@@ -136,6 +142,36 @@ def make_layered(resolved: mf.ResolvedImage, kept: CachedImage, settings: Settin
                          settings.squash_options, shown, _layer_opener, lambda out: _Counted(out, shown))
 
 
+def _into_store(store: ImageStore, source: RegistrySource, digest: str, want: mf.Platform, settings: Settings) -> Path:
+    """The store's entry of ``digest``, written unless it is there: layered where imports keep
+    layered images (a new version costs its new layers), else (or where a layer cannot stand
+    alone) one image file."""
+    uri, squash_options = source.ref.uri, settings.squash_options
+    layered = layered_images(settings)
+    for key in ([store.key(uri, digest, squash_options, want, layered=True)] if layered else []) + \
+            [store.key(uri, digest, squash_options, want)]:
+        found = store.lookup(key)
+        if found is not None:
+            return found
+    options = squash_plan(squash_options, settings.max_processors)
+    progress = source.progress
+    if layered:
+        def write_layered(entry: AnonymousFile) -> None:  # holding the store's lock: waiters fetch nothing
+            names = squash_layers(_resolve(source.resolve, want), store, options, squash_options, progress,
+                                  _layer_opener, lambda out: _Counted(out, progress))
+            os.write(entry.fd, layered_text(names))
+            progress.squashed()
+        try:
+            return store.publish(store.key(uri, digest, squash_options, want, layered=True), uri, digest,
+                                 write_layered, layered=True)
+        except LayerNeedsMerge as e:
+            log.info("Importing the image merged into one file: %s", e.message)
+
+    def write(image: AnonymousFile) -> None:
+        _squash(_resolve(source.resolve, want), image, options, progress)
+    return store.publish(store.key(uri, digest, squash_options, want), uri, digest, write)
+
+
 def import_into_store(uri: str, settings: Settings, *, arch: str | None = None,
                       tell: Callable[[str], None] | None = None) -> Path:
     """``hydria store import``: the store's entry of registry image ``uri``, imported unless it
@@ -152,18 +188,11 @@ def import_into_store(uri: str, settings: Settings, *, arch: str | None = None,
     ref = parse(uri)
     if not isinstance(ref, RegistryImage):
         raise InvalidArgument(uri, hint="the image store keeps registry images (docker://...)")
-    options = squash_plan(settings.squash_options, settings.max_processors)
     with ExitStack() as stack:
         source = _registry_source(ref, settings, stack, _watched(stack), anonymous=True)
         want = mf.parse_platform(arch)
         try:
-            digest = source.digest(want)
-            key = store.key(ref.uri, digest, settings.squash_options, want)
-
-            def write(image: AnonymousFile) -> None:  # holding the store's lock: waiters fetch nothing
-                _squash(_resolve(source.resolve, want), image, options, source.progress)
-
-            stored = store.publish(key, ref.uri, digest, write)
+            stored = _into_store(store, source, source.digest(want), want, settings)
         except AccessDenied as e:
             raise AccessDenied(f"{ref.uri} cannot be pulled without credentials ({e.message}), and the image "
                                "store keeps only images that anyone may pull",
@@ -219,13 +248,19 @@ def _resolve(resolve: Callable[[mf.Platform], mf.ResolvedImage], want: mf.Platfo
     return resolved
 
 
-def _from_store(store: ImageStore, source: RegistrySource, digest: str, want: mf.Platform,
-                settings: Settings) -> Path | None:
-    """The store's image of ``digest``, the manifest that this user's registry request named."""
-    found = store.lookup(store.key(source.ref.uri, digest, settings.squash_options, want))
-    if found is not None:
-        log.info("Found the image in the image store: %s", found)
-    return found
+def _from_store(store: ImageStore, uri: str, digest: str, want: mf.Platform, settings: Settings,
+                in_place: bool) -> Path | None:
+    """The store's image of ``digest``, the manifest that this user's registry request named: a
+    layered image only ``in_place`` (an output file must be one self-contained image)."""
+    keys = [store.key(uri, digest, settings.squash_options, want)]
+    if in_place:
+        keys.insert(0, store.key(uri, digest, settings.squash_options, want, layered=True))
+    for key in keys:
+        found = store.lookup(key)
+        if found is not None:
+            log.info("Found the image in the image store: %s", found)
+            return found
+    return None
 
 
 def _kept(kept: CachedImage, target: Path, in_place: bool) -> Path | None:

@@ -1,6 +1,6 @@
 """An import as a layered image (``HYDRIA_LAYERED_IMAGES``): each layer squashed once into a
-layer image of its own, kept in the cache and shared by every image that has the layer; the
-image is a small file that names them (runtime/layered.py). A new version of an image costs its
+layer image of its own, kept in a user's cache or in the image store and shared by every image
+there that has the layer; the image is a small file that names them (runtime/layered.py). A new version of an image costs its
 new layers, not the whole image again (docs/performance.md).
 
 Where a layer cannot stand alone (image/layerimage.py's LayerNeedsMerge), the caller imports the
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from functools import partial
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from hydria.anonfile import AnonymousFile
 from hydria.image import manifest as mf
@@ -31,10 +31,21 @@ log = Logger(__name__)
 LayerOpener = Callable[[mf.ResolvedImage, mf.Descriptor], Callable[[], AbstractContextManager[LayerContent]]]
 
 
+class LayerHome(Protocol):
+    """Where layer images are kept: a user's cache (image/imagecache.py) or the image store
+    (image/imagestore.py), each with its own trust rules."""
+
+    def layer(self, blob_digest: str, squash_options: str) -> str | None:
+        """The name of the kept layer image of ``blob_digest``, when there is one."""
+
+    def add_layer(self, blob_digest: str, squash_options: str, write: Callable[[AnonymousFile], None]) -> str:
+        """Keep the layer image that ``write`` writes into the anonymous file it is given; its name."""
+
+
 def write_layered(resolved: mf.ResolvedImage, kept: CachedImage, options: SquashPlan, squash_options: str,
                   progress: Progress, open_layer: LayerOpener, counted: Callable[[IO[bytes]], Sink]) -> Path:
-    """Keep ``resolved`` as the layered image ``kept``, squashing only the layers the cache
-    lacks; its path. ``counted`` wraps a squash's input for the progress display.
+    """Keep ``resolved`` as the layered image ``kept`` in a user's cache, squashing only the
+    layers the cache lacks; its path. ``counted`` wraps a squash's input for the progress display.
 
     Raises:
         LayerNeedsMerge: a layer that cannot stand alone (nothing was kept for the image).
@@ -42,29 +53,41 @@ def write_layered(resolved: mf.ResolvedImage, kept: CachedImage, options: Squash
     """
     cache = kept.cache
     with cache.making_layered():
-        names = [cache.layer(d.digest, squash_options) for d in resolved.layers]
-        missing = [d for d, name in zip(resolved.layers, names) if name is None]
-        if missing:
-            resolved.fetch_layers()
-        progress.squashing()
-        for index, descriptor in enumerate(resolved.layers):
-            if names[index] is None:
-                stream = LayerStream(descriptor.digest, open_layer(resolved, descriptor))
-                names[index] = cache.add_layer(descriptor.digest, squash_options,
-                                               partial(_squash, options=options, counted=counted,
-                                                       write=partial(overlay_layer, stream)))
-        extras = _extras(resolved)
-        extras_digest = "sha256:" + hashlib.sha256(b"".join(e.path.encode() + b"\0" + (e.data or b"") + b"\0"
-                                                            for e in extras)).hexdigest()
-        top = cache.layer(extras_digest, squash_options) or \
-            cache.add_layer(extras_digest, squash_options,
-                            lambda image: _squash(image, options, counted, lambda out: extras_layer(extras, out)))
-        progress.merge_ended()
-        entry = kept.keep_layered([*(name for name in names if name is not None), top])
+        names = squash_layers(resolved, cache, options, squash_options, progress, open_layer, counted)
+        entry = kept.keep_layered(names)
     cache.evict()
     progress.squashed()
-    log.debug("kept %s: %d layer image(s), %d squashed now", entry, len(names) + 1, len(missing))
     return entry
+
+
+def squash_layers(resolved: mf.ResolvedImage, home: LayerHome, options: SquashPlan, squash_options: str,
+                  progress: Progress, open_layer: LayerOpener, counted: Callable[[IO[bytes]], Sink]) -> list[str]:
+    """The layer images of ``resolved`` in ``home``, the lowest first and the runtime files' on
+    top: those ``home`` lacks squashed now.
+
+    Raises:
+        LayerNeedsMerge, HydriaError: as :func:`write_layered`.
+    """
+    names = [home.layer(d.digest, squash_options) for d in resolved.layers]
+    missing = [d for d, name in zip(resolved.layers, names) if name is None]
+    if missing:
+        resolved.fetch_layers()
+    progress.squashing()
+    for index, descriptor in enumerate(resolved.layers):
+        if names[index] is None:
+            stream = LayerStream(descriptor.digest, open_layer(resolved, descriptor))
+            names[index] = home.add_layer(descriptor.digest, squash_options,
+                                          partial(_squash, options=options, counted=counted,
+                                                  write=partial(overlay_layer, stream)))
+    extras = _extras(resolved)
+    extras_digest = "sha256:" + hashlib.sha256(b"".join(e.path.encode() + b"\0" + (e.data or b"") + b"\0"
+                                                        for e in extras)).hexdigest()
+    top = home.layer(extras_digest, squash_options) or \
+        home.add_layer(extras_digest, squash_options,
+                       lambda image: _squash(image, options, counted, lambda out: extras_layer(extras, out)))
+    progress.merge_ended()
+    log.debug("%d layer image(s), %d squashed now", len(names) + 1, len(missing))
+    return [*(name for name in names if name is not None), top]
 
 
 def _extras(resolved: mf.ResolvedImage) -> list[ExtraFile]:
