@@ -543,3 +543,109 @@ def test_the_store_keeps_layered_images_that_every_user_starts(busybox: Publishe
     repaired = store_workspace.run("store", "import", f"{uri}:v2", **env)
     assert repaired.returncode == 0 and repaired.stdout.strip() == str(entries["v2"]), repaired.stderr
     assert (store / "images" / names["v2"][-2]).is_file()
+
+
+def two_versions(store_workspace: Workspace, registry: Registry, busybox: PublishedImage, tmp_path: Path,
+                 size: int = 1 << 20) -> str:
+    """``v1`` (busybox and a layer) and ``v2`` (the same and one more of ``size`` random bytes),
+    pushed; their repository's URI."""
+    tmp_path.chmod(0o755)
+    data = _layer(tmp_path, "data", {"opt/data/kept": b"kept\n"})
+    update = _layer(tmp_path, "update", {"opt/data/new": os.urandom(size)})
+    repository = f"hydria/storefaults{uuid.uuid4().hex[:12]}"
+    config = {"Cmd": ["/bin/sh"], "Env": ["PATH=/bin:/usr/bin"]}
+    push([Image([*busybox.image.layers, data], config)], registry.address, repository, "v1", store_workspace.root)
+    push([Image([*busybox.image.layers, data, update], config)], registry.address, repository, "v2",
+         store_workspace.root)
+    return f"docker://{registry.address}#{repository}"
+
+
+def slow_squash(workspace: Workspace, seconds: int) -> str:
+    """A PATH whose ``tar2sqfs`` waits ``seconds`` before the real one."""
+    folder = workspace.root / "slow-bin"
+    folder.mkdir(mode=0o755)
+    (folder / "tar2sqfs").write_text(f'#!/bin/sh\nsleep {seconds}\nexec /usr/bin/tar2sqfs "$@"\n')
+    (folder / "tar2sqfs").chmod(0o755)
+    return f"{folder}:{os.environ['PATH']}"
+
+
+def wait_for_layer_lock(store: Path) -> None:
+    deadline = time.monotonic() + 60
+    while not list((store / "locks").glob("layer-*.lock")):
+        assert time.monotonic() < deadline, "no layer was being squashed"
+        time.sleep(0.05)
+
+
+def layered_entry_works(workspace: Workspace, entry: Path) -> None:
+    """Every layer image that the store's layered ``entry`` names is there, and a user starts it."""
+    assert entry.suffix == ".layers"
+    assert all((entry.parent / name).is_file() for name in entry.read_text().splitlines()[1:])
+    started = workspace.run("start", str(entry), "cat", "/opt/data/kept")
+    assert started.returncode == 0 and started.stdout == "kept\n", started.stderr
+
+
+def test_store_imports_of_versions_that_share_layers_squash_each_once(
+        busybox: PublishedImage, registry: Registry, store: Path, store_workspace: Workspace,
+        workspace: Workspace, tmp_path: Path) -> None:
+    """Two nodes import two versions at once: a layer image that both need is squashed by one of
+    them while the other waits for it (each layer image has its own lock in the store)."""
+    uri = two_versions(store_workspace, registry, busybox, tmp_path)
+    env = {"HYDRIA_STORE_PATH": str(store), "HYDRIA_LAYERED_IMAGES": "y"}
+    assert store_workspace.run("store", "init", **env).returncode == 0
+    first = store_workspace.popen("store", "import", f"{uri}:v1", PATH=slow_squash(store_workspace, 2), **env)
+    wait_for_layer_lock(store)
+    second = store_workspace.run("store", "import", f"{uri}:v2", **env)
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 0 and second.returncode == 0, (err, second.stderr)
+    assert "which imports a layer (sha256:" in second.stderr, second.stderr
+    entries = {"v1": Path(out.strip()), "v2": Path(second.stdout.strip())}
+    names = {tag: path.read_text().splitlines()[1:] for tag, path in entries.items()}
+    assert names["v2"][:-2] == names["v1"][:-1]
+    for entry in entries.values():
+        layered_entry_works(workspace, entry)
+    assert list((store / "locks").iterdir()) == []
+
+
+def test_a_killed_layered_store_import_leaves_nothing_half_made(
+        busybox: PublishedImage, registry: Registry, store: Path, store_workspace: Workspace,
+        workspace: Workspace, tmp_path: Path) -> None:
+    """``kill -9`` while a layer image is squashed: no entry and no layer image appears, and the
+    next import on the node takes both locks over at once."""
+    uri = two_versions(store_workspace, registry, busybox, tmp_path)
+    env = {"HYDRIA_STORE_PATH": str(store), "HYDRIA_LAYERED_IMAGES": "y"}
+    assert store_workspace.run("store", "init", **env).returncode == 0
+    killed = store_workspace.popen("store", "import", f"{uri}:v2", PATH=slow_squash(store_workspace, 300), **env)
+    wait_for_layer_lock(store)
+    subprocess.run(["pkill", "-KILL", "-u", store_workspace.user.name], check=False)
+    killed.communicate(timeout=30)
+    assert sorted(path.suffix for path in (store / "locks").iterdir()) == [".lock", ".lock"]  # the image's, a layer's
+    assert not [path for path in (store / "images").iterdir()], "nothing half-made in sight"
+    started = time.monotonic()
+    again = store_workspace.run("store", "import", f"{uri}:v2", **env)
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.count("is gone (killed)") == 2 and time.monotonic() - started < 60, again.stderr
+    layered_entry_works(workspace, Path(again.stdout.strip()))
+    assert list((store / "locks").iterdir()) == []
+
+
+def test_a_store_disk_that_fills_during_a_layered_import_loses_nothing(
+        busybox: PublishedImage, registry: Registry, store: Path, store_workspace: Workspace,
+        workspace: Workspace, tmp_path: Path) -> None:
+    """The store's disk has room for v1 and not for v2's new layer: the import of v2 fails with
+    an error that names the disk; v1 stays whole, and nothing of v2 is in sight."""
+    uri = two_versions(store_workspace, registry, busybox, tmp_path, size=8 << 20)
+    env = {"HYDRIA_STORE_PATH": str(store), "HYDRIA_LAYERED_IMAGES": "y"}
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size=6m,mode=0755,uid={store_workspace.user.uid}", "tmpfs",
+                    str(store)], check=True)
+    try:
+        assert store_workspace.run("store", "init", **env).returncode == 0
+        first = store_workspace.run("store", "import", f"{uri}:v1", **env)
+        assert first.returncode == 0, first.stderr
+        before = sorted((store / "images").iterdir())
+        full = store_workspace.run("store", "import", f"{uri}:v2", **env)
+        assert full.returncode != 0 and "Traceback" not in full.stderr
+        assert "No space left on device" in full.stderr and str(store / "images") in full.stderr, full.stderr
+        assert sorted((store / "images").iterdir()) == before and list((store / "locks").iterdir()) == []
+        layered_entry_works(workspace, Path(first.stdout.strip()))
+    finally:
+        subprocess.run(["umount", "-l", str(store)], check=False)

@@ -13,6 +13,7 @@ attributes before 4.6), with the options as given (:func:`repack`).
 from __future__ import annotations
 
 import fcntl
+import os
 import shlex
 import shutil
 import subprocess
@@ -197,6 +198,20 @@ def squash_tar(output: str, options: list[str], pass_fds: tuple[int, ...], write
     return result
 
 
+FULL_BELOW = 4 << 20  # bytes free under which a failed write's file system counts as full
+
+
+def full_folder(output: str) -> str | None:
+    """The folder of ``output`` (a path, or an anonymous file's ``/proc/self/fd/N``) when its file
+    system has less than ``FULL_BELOW`` bytes free for this user, else None."""
+    try:
+        info = os.statvfs(output)
+        folder = os.path.dirname(os.path.realpath(output))
+    except OSError:
+        return None
+    return folder if info.f_bavail * info.f_frsize < FULL_BELOW else None
+
+
 class Tar2Sqfs:
     """A running ``tar2sqfs`` that reads a tar stream on ``stdin`` and writes ``output``."""
 
@@ -208,6 +223,7 @@ class Tar2Sqfs:
         argv = [binary, "--quiet", "--no-skip", "--force", "--defaults", "mode=0755",
                 *options, str(output)]
         log.debug("running %s", shlex.join(argv))
+        self.output = str(output)
         self._process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.PIPE, pass_fds=pass_fds)
         assert self._process.stdin is not None
@@ -225,8 +241,13 @@ class Tar2Sqfs:
             pass
         stderr = self._process.stderr.read().decode(errors="replace") if self._process.stderr else ""
         if self._process.wait() != 0:
-            raise SquashfsFailed(f"tar2sqfs failed: {stderr.strip() or 'exit status ' + str(self._process.returncode)}",
-                                 hint="check that the output's file system has room for the image")
+            message = f"tar2sqfs failed: {stderr.strip() or 'exit status ' + str(self._process.returncode)}"
+            folder = full_folder(self.output)
+            if folder is not None:  # tar2sqfs says "I/O error" for a full disk
+                raise SquashfsFailed(f"{message} ({folder}: No space left on device)",
+                                     hint=f"make room on the file system of {folder} (hydria cache prune, "
+                                          "hydria store prune), or write the image elsewhere")
+            raise SquashfsFailed(message, hint="check that the output's file system has room for the image")
 
     def abort(self) -> None:
         """Stop tar2sqfs after a failure elsewhere; the caller removes the partial output."""
