@@ -537,12 +537,16 @@ def test_the_store_keeps_layered_images_that_every_user_starts(busybox: Publishe
     assert {path.name for path in (store / "images").glob("layer-*")} == set(names["v2"]), \
         "v1's own layer image went with it, the shared ones stayed"
 
-    (store / "images" / names["v2"][-2]).unlink()  # a layer image lost (a disk error, a hand)
-    missing = layered_import(workspace, f"{uri}:v2", HYDRIA_STORE_PATH=str(store))
-    assert missing.returncode == 0 and missing.stdout.strip() != str(entries["v2"]), "the user's own import"
-    repaired = store_workspace.run("store", "import", f"{uri}:v2", **env)
-    assert repaired.returncode == 0 and repaired.stdout.strip() == str(entries["v2"]), repaired.stderr
-    assert (store / "images" / names["v2"][-2]).is_file()
+    lost = store / "images" / names["v2"][-2]
+    for damage in (lost.unlink, lambda: os.truncate(lost, lost.stat().st_size // 2)):  # a hand, a disk error
+        damage()
+        missing = layered_import(workspace, f"{uri}:v2", HYDRIA_STORE_PATH=str(store))
+        assert missing.returncode == 0 and missing.stdout.strip() != str(entries["v2"]), missing.stderr
+        (workspace.out / "step.sqsh").unlink(missing_ok=True)  # the user's own (their cache had it from -o)
+        repaired = store_workspace.run("store", "import", f"{uri}:v2", **env)
+        assert repaired.returncode == 0 and repaired.stdout.strip() == str(entries["v2"]), repaired.stderr
+        assert "Not using" in repaired.stderr and ("is missing" in repaired.stderr or "is truncated" in repaired.stderr)
+        layered_entry_works(workspace, entries["v2"])
 
 
 def two_versions(store_workspace: Workspace, registry: Registry, busybox: PublishedImage, tmp_path: Path,
@@ -649,3 +653,24 @@ def test_a_store_disk_that_fills_during_a_layered_import_loses_nothing(
         layered_entry_works(workspace, Path(first.stdout.strip()))
     finally:
         subprocess.run(["umount", "-l", str(store)], check=False)
+
+
+def test_a_damaged_layer_image_in_the_cache_is_made_again(busybox: PublishedImage, registry: Registry,
+                                                         workspace: Workspace, tmp_path: Path) -> None:
+    """A kept layer image cut short (a full disk, a bad copy): the start says so, and the next
+    import squashes that layer again instead of handing out the damaged image."""
+    tmp_path.chmod(0o755)
+    own = _layer(tmp_path, "own", {"opt/own": os.urandom(1 << 20)})
+    repository = f"hydria/damaged{uuid.uuid4().hex[:12]}"
+    push([Image([*busybox.image.layers, own], {"Cmd": ["/bin/sh"]})], registry.address, repository, "v1",
+         workspace.root)
+    uri = f"docker://{registry.address}#{repository}:v1"
+    entry = Path(layered_import(workspace, uri).stdout.strip())
+    layer = entry.parent / entry.read_text().splitlines()[-2]
+    os.truncate(layer, layer.stat().st_size // 2)
+    started = workspace.run("start", str(entry), "true")
+    assert started.returncode != 0 and f"{layer} is truncated" in started.stderr, started.stderr
+    again = layered_import(workspace, uri)
+    assert again.returncode == 0 and Path(again.stdout.strip()) == entry, again.stderr
+    shown = workspace.run("start", str(entry), "wc", "-c", "/opt/own")
+    assert shown.returncode == 0 and shown.stdout.split()[0] == str(1 << 20), shown.stderr

@@ -54,6 +54,7 @@ from hydria.image.prune import Item
 from hydria.log import Logger
 from hydria.paths import ensure_dir, is_own_private_dir, user_name
 from hydria.runtime.layered import layered_text
+from hydria.runtime.rootfs import layer_problem
 from hydria.version import __version__
 
 log = Logger(__name__)
@@ -83,7 +84,7 @@ class ImageCache:
     def layer(self, blob_digest: str, squash_options: str) -> str | None:
         """The name of the kept layer image of ``blob_digest``, when there is one."""
         name = layer_key(blob_digest, squash_options) + SUFFIX
-        return name if _own_file(self.directory / name) else None
+        return name if _whole_layer(self.directory / name) else None
 
     def add_layer(self, blob_digest: str, squash_options: str, write: Callable[[AnonymousFile], None]) -> str:
         """Keep the layer image that ``write`` writes into the anonymous file it is given; its name.
@@ -182,6 +183,19 @@ def _own_file(path: Path) -> bool:
     return stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid()
 
 
+def _whole_layer(path: Path) -> bool:
+    """Whether ``path`` is a whole layer image of this user; a damaged one (cut short by a full
+    disk, a bad copy) goes, so that the next import makes it again."""
+    if not _own_file(path):
+        return False
+    problem = layer_problem(path)
+    if problem is None:
+        return True
+    log.warning("Removing the damaged layer image %s: %s", path, problem)
+    path.unlink(missing_ok=True)
+    return False
+
+
 class CachedImage:
     """The place of one image (by its key) in the cache: an image file, or a layered image."""
 
@@ -222,9 +236,9 @@ class CachedImage:
         if not _own_file(path):
             return None
         layers = names_in(path)
-        if layers and all(_own_file(self.cache.directory / layer) for layer in layers):
+        if layers and all(_whole_layer(self.cache.directory / layer) for layer in layers):
             return path
-        log.debug("dropping the layered cache entry %s: a layer image went", path)
+        log.debug("dropping the layered cache entry %s: a layer image went or is damaged", path)
         path.unlink(missing_ok=True)
         return None
 

@@ -58,6 +58,7 @@ from hydria.liveness import holder_line, holder_name, is_gone
 from hydria.log import Logger
 from hydria.paths import process_tag, user_name, writable_by_others
 from hydria.record import Record
+from hydria.runtime.rootfs import layer_problem
 
 log = Logger(__name__)
 
@@ -136,14 +137,34 @@ class ImageStore:
         return self._entry(key, SUFFIX) or self._entry(key, LAYERED_SUFFIX)
 
     def _entry(self, key: str, suffix: str) -> Path | None:
+        """The file of ``key`` with ``suffix`` when it is there to use: trusted, and for a layered
+        image or a layer image, every layer image there and whole."""
         path = self._trusted(self.images / (key + suffix))
-        if path is None or suffix != LAYERED_SUFFIX:
+        if path is None:
+            return None
+        if suffix == LAYERED_SUFFIX:
+            layers = [self.images / name for name in names_in(path)]
+        elif is_layer_image(path.name):
+            layers = [path]
+        else:
             return path
-        layers = names_in(path)
-        if layers and all(self._trusted(self.images / name) for name in layers):
+        problem = self._layers_problem(layers)
+        if problem is None:
             return path
-        log.warning("Not using %s from the image store: a layer image it names is missing (the store's "
-                    "next import of the image makes it again)", path)
+        log.warning("Not using %s from the image store: %s (the store's next import of the image makes it again)",
+                    path, problem)
+        return None
+
+    def _layers_problem(self, layers: list[Path]) -> str | None:
+        """Why the layer images ``layers`` cannot be used, or None."""
+        if not layers:
+            return "it names no layer image"
+        for layer in layers:
+            if self._trusted(layer) is None:
+                return f"the layer image {layer.name} is missing"
+            problem = layer_problem(layer)
+            if problem is not None:
+                return problem
         return None
 
     def _trusted(self, path: Path) -> Path | None:
@@ -179,7 +200,7 @@ class ImageStore:
     def layer(self, blob_digest: str, squash_options: str) -> str | None:
         """The name of the store's layer image of ``blob_digest``, when there is one; its use
         is marked, so that a prune (on any node) leaves it to the import that found it."""
-        path = self._trusted(self.images / (layer_key(blob_digest, squash_options) + SUFFIX))
+        path = self._entry(layer_key(blob_digest, squash_options), SUFFIX)
         if path is None:
             return None
         try:
@@ -214,8 +235,8 @@ class ImageStore:
     def _write(self, target: Path, write: Callable[[AnonymousFile], None],
                record: Callable[[Path], None] | None) -> Path:
         """Write ``target`` (holding its lock) and then its record. A layered image whose layer
-        image went (a prune on another node) is replaced."""
-        if target.name.endswith(LAYERED_SUFFIX) and self._trusted(target) is not None:
+        image went (a prune on another node), or a damaged layer image, is replaced."""
+        if self._trusted(target) is not None:  # there, but not an entry to use (_entry)
             target.unlink()
         with anonymous_file(target) as image:
             write(image)

@@ -70,6 +70,15 @@ def check_image_file(path: str | os.PathLike[str]) -> str:
     return _squashfs_identity(path, *_head(path))
 
 
+def layer_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why the layer image ``path`` is not a usable squashfs image (check_image_file), or None."""
+    try:
+        check_image_file(path)
+    except HydriaError as e:
+        return e.message
+    return None
+
+
 def image_layers(image: str) -> list[str]:
     """The squashfs images that make ``image``: itself, or a layered image's layers, the lowest
     first. Raises InvalidImage for a layered image that cannot be read."""
