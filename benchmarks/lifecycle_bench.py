@@ -13,10 +13,13 @@ never-seen image):
   Written as one file (``-o``: every layer merged and squashed again) against a layered image
   (``-t`` with ``HYDRIA_LAYERED_IMAGES``: the changed step's layer squashed), beside the limit:
   the changed step's own time, as the build shows it (``#N DONE 0.1s``).
+* **a new version in the image store**: ``hydria store import`` of the new version after the
+  version before, by the store's owner: one image file (``HYDRIA_LAYERED_IMAGES=n``) against a
+  layered store (``=y``: docs/store.md), beside the same limit as the first row.
 * **a start** of the new version (``hydria start IMAGE true``, median of 20) and **a cold read**
   of all its data (``cat`` of every file after dropping the page cache), merged against layered.
 
-Run as root: python benchmarks/lifecycle_bench.py [--size-mb 2048] [--rounds 3]
+Run as root: python benchmarks/lifecycle_bench.py [--size-mb 2048] [--rounds 3] [--rows import,store,rebuild]
 """
 
 from __future__ import annotations
@@ -136,21 +139,52 @@ def one_round(registry: Registry, workdir: Path, number: int) -> dict[str, float
             results[f"{kind} import"] = time.perf_counter() - began
         results[f"{kind} start ms"] = start_ms(image, env)
         results[f"{kind} cold read"] = cold_read_s(image, env)
+    results["limit"] = limit_s(registry, workdir, number)
+    return results
+
+
+def limit_s(registry: Registry, workdir: Path, number: int) -> float:
+    """The limit of a new version: a cold import of an image of its new layer alone."""
     limit_home = workdir / f"limit{number}"
     (limit_home / "out").mkdir(parents=True)
     os.chown(limit_home, USER.uid, USER.gid)
     os.chown(limit_home / "out", USER.uid, USER.gid)
     env = {**os.environ, "HYDRIA_ALLOW_HTTP": "y", "HYDRIA_CACHE_PATH": str(limit_home / "cache"), "HOME": str(limit_home)}
-    results["limit"] = timed("limit", [[*AS_USER, HYDRIA, "import", "-q", "-o", str(limit_home / "out/new.sqsh"),
-                                        f"{uri}:new"]], env).wall
+    return timed("limit", [[*AS_USER, HYDRIA, "import", "-q", "-o", str(limit_home / "out/new.sqsh"),
+                            f"docker://{registry.address}#bench/lifecycle:new"]], env).wall
+
+
+def store_round(registry: Registry, workdir: Path, number: int) -> dict[str, float]:
+    """The store row: the owner's ``store import`` of the new version after the version before."""
+    uri = f"docker://{registry.address}#bench/lifecycle"
+    results = {}
+    for kind in ("merged", "layered"):
+        home = workdir / f"store-{kind}{number}"
+        (home / "store").mkdir(parents=True)
+        for path in (home, home / "store"):
+            os.chown(path, USER.uid, USER.gid)
+        env = {**os.environ, "HYDRIA_ALLOW_HTTP": "y", "HYDRIA_CACHE_PATH": str(home / "cache"), "HOME": str(home),
+               "HYDRIA_STORE_PATH": str(home / "store"), "HYDRIA_LAYERED_IMAGES": "y" if kind == "layered" else "n"}
+        subprocess.run([*AS_USER, HYDRIA, "store", "init"], env=env, check=True, capture_output=True)
+        assert timed("v1", [[*AS_USER, HYDRIA, "store", "import", f"{uri}:v1"]], env).ok
+        measure = timed("v2", [[*AS_USER, HYDRIA, "store", "import", f"{uri}:v2"]], env)
+        assert measure.ok
+        results[f"store {kind} import"] = measure.wall
     return results
+
+
+ROWS = {"import": one_round, "store": store_round, "rebuild": rebuild_round}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--size-mb", type=int, default=2048)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rows", default=",".join(ROWS), help=f"which rows, of {','.join(ROWS)}")
     options = parser.parse_args()
+    rows = options.rows.split(",")
+    if not set(rows) <= set(ROWS):
+        parser.error(f"--rows: {options.rows!r}: each of {','.join(ROWS)}")
     with tempfile.TemporaryDirectory(prefix="hydria-lifecycle-") as tmp:
         workdir = Path(tmp)
         workdir.chmod(0o755)
@@ -162,25 +196,31 @@ def main() -> int:
             push([Image([*base.layers, *update.layers], base.config)], registry.address, "bench/lifecycle", "v2",
                  workdir)
             push([update], registry.address, "bench/lifecycle", "new", workdir)
-            rounds = [{**one_round(registry, workdir, number), **rebuild_round(registry, workdir, number)}
+            rounds = [{key: value for row in rows for key, value in ROWS[row](registry, workdir, number).items()}
                       for number in range(options.rounds)]
+            if "import" not in rows:  # the limit of the new-version rows
+                rounds = [{**r, "limit": limit_s(registry, workdir, number)} for number, r in enumerate(rounds)]
     median = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+    limit = median["limit"]
     print(f"{options.size_mb} MB image in 7 layers, new version with one {NEW_LAYER_MB} MB layer "
           f"(medians of {options.rounds}; limit: a cold import of the new layer alone)")
-    print(f"  new version, merged into one file: {median['merged import']:6.2f} s  "
-          f"({median['merged import'] / median['limit']:.1f}x the limit)")
-    print(f"  new version, layered:              {median['layered import']:6.2f} s  "
-          f"({median['layered import'] / median['limit']:.1f}x the limit)")
-    print(f"  limit (the new layer alone):       {median['limit']:6.2f} s")
-    print(f"  rebuild, one file (-o):            {median['merged rebuild']:6.2f} s  "
-          f"({median['merged rebuild'] / median['rebuild limit']:.1f}x the limit)")
-    print(f"  rebuild, layered (-t):             {median['layered rebuild']:6.2f} s  "
-          f"({median['layered rebuild'] / median['rebuild limit']:.1f}x the limit)")
-    print(f"  limit (the changed step):          {median['rebuild limit']:6.2f} s")
-    print(f"  start, merged / layered:           {median['merged start ms']:.0f} ms / "
-          f"{median['layered start ms']:.0f} ms")
-    print(f"  cold read of every file, merged / layered: {median['merged cold read']:.2f} s / "
-          f"{median['layered cold read']:.2f} s ({median['layered cold read'] / median['merged cold read']:.2f}x)")
+    lines = [("new version, merged into one file", "merged import", limit),
+             ("new version, layered", "layered import", limit),
+             ("store import, one image file", "store merged import", limit),
+             ("store import, layered", "store layered import", limit),
+             ("limit (the new layer alone)", "limit", None),
+             ("rebuild, one file (-o)", "merged rebuild", median.get("rebuild limit")),
+             ("rebuild, layered (-t)", "layered rebuild", median.get("rebuild limit")),
+             ("limit (the changed step)", "rebuild limit", None)]
+    for label, key, against in lines:
+        if key in median:
+            ratio = f"  ({median[key] / against:.1f}x the limit)" if against else ""
+            print(f"  {label + ':':36} {median[key]:6.2f} s{ratio}")
+    if "merged start ms" in median:
+        print(f"  start, merged / layered:           {median['merged start ms']:.0f} ms / "
+              f"{median['layered start ms']:.0f} ms")
+        print(f"  cold read of every file, merged / layered: {median['merged cold read']:.2f} s / "
+              f"{median['layered cold read']:.2f} s ({median['layered cold read'] / median['merged cold read']:.2f}x)")
     return 0
 
 
