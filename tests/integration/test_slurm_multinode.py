@@ -103,17 +103,30 @@ def test_a_stored_image_serves_every_node(nodes: slurm.Submitter, busybox: Publi
     assert not blobs.exists() or list(blobs.iterdir()) == []
 
 
+@pytest.fixture(params=["one image file", "layered"])
+def store_layout(request: pytest.FixtureRequest, site_store: Path) -> Iterator[str]:
+    """How the site's store keeps images: one file each, or layered (HYDRIA_LAYERED_IMAGES in the
+    system configuration: docs/store.md)."""
+    conf = Path("/etc/hydria/hydria.conf.d/61-hydria-testbed-layered.conf")
+    conf.write_text(f"HYDRIA_LAYERED_IMAGES {'y' if request.param == 'layered' else 'n'}\n")
+    yield request.param
+    conf.unlink(missing_ok=True)
+
+
 def test_a_step_fills_the_store_once_for_every_node_and_user(cluster: None, debian: PublishedImage, registry: Registry,
-                                                            site_store: Path, store_workspace: Workspace,
-                                                            workspace: Workspace, other_workspace: Workspace) -> None:
+                                                            site_store: Path, store_layout: str,
+                                                            store_workspace: Workspace, workspace: Workspace,
+                                                            other_workspace: Workspace) -> None:
     """The store lacks the image: the plugin has the store's owner import it (plugstack
-    store_owner), once for both nodes of the step, and a second user's step downloads nothing."""
-    push([debian.image], registry.address, "hydria/filled", "latest", store_workspace.root)
+    store_owner), once for both nodes of the step, and a second user's step downloads nothing;
+    with a layered store, every node starts the layered entry in place."""
+    repository = f"hydria/filled-{store_layout.replace(' ', '-')}"  # blobs counted per layout
+    push([debian.image], registry.address, repository, "latest", store_workspace.root)
     assert store_workspace.run("store", "init", HYDRIA_STORE_PATH=str(site_store)).returncode == 0
     # The plugin runs the owner's import with the owner's own settings: its cache in its home.
     shutil.rmtree(store_workspace.user.home / ".cache" / "hydria", ignore_errors=True)
     with Forwarder(registry.address, host=HEAD_ADDRESS) as front:
-        image = f"{front.address}#hydria/filled:latest"
+        image = f"{front.address}#{repository}:latest"
         for user in (workspace, other_workspace):
             result = slurm.Submitter(user).run("srun", "-N2", f"--container-image={image}", "sh", "-c",
                                                "hostname; test -x /usr/bin/apt", HYDRIA_DATA_PATH="",
@@ -122,10 +135,12 @@ def test_a_step_fills_the_store_once_for_every_node_and_user(cluster: None, debi
             assert sorted(result.stdout.split()) == NODES
             if user is workspace:  # each node asked the store's owner; one imported, any other waited for it
                 assert f"hydria: importing into the image store: docker://{image}" in result.stderr, result.stderr
-            fetches = registry.blob_fetches("hydria/filled")
+            fetches = registry.blob_fetches(repository)
             assert fetches and set(fetches.values()) == {1}, (user.user.name, fetches)
-    entries = list((site_store / "images").iterdir())
-    assert len(entries) == 1 and entries[0].stat().st_uid == store_workspace.user.uid
+    files = list((site_store / "images").iterdir())
+    entries = [path for path in files if not path.name.startswith("layer-")]
+    assert len(entries) == 1 and {path.stat().st_uid for path in files} == {store_workspace.user.uid}
+    assert entries[0].suffix == (".layers" if store_layout == "layered" else ".sqsh")
     for user in (workspace, other_workspace):
         blobs = user.root / "cache" / "blobs" / "sha256"
         assert not blobs.exists() or list(blobs.iterdir()) == []
