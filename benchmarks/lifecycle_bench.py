@@ -114,17 +114,26 @@ def rebuild_round(registry: Registry, workdir: Path, number: int) -> dict[str, f
     return results
 
 
+def user_home(home: Path, folder: str) -> Path:
+    """``home`` with ``folder`` in it, both the benchmark user's."""
+    (home / folder).mkdir(parents=True)
+    for path in (home, home / folder):
+        os.chown(path, USER.uid, USER.gid)
+    return home
+
+
+def user_env(home: Path, **settings: str) -> dict[str, str]:
+    """The environment of the user's commands: their cache and home in ``home``."""
+    return {**os.environ, "HYDRIA_ALLOW_HTTP": "y", "HYDRIA_CACHE_PATH": str(home / "cache"), "HOME": str(home),
+            **settings}
+
+
 def one_round(registry: Registry, workdir: Path, number: int) -> dict[str, float]:
     uri = f"docker://{registry.address}#bench/lifecycle"
     results = {}
     for kind in ("merged", "layered"):
-        home = workdir / f"{kind}{number}"
-        (home / "out").mkdir(parents=True)
-        os.chown(home, USER.uid, USER.gid)
-        os.chown(home / "out", USER.uid, USER.gid)
-        env = {**os.environ, "HYDRIA_ALLOW_HTTP": "y", "HYDRIA_CACHE_PATH": str(home / "cache"), "HYDRIA_DATA_PATH": str(home / "data"),
-               "HYDRIA_LAYERED_IMAGES": "y", "HYDRIA_READ_CACHE_SIZE": "0",
-               "HOME": str(home)}
+        home = user_home(workdir / f"{kind}{number}", "out")
+        env = user_env(home, HYDRIA_DATA_PATH=str(home / "data"), HYDRIA_LAYERED_IMAGES="y", HYDRIA_READ_CACHE_SIZE="0")
         if kind == "merged":
             assert timed("v1", [[*AS_USER, HYDRIA, "import", "-q", "-o", str(home / "out/v1.sqsh"), f"{uri}:v1"]], env).ok
             measure = timed("v2", [[*AS_USER, HYDRIA, "import", "-q", "-o", str(home / "out/v2.sqsh"), f"{uri}:v2"]], env)
@@ -145,13 +154,9 @@ def one_round(registry: Registry, workdir: Path, number: int) -> dict[str, float
 
 def limit_s(registry: Registry, workdir: Path, number: int) -> float:
     """The limit of a new version: a cold import of an image of its new layer alone."""
-    limit_home = workdir / f"limit{number}"
-    (limit_home / "out").mkdir(parents=True)
-    os.chown(limit_home, USER.uid, USER.gid)
-    os.chown(limit_home / "out", USER.uid, USER.gid)
-    env = {**os.environ, "HYDRIA_ALLOW_HTTP": "y", "HYDRIA_CACHE_PATH": str(limit_home / "cache"), "HOME": str(limit_home)}
-    return timed("limit", [[*AS_USER, HYDRIA, "import", "-q", "-o", str(limit_home / "out/new.sqsh"),
-                            f"docker://{registry.address}#bench/lifecycle:new"]], env).wall
+    home = user_home(workdir / f"limit{number}", "out")
+    return timed("limit", [[*AS_USER, HYDRIA, "import", "-q", "-o", str(home / "out/new.sqsh"),
+                            f"docker://{registry.address}#bench/lifecycle:new"]], user_env(home)).wall
 
 
 def store_round(registry: Registry, workdir: Path, number: int) -> dict[str, float]:
@@ -159,12 +164,8 @@ def store_round(registry: Registry, workdir: Path, number: int) -> dict[str, flo
     uri = f"docker://{registry.address}#bench/lifecycle"
     results = {}
     for kind in ("merged", "layered"):
-        home = workdir / f"store-{kind}{number}"
-        (home / "store").mkdir(parents=True)
-        for path in (home, home / "store"):
-            os.chown(path, USER.uid, USER.gid)
-        env = {**os.environ, "HYDRIA_ALLOW_HTTP": "y", "HYDRIA_CACHE_PATH": str(home / "cache"), "HOME": str(home),
-               "HYDRIA_STORE_PATH": str(home / "store"), "HYDRIA_LAYERED_IMAGES": "y" if kind == "layered" else "n"}
+        home = user_home(workdir / f"store-{kind}{number}", "store")
+        env = user_env(home, HYDRIA_STORE_PATH=str(home / "store"), HYDRIA_LAYERED_IMAGES="y" if kind == "layered" else "n")
         subprocess.run([*AS_USER, HYDRIA, "store", "init"], env=env, check=True, capture_output=True)
         assert timed("v1", [[*AS_USER, HYDRIA, "store", "import", f"{uri}:v1"]], env).ok
         measure = timed("v2", [[*AS_USER, HYDRIA, "store", "import", f"{uri}:v2"]], env)

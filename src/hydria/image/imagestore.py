@@ -296,7 +296,7 @@ class ImageStore:
         self._say(log.warning, f"Taking over the import of {key[:12]}: {why}")
         for leftover in self.locks.glob(f"{lock.name}.stale.*"):
             leftover.unlink(missing_ok=True)
-        # its partial files' names begin so
+        # the names of the dead importer's partial files begin so
         dead = tuple(f".{key}{suffix}.{line.split()[0]}." for suffix in (SUFFIX, LAYERED_SUFFIX)) if line else ()
         for partial in self.images.glob(f".{key}.*.partial"):
             try:
