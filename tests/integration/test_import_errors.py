@@ -143,7 +143,9 @@ def small_disk(workspace: Workspace) -> Iterator[Path]:
 def test_full_disk(debian: PublishedImage, workspace: Workspace, small_disk: Path) -> None:
     result = workspace.run("import", "-o", str(small_disk / "debian.sqsh"), debian.docker_uri)
     assert result.returncode == 1
-    assert "tar2sqfs failed" in result.stderr and "room for the image" in result.stderr
+    folder = small_disk.resolve()
+    assert "tar2sqfs failed" in result.stderr and f"({folder}: No space left on device)" in result.stderr, result.stderr
+    assert f"make room on the file system of {folder}" in result.stderr
     assert list(small_disk.iterdir()) == []
 
 

@@ -336,6 +336,9 @@ def test_a_named_container_keeps_its_layers(busybox: PublishedImage, registry: R
     assert workspace.run("create", "--name", "layered", stack).returncode == 0
     refused = workspace.run("create", "--unpack", "--name", "unpacked", stack)
     assert refused.returncode != 0 and "layered image" in refused.stderr and "without --unpack" in refused.stderr
+    bundled = workspace.run("bundle", "-o", "layered.run", stack)
+    assert bundled.returncode != 0 and "is a layered image" in bundled.stderr, bundled.stderr
+    assert "hydria build -o IMAGE.sqsh" in bundled.stderr and not (workspace.out / "layered.run").exists()
     for path in Path(stack).parent.iterdir():
         path.unlink()  # the cache emptied: the container has its own links to the layers
     shown = workspace.run("start", "--rw", "layered", "sh", "-c", "cat /opt/own; echo more > /opt/own")

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from hydria.config import Settings
-from hydria.errors import HydriaError, MissingTool
+from hydria.errors import HydriaError, InvalidImage, MissingTool
 from hydria.paths import output_file, staging_file, umask
 from hydria.record import Record
-from hydria.runtime.rootfs import check_image
+from hydria.runtime.rootfs import check_image, image_layers
 from hydria.version import __version__
 
 HEADER = Path(__file__).with_name("header.sh")
@@ -68,6 +68,10 @@ def build(options: BundleOptions, settings: Settings) -> Path:
     or invalid image, an existing output without force, or a failing tool."""
     image = options.image
     check_image(image)
+    if image_layers(str(image)) != [str(image)]:
+        raise InvalidImage(f"{image} is a layered image (it names layer images beside it), and a bundle holds one "
+                           "image file", hint="write the image as one file (hydria build -o IMAGE.sqsh, hydria import "
+                                              "-o IMAGE.sqsh) and bundle that")
     output = output_file(options.output, f"{image.name.removesuffix('.sqsh')}.run",
                          force=options.force or settings.force_override)
     target = options.target or output.name.removesuffix(".run")
