@@ -53,7 +53,7 @@ def layer_users(folder: Path, entries: list[Path]) -> dict[str, list[Path]]:
             users.setdefault(name, [])
     for path in entries:
         if path.name.endswith(LAYERED_SUFFIX):
-            for layer in names_in(path):
+            for layer in set(names_in(path)):  # an image may name one layer image twice
                 users.setdefault(layer, []).append(path)
     return users
 
@@ -71,11 +71,9 @@ def weigh(folder: Path, entries: list[Path], owner: int | None) -> tuple[list[It
     users = layer_users(folder, entries)
     sizes = {path.name: info.st_size for path, info in regular_files([folder / name for name in users], owner)}
     shared = sum(size for name, size in sizes.items() if len(users[name]) > 1)
-    items = []
-    for path, info in regular_files(entries, owner):
-        found = item(path, info)
-        if path.name.endswith(LAYERED_SUFFIX):
-            own = sum(sizes.get(name, 0) for name in set(names_in(path)) if len(users.get(name, ())) == 1)
-            found = found._replace(size=found.size + own)
-        items.append(found)
-    return items, shared
+    own: dict[Path, int] = {}
+    for name, paths in users.items():
+        if len(paths) == 1:
+            own[paths[0]] = own.get(paths[0], 0) + sizes.get(name, 0)
+    return [item(path, info)._replace(size=info.st_size + own.get(path, 0))
+            for path, info in regular_files(entries, owner)], shared
