@@ -104,9 +104,9 @@ def script_path() -> str | None:
     return os.path.realpath(command[0]) if len(command) == 1 else None
 
 
-def refusal(what: str) -> HydriaError | None:
-    """The error for ``what`` failing (as "cannot create the container's namespaces") where
-    AppArmor's restriction is the cause; None where it is not."""
-    if not blocked():
-        return None
-    return HydriaError(f"{what}: {problem(script_path())}", hint=FIX)
+def namespace_error(what: str) -> HydriaError:
+    """The error for ``what`` failing (as "cannot create the container's namespaces"): AppArmor's
+    restriction where that is the cause, else user namespaces that the kernel does not allow."""
+    if blocked():
+        return HydriaError(f"{what}: {problem(script_path())}", hint=FIX)
+    return HydriaError(what, hint="unprivileged user namespaces must be enabled (sysctl user.max_user_namespaces)")

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 from collections.abc import Callable
 
-from hydria.apparmor import refusal
+from hydria.apparmor import namespace_error
 from hydria.errors import HydriaError
 from hydria.record import Record
 from hydria.runtime import syscalls as sc
@@ -81,9 +81,7 @@ class IdMap(Record):
         try:
             if os.read(ready_r, 1) != b"1":
                 os.waitpid(pid, 0)
-                what = "cannot create the build's user namespace"
-                raise refusal(what) or HydriaError(
-                    what, hint="unprivileged user namespaces must be enabled (sysctl user.max_user_namespaces)")
+                raise namespace_error("cannot create the build's user namespace")
             self._map(pid)
             os.write(go_w, b"1")
         except BaseException:

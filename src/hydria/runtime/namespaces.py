@@ -49,11 +49,9 @@ def _enter_user_namespace(flags: int, settings: Settings, uid: int, gid: int) ->
             handle.write(f"{0 if settings.remap_root else gid} {gid} 1")
         sc.mount(None, "/", None, sc.MS_REC | sc.MS_SLAVE)
     except OSError as e:
-        from hydria.apparmor import refusal
+        from hydria.apparmor import namespace_error
 
-        what = f"cannot create the container's namespaces: {e.strerror}"
-        raise refusal(what) or HydriaError(
-            what, hint="unprivileged user namespaces must be enabled (sysctl user.max_user_namespaces)") from None
+        raise namespace_error(f"cannot create the container's namespaces: {e.strerror}") from None
 
 
 def _unshare_user(flags: int) -> None:
