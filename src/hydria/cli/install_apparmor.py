@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 
 from hydria import apparmor
 from hydria.errors import HydriaError, UsageError
+from hydria.paths import staging_file
 from hydria.tools import run_tool
 
 
@@ -52,15 +54,15 @@ def run(options: argparse.Namespace) -> int:
 
 
 def _write(target: str, text: str) -> None:
-    """Write ``target`` whole or not at all (a file beside it, renamed over it)."""
-    staging = f"{target}.hydria-new"
+    """Write ``target`` whole or not at all (a new file beside it, renamed over it)."""
+    staging = None
     try:
-        with open(staging, "w") as handle:
-            handle.write(text)
-        os.chmod(staging, 0o644)
-        os.rename(staging, target)
+        staging = staging_file(Path(target), "install-apparmor")
+        staging.write_text(text)
+        staging.chmod(0o644)
+        os.replace(staging, target)
     except OSError as e:
-        if os.path.exists(staging):
-            os.unlink(staging)
+        if staging is not None:
+            staging.unlink(missing_ok=True)
         raise HydriaError(f"cannot write {target}: {e.strerror}",
                           hint="run it as root, or give --folder DIR (or --print)") from None
