@@ -4,8 +4,9 @@ process killed on this node is taken over at once instead of after a stale perio
 A holder writes :func:`holder_line` (``NODE.PID PIDNS START``): its node, its PID, its PID
 namespace and its start time (clock ticks after boot, from ``/proc/PID/stat``). Another process
 judges it gone only when it can be sure: the same node *and* the same PID namespace (test beds
-and containers give several PID namespaces one host name), and no process with that PID, or one
-that started at another time (the PID was reused). Anything else (another node, a line of an
+and containers give several PID namespaces one host name), and no process with that PID, one that
+started at another time (the PID was reused), or one that has ended and waits to be collected (a
+zombie: a parent that has not waited yet, or a PID 1 that never reaps, as in Slurm's namespaces). Anything else (another node, a line of an
 older hydria, a process it may not look at) is alive for it: the stale period decides, as before.
 """
 
@@ -31,7 +32,7 @@ def holder_name(line: str) -> str:
 
 def is_gone(line: str) -> bool:
     """Whether the holder that wrote ``line`` is known to be dead: it ran on this node, in this PID
-    namespace, and its PID is free or taken by a process that started later."""
+    namespace, and its PID is free, a zombie's, or taken by a process that started later."""
     fields = line.split()
     if len(fields) != 3:
         return False
@@ -43,7 +44,9 @@ def is_gone(line: str) -> bool:
         return False
     if not pid_exists(pid):
         return True
-    started = _start_time(pid)
+    state, started = _state_and_start(pid)
+    if state in ("Z", "X"):
+        return True
     return "?" not in (started, fields[2]) and started != fields[2]
 
 
@@ -66,11 +69,16 @@ def _pid_namespace() -> str:
 
 
 def _start_time(pid: int) -> str:
-    """Field 22 of ``/proc/PID/stat`` (after the command's name, which may hold spaces), or "?"."""
+    return _state_and_start(pid)[1]
+
+
+def _state_and_start(pid: int) -> tuple[str, str]:
+    """Fields 3 (the state: ``Z`` for a zombie) and 22 (the start time) of ``/proc/PID/stat``,
+    read after the command's name, which may hold spaces; "?" for what cannot be read."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             text = handle.read().decode("ascii", "replace")
     except OSError:
-        return "?"
+        return "?", "?"
     fields = text.rpartition(")")[2].split()
-    return fields[19] if len(fields) > 19 else "?"
+    return (fields[0] if fields else "?"), (fields[19] if len(fields) > 19 else "?")

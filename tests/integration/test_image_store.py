@@ -302,7 +302,8 @@ def test_a_killed_importer_leaves_no_entry_and_is_taken_over(busybox: PublishedI
                                                              store: Path, store_workspace: Workspace) -> None:
     """SIGKILL while a layer downloads (the registry stalls it): nothing appears in the store; the
     lock stays, and the next import on this node takes it over at once (its holder's process is
-    gone), not after the stale period that another node's importer gets."""
+    gone), not after the stale period that another node's importer gets. The killed importer is
+    not collected until the end (a zombie, as under a PID 1 that never reaps): it holds nothing."""
     push_as(busybox, registry, "killed", store_workspace.root)
     assert store_run(store_workspace, store, "init").returncode == 0
     with StallProxy(registry.address, "blob-headers") as front:
@@ -312,12 +313,14 @@ def test_a_killed_importer_leaves_no_entry_and_is_taken_over(busybox: PublishedI
         while not (front.blob_requests and list((store / "locks").iterdir())) and time.monotonic() < deadline:
             time.sleep(0.05)
         importing.kill()
-        importing.wait()
+        while Path(f"/proc/{importing.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+            time.sleep(0.01)
         [lock] = list((store / "locks").iterdir())
         assert list((store / "images").glob("*.sqsh")) == []
         front.how = "none"  # the registry answers again: every request is forwarded
         started = time.monotonic()
         result = store_run(store_workspace, store, "import", uri)
+    importing.wait()
     assert result.returncode == 0, result.stderr
     assert f"Taking over the import of {lock.name[:12]}: node " in result.stderr
     assert f"process {importing.pid} is gone (killed)" in result.stderr

@@ -1,5 +1,5 @@
 """Whether a lock's holder is known to be dead (hydria.liveness): only on this node, in this PID
-namespace, when its PID is free or was taken by a later process; never on a guess."""
+namespace, when its PID is free, a zombie's, or was taken by a later process; never on a guess."""
 
 from __future__ import annotations
 
@@ -30,6 +30,34 @@ def test_a_live_holder_is_not_gone() -> None:
 
 def test_a_holder_whose_process_ended_is_gone() -> None:
     assert is_gone(with_fields(holder_line(), pid=str(dead_pid())))
+
+
+def test_a_holder_killed_and_not_yet_collected_is_gone() -> None:
+    """A zombie (its parent has not waited yet, or it is a PID 1's that never reaps) holds nothing:
+    the holder's own line, written while it lived, is judged gone once it has ended."""
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        alive = with_fields(holder_line(), pid=str(child.pid), start=_start_of(child.pid))
+        assert not is_gone(alive)
+        child.kill()
+        while _state_of(child.pid) != "Z":  # ended, not collected: this test has not waited
+            os.sched_yield()
+        assert is_gone(alive)
+    finally:
+        child.wait()
+
+
+def _stat_fields(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/stat") as handle:
+        return handle.read().rpartition(")")[2].split()
+
+
+def _start_of(pid: int) -> str:
+    return _stat_fields(pid)[19]
+
+
+def _state_of(pid: int) -> str:
+    return _stat_fields(pid)[0]
 
 
 def test_a_holder_whose_pid_another_process_took_is_gone() -> None:

@@ -14,8 +14,9 @@ user and node (docs/store.md).
   entry's path can read it. Entries of older versions, imported with the owner's credentials,
   carry no ``public`` mark in their record; the owner's next import makes them unreadable to
   others (:meth:`ImageStore.seal_unmarked`), and their keys are no longer asked for.
-* ``STORE/locks/<key>.lock``: who imports an image now. Made with an exclusive create, which works
-  on NFS where ``flock`` may not, holding the importer's node and PID; the importer touches it
+* ``STORE/locks/<key>.lock``: who imports an image now. Made with an exclusive link of a file
+  written first (it works on NFS where ``flock`` may not, and a lock is never seen empty), holding
+  the importer's node and PID; the importer touches it
   every ``HEARTBEAT`` seconds, and one untouched for ``STALE_AFTER`` seconds is taken over (its
   importer died), by a rename that only one of the waiting importers wins; at once where its
   importer ran on this node and its process is gone (:mod:`hydria.liveness`).
@@ -56,7 +57,7 @@ from hydria.image.prune import Item, item, mounted_images, regular_files, remove
 from hydria.interrupt import worker_thread
 from hydria.liveness import holder_line, holder_name, is_gone
 from hydria.log import Logger
-from hydria.paths import process_tag, user_name, writable_by_others
+from hydria.paths import process_tag, staging_file, user_name, writable_by_others
 from hydria.record import Record
 from hydria.runtime.rootfs import layer_problem
 
@@ -252,14 +253,10 @@ class ImageStore:
         """Yields None while this process holds the import lock of ``key`` (kept fresh by a
         heartbeat), else who holds it; a stale lock is taken over first."""
         path = self.locks / f"{key}.lock"
-        fd = self._claim(path, key)
-        if isinstance(fd, str):
-            yield fd
+        holder = self._claim(path, key)
+        if holder is not None:
+            yield holder
             return
-        try:
-            os.write(fd, f"{holder_line()}\n".encode())
-        finally:
-            os.close(fd)
         stop = threading.Event()
         beat = worker_thread(_heartbeat, path, stop)
         try:
@@ -269,12 +266,13 @@ class ImageStore:
             beat.join()
             path.unlink(missing_ok=True)
 
-    def _claim(self, path: Path, key: str) -> int | str:
-        """The new lock file's descriptor, else who holds it. A dead holder's lock is taken over
-        and claimed again at once."""
+    def _claim(self, path: Path, key: str) -> str | None:
+        """None once this process holds the lock, else who holds it. A dead holder's lock is
+        taken over and claimed again at once."""
         for _ in range(2):
             try:
-                return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+                _link_new(path, f"{holder_line()}\n")
+                return None
             except FileExistsError:
                 line, age = _holder(path)
                 holder = holder_name(line)
@@ -296,6 +294,9 @@ class ImageStore:
         self._say(log.warning, f"Taking over the import of {key[:12]}: {why}")
         for leftover in self.locks.glob(f"{lock.name}.stale.*"):
             leftover.unlink(missing_ok=True)
+        if line:  # the file it wrote its lock in, if it was killed before it removed that
+            for staged in self.locks.glob(f".{lock.name}.new.{line.split()[0]}.*"):
+                staged.unlink(missing_ok=True)
         # the names of the dead importer's partial files begin so
         dead = tuple(f".{key}{suffix}.{line.split()[0]}." for suffix in (SUFFIX, LAYERED_SUFFIX)) if line else ()
         for partial in self.images.glob(f".{key}.*.partial"):
@@ -439,6 +440,19 @@ def _owner_uid(root: Path, owner: str) -> int:
     except OSError as e:
         raise HydriaError(f"{root} (HYDRIA_STORE_PATH): {e.strerror}",
                           hint="the administrator makes it, owned by the account that writes it") from None
+
+
+def _link_new(lock: Path, line: str) -> None:
+    """Make ``lock`` holding ``line``, or raise FileExistsError: written beside it first and then
+    linked (exclusive, also on NFS), so that a lock is never seen empty, even of a holder killed
+    at once, whose line must say that it is gone."""
+    staged = staging_file(lock, "new")
+    try:
+        staged.write_text(line)
+        staged.chmod(0o644)
+        os.link(staged, lock)
+    finally:
+        staged.unlink(missing_ok=True)
 
 
 def _holder(lock: Path) -> tuple[str, float]:
