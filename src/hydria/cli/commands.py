@@ -48,6 +48,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("cdi", "List the CDI devices of this node, for start --device", "hydria.cli.cdi"),
     Command("doctor", "Check that this node (or a cluster) can run hydria containers", "hydria.cli.doctor"),
     Command("slurm", "The Slurm plugin's steps and its installation", "hydria.cli.slurm"),
+    Command("oci", "Run OCI bundles for Slurm's own containers (srun --container)", "hydria.cli.oci",
+            needs_settings=False),
     Command("info", "Show the version and the settings in effect", "hydria.cli.info"),
     Command("install-reader", "Build hydria's fast squashfs reader for this installation",
             "hydria.cli.install_reader", needs_settings=False),

@@ -21,6 +21,7 @@ import os
 import pwd
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from hydria.config import Settings
 from hydria.container import read_cache
@@ -91,6 +92,13 @@ class StartOptions(Record):
     # container on another node, for the launcher's daemons (hydria/launch.py).
     remote_start: str | None = None
     devices: Sequence[str] = ()  # --device: CDI device names (hooks/cdi.py)
+    # An OCI bundle's process (hydria oci run): the command is run as it is, found on the
+    # environment's PATH (no rc, no shell), with the environment that ``env`` gives over the
+    # site's environ.d (not the image's /etc/environment), in ``cwd``, in a UTS namespace named
+    # ``hostname``.
+    oci_process: bool = False
+    cwd: str = "/"
+    hostname: str | None = None
 
 
 def start(container: rootfs.Container, options: StartOptions, settings: Settings) -> None:
@@ -115,6 +123,10 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     source = _image_source(container, settings)  # as the user, before the namespaces
 
     namespaces.enter(settings, uid, gid)
+    if options.hostname is not None:
+        import socket
+
+        socket.sethostname(options.hostname)
     inner_uid, inner_gid = (0, 0) if settings.remap_root else (uid, gid)
     area = f"{runtime}/{process_tag()}"
     sc.mount("tmpfs", str(runtime), "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=700")
@@ -142,7 +154,8 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     conf = sites.conf  # what --conf's environ(), mounts() and rc() printed
     if rc_text is None and conf is not None:
         rc_text = conf.rc
-    environment = environ.build(read_in_root(root, "/etc/environment"), env_files, env_options, os.environ,
+    image_environment = "" if options.oci_process else read_in_root(root, "/etc/environment")
+    environment = environ.build(image_environment, env_files, env_options, os.environ,
                                 conf.environ if conf else "")
     kept = [name for name, _ in env_options]
     _apply_edits(sites.edits, bare, environment, kept)
@@ -179,6 +192,7 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     sc.pivot_root(".", ".")
     sc.umount2(".", sc.MNT_DETACH)
     os.chdir("/")
+    _enter_cwd(options.cwd)
     sc.unshare(sc.CLONE_NEWCGROUP)  # /proc/self/cgroup reads "/" inside (with the cgroups hook's binds)
     if settings.unshare_pid:
         _become_pid_one()
@@ -187,8 +201,10 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     if not namespaces.privileged(settings, uid):
         sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
         seccomp.install()
-    shell, argv = _program(options.command, rc_fd, environment.get("SHELL") if settings.login_shell else None)
     sys.stdout.flush()
+    if options.oci_process:
+        _exec_exactly(options.command, environment)
+    shell, argv = _program(options.command, rc_fd, environment.get("SHELL") if settings.login_shell else None)
     try:
         os.execve(shell, argv, environment)
     except OSError as e:
@@ -378,6 +394,26 @@ def _program(command: Sequence[str], rc_fd: int | None, login_shell: str | None)
     if " " in command[0]:
         return shell, [name, "-c", command[0], *command[1:]]
     return shell, [name, "-c", 'exec "$@"', "sh", *command]
+
+
+def _enter_cwd(cwd: str) -> None:
+    if cwd == "/":
+        return
+    try:
+        os.chdir(cwd)
+    except OSError as e:
+        raise HydriaError(f"cannot enter the working directory {cwd} in the container: {e.strerror}",
+                          hint="a folder of the container's root file system, or of a mount") from None
+
+
+def _exec_exactly(command: Sequence[str], environment: dict[str, str]) -> NoReturn:
+    """Run ``command`` as it is: its first word found on the environment's ``PATH``."""
+    try:
+        os.execvpe(command[0], list(command), environment)
+    except OSError as e:
+        raise HydriaError(f"cannot run {command[0]} in the container: {e.strerror}",
+                          hint="the program must be in the root file system, on the PATH that the "
+                               "environment gives") from None
 
 
 def _become_pid_one() -> None:

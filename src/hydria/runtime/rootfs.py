@@ -46,6 +46,9 @@ class Container(Record):
     # and ``work/`` directories of its persistent writes); None for an image file or a bundle.
     home: str | None = None
     directory: str | None = None  # an unpacked root filesystem
+    # The directory under an overlay of the start's own (an OCI bundle's root file system, which
+    # the user may not write and other tasks share): mount points and writes never reach it.
+    overlaid: bool = False
 
 
 class NotSquashfs(InvalidImage):
@@ -278,12 +281,15 @@ def mount_container(container: Container, area: str, uid: int, gid: int, native_
     root = f"{area}/root"
     for name in ("lower", "upper", "work", "root"):
         os.makedirs(f"{area}/{name}")
-    if container.directory is not None:
+    if container.directory is not None and not container.overlaid:
         sc.mount(str(container.directory), root, None, sc.MS_BIND | sc.MS_REC)
         return root
-    assert container.image is not None
-    source = source or ImageSource()
-    lowers = _lower_layers(image_layers(container.image), f"{area}/lower", uid, gid, fast_reader, source)
+    if container.directory is not None:
+        lowers = [container.directory]
+    else:
+        assert container.image is not None
+        lowers = _lower_layers(image_layers(container.image), f"{area}/lower", uid, gid, fast_reader,
+                               source or ImageSource())
     upper, work = f"{area}/upper", f"{area}/work"
     if container.home is not None:
         upper, work = f"{container.home}/upper", _instance_workdir(f"{container.home}/work")

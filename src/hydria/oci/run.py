@@ -1,0 +1,43 @@
+"""``hydria oci run --bundle DIR``: run an OCI bundle's config.json as an ordinary user's
+container, in the foreground, as the Slurm task that slurmstepd starts it as (``srun
+--container=BUNDLE`` with hydria's ``oci.conf``)."""
+
+from __future__ import annotations
+
+import os
+import resource
+from typing import Any
+
+from hydria.config import load_settings
+from hydria.container.start import StartOptions, start
+from hydria.oci.bundle import SETTING_OF_NAMESPACE, BundleError, OciContainer, load
+from hydria.runtime.rootfs import Container
+
+
+def run(bundle: str) -> None:
+    """Start the bundle's container and become its program; returns only by raising HydriaError
+    (BundleError for what config.json says)."""
+    container = load(bundle, os.getuid(), os.getgid())
+    # The container's environment is the process's, as Slurm wrote it (its step's environment):
+    # hydria's own settings come from it too, as a start in that step would read them.
+    unshared: dict[str, Any] = {setting: kind in container.namespaces for kind, setting in SETTING_OF_NAMESPACE.items()}
+    settings = load_settings(container.env)._replace(
+        remap_root=container.as_root, rootfs_writable=not container.readonly, **unshared)
+    os.environ.clear()
+    os.environ.update(container.env)
+    _limit(container)
+    start(Container(os.path.basename(os.path.normpath(bundle)), None, directory=container.rootfs, overlaid=True),
+          StartOptions(target=bundle, command=container.args, env=[f"{name}={value}" for name, value in container.env.items()],
+                       entries=container.mounts, oci_process=True,
+                       cwd=container.cwd, hostname=container.hostname), settings)
+
+
+def _limit(container: OciContainer) -> None:
+    if container.umask is not None:
+        os.umask(container.umask)
+    for index, limit in enumerate(container.rlimits):
+        try:
+            resource.setrlimit(limit.resource, (limit.soft, limit.hard))
+        except (ValueError, OSError) as e:
+            raise BundleError(f"process.rlimits[{index}] cannot be set: {e}",
+                              hint="a limit above the hard limit that the task has needs root") from None

@@ -1,0 +1,135 @@
+"""Slurm's own containers (``srun --container=BUNDLE``) run by hydria through the oci.conf that
+``hydria oci conf`` prints, on the real test cluster (Debian's Slurm 22.05: one task per node in
+a container step, as that release allows)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testbed import slurm
+from testbed.users import run_as
+from testbed.workspace import Workspace
+
+pytestmark = pytest.mark.integration
+
+REPORT = ('echo "pid=$$ host=$(hostname) id=$(id -u) cwd=$(pwd) foo=$FOO from_bundle=$FROM_BUNDLE"; '
+          'cat /data/file; touch /written 2>&1')
+
+
+@pytest.fixture
+def oci_slurm(cluster: None, hydria_bin: str, workspace: Workspace) -> Iterator[slurm.Submitter]:
+    """The test cluster with hydria's oci.conf beside its slurm.conf."""
+    conf = slurm.ROOT / "oci.conf"
+    conf.write_text(subprocess.run([hydria_bin, "oci", "conf"], capture_output=True, text=True,
+                                   check=True).stdout)
+    yield slurm.Submitter(workspace)
+    conf.unlink()
+
+
+@pytest.fixture
+def bundle(workspace: Workspace, images: dict[str, Path]) -> Path:
+    """An OCI bundle of the busybox image, unpacked by its user (as ``umoci unpack --rootless``
+    leaves one), with a data folder to bind."""
+    folder = workspace.out / "bundle"
+    folder.mkdir()
+    os.chown(folder, workspace.user.uid, workspace.user.gid)
+    unpacked = run_as(workspace.user, ["unsquashfs", "-q", "-d", str(folder / "rootfs"), str(images["busybox"])])
+    assert unpacked.returncode == 0, unpacked.stderr
+    data = workspace.out / "data"
+    data.mkdir()
+    (data / "file").write_text("payload\n")
+    write_config(folder, config(data))
+    return folder
+
+
+def config(data: Path) -> dict[str, Any]:
+    return {"ociVersion": "1.0.2",
+            "process": {"args": ["sh"], "env": ["PATH=/bin", "FROM_BUNDLE=yes"], "cwd": "/tmp",
+                        "user": {"uid": 0, "gid": 0}, "terminal": False, "noNewPrivileges": True},
+            "root": {"path": "rootfs", "readonly": True}, "hostname": "ocibox",
+            "linux": {"namespaces": [{"type": "pid"}, {"type": "uts"}, {"type": "mount"}, {"type": "user"}]},
+            "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"},
+                       {"destination": "/data", "type": "bind", "source": str(data), "options": ["rbind", "ro"]}]}
+
+
+def write_config(bundle: Path, content: dict[str, Any]) -> None:
+    (bundle / "config.json").write_text(json.dumps(content))
+    bundle.chmod(0o755)
+
+
+def test_srun_container_runs_the_bundles_config(oci_slurm: slurm.Submitter, bundle: Path) -> None:
+    """srun's command, in the bundle's namespaces, host name, user, working directory, mounts and
+    read-only root, with the step's environment over the bundle's; the bundle is not written."""
+    before = sorted(path.name for path in (bundle / "rootfs").iterdir())
+    result = oci_slurm.run("srun", f"--container={bundle}", "sh", "-c", REPORT, FOO="from-srun")
+    lines = result.stdout.splitlines()
+    assert lines[0] == "pid=1 host=ocibox id=0 cwd=/tmp foo=from-srun from_bundle=yes", result.stderr
+    assert lines[1] == "payload" and "Read-only file system" in lines[2]
+    assert result.returncode == 1  # touch's, the container's status
+    assert sorted(path.name for path in (bundle / "rootfs").iterdir()) == before  # no mount point made in it
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (None, "root.path {bundle}/rootfs is not a folder"),  # (Slurm 22.05 names BUNDLE/rootfs, whatever it says)
+    (lambda c: c["process"].update(capabilities={"bounding": ["CAP_KILL"]}),
+     "process.capabilities is a field hydria does not do"),
+    (lambda c: c["linux"]["namespaces"].append({"type": "network", "path": "/proc/1/ns/net"}),
+     "linux.namespaces[4].path: hydria makes a container's namespaces; it does not join others'"),
+    (lambda c: c["mounts"].append({"destination": "/mnt", "type": "nfs", "source": "server:/x"}),
+     "mounts[2].type 'nfs' at /mnt: hydria mounts binds and tmpfs"),
+    (lambda c: c["process"].update(user={"uid": 4242, "gid": 0}), "process.user.uid 4242: a container runs as"),
+])
+def test_a_bundle_hydria_cannot_run_as_asked_fails_naming_the_field(
+        oci_slurm: slurm.Submitter, bundle: Path, change: Any, message: str) -> None:
+    content = config(bundle.parent / "data")
+    if change is None:
+        (bundle / "rootfs").rename(bundle / "gone")
+    else:
+        change(content)
+    write_config(bundle, content)
+    result = oci_slurm.run("srun", f"--container={bundle}", "true")
+    assert result.returncode != 0
+    assert message.format(bundle=bundle) in result.stderr, result.stderr
+    assert "hint: " in result.stderr and "Traceback" not in result.stderr
+
+
+def test_state_kill_and_delete_see_and_end_a_steps_containers(oci_slurm: slurm.Submitter, bundle: Path,
+                                                                hydria_bin: str, workspace: Workspace) -> None:
+    """What slurmstepd runs as root when a step ends: the state of the step's containers on the
+    node (running while one runs, with its PID), SIGTERM to them (a PID namespace's first process
+    would ignore it: none here), then stopped."""
+    content = config(bundle.parent / "data")
+    content["linux"]["namespaces"] = [{"type": "mount"}, {"type": "user"}]
+    content.pop("hostname")
+    write_config(bundle, content)
+    submitted = oci_slurm.ok("sbatch", "--wrap", f"srun --container={bundle} sleep 300")
+    job = submitted.split()[-1]
+    step = ["--user", workspace.user.name, "--job", job, "--step", "0"]
+    try:
+        deadline = time.monotonic() + 60
+        while (state := _state(hydria_bin, step))["status"] != "running" and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert state["status"] == "running" and state["id"] == f"{job}.0", state
+        assert Path(f"/proc/{state['pid']}/cmdline").read_bytes() == b"sleep\x00300\x00"
+        assert _state(hydria_bin, [*step[:3], str(int(job) + 1000), *step[4:]])["status"] == "stopped"  # another job
+        subprocess.run([hydria_bin, "oci", "kill", *step], check=True)
+        deadline = time.monotonic() + 20
+        while (state := _state(hydria_bin, step))["status"] != "stopped" and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert state == {"ociVersion": "1.0.2", "id": f"{job}.0", "status": "stopped", "pid": 0, "bundle": ""}
+        subprocess.run([hydria_bin, "oci", "delete", *step], check=True)  # nothing left: nothing to do
+    finally:
+        oci_slurm.run("scancel", job)
+
+
+def _state(hydria_bin: str, step: list[str]) -> dict[str, Any]:
+    result = subprocess.run([hydria_bin, "oci", "state", *step], capture_output=True, text=True, check=True)
+    return dict(json.loads(result.stdout))
