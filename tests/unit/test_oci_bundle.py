@@ -1,0 +1,107 @@
+"""An OCI bundle's config.json as hydria oci run reads it (hydria.oci.bundle): each field done as
+the runtime specification says, or refused with an error that names it."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hydria.oci.bundle import BundleError, load
+
+UID, GID = 1000, 1000
+
+
+def write(bundle: Path, config: dict[str, Any]) -> Path:
+    (bundle / "rootfs").mkdir(exist_ok=True)
+    (bundle / "config.json").write_text(json.dumps(config))
+    return bundle
+
+
+def minimal(**changes: Any) -> dict[str, Any]:
+    return {"ociVersion": "1.0.2", "root": {"path": "rootfs"}, "process": {"args": ["true"]}, **changes}
+
+
+def test_a_runc_style_config_is_read_as_it_says(tmp_path: Path) -> None:
+    config = minimal(
+        process={"args": ["python", "train.py"], "env": ["PATH=/bin", "A=1", "PATH=/usr/bin:/bin"], "cwd": "/work",
+                 "user": {"uid": 0, "gid": 0, "umask": 18}, "terminal": True, "noNewPrivileges": True,
+                 "rlimits": [{"type": "RLIMIT_NOFILE", "soft": 1024, "hard": 4096}]},
+        root={"path": "rootfs", "readonly": True}, hostname="box", annotations={"org.example": "x"},
+        linux={"namespaces": [{"type": "pid"}, {"type": "uts"}, {"type": "mount"}, {"type": "user"},
+                              {"type": "cgroup"}],
+               "uidMappings": [{"containerID": 0, "hostID": UID, "size": 1}],
+               "gidMappings": [{"containerID": 0, "hostID": GID, "size": 1}]},
+        mounts=[{"destination": "/proc", "type": "proc", "source": "proc"},
+                {"destination": "/dev", "type": "tmpfs", "source": "tmpfs"},
+                {"destination": "/data", "type": "bind", "source": "/srv/data", "options": ["rbind", "ro", "nosuid"]},
+                {"destination": "/scratch", "type": "tmpfs", "source": "tmpfs", "options": ["size=64m"]}])
+    container = load(str(write(tmp_path, config)), UID, GID)
+    assert container.rootfs == str(tmp_path / "rootfs") and container.readonly
+    assert container.args == ["python", "train.py"] and container.cwd == "/work"
+    assert container.env == {"A": "1", "PATH": "/usr/bin:/bin"}  # the last value, as Slurm 22.05 appends the step's
+    assert container.as_root and container.umask == 18 and container.hostname == "box"
+    assert container.rlimits[0].resource == resource.RLIMIT_NOFILE and container.rlimits[0].hard == 4096
+    assert container.namespaces == {"pid", "uts"}
+    assert [(m.source, m.target, m.fstype, m.options) for m in container.mounts] == [
+        ("/srv/data", "/data", "none", ("x-create=auto", "rbind", "ro", "nosuid")),
+        ("tmpfs", "/scratch", "tmpfs", ("x-create=dir", "size=64m"))]
+
+
+def test_the_callers_own_ids_run_as_the_caller(tmp_path: Path) -> None:
+    container = load(str(write(tmp_path, minimal(process={"args": ["id"], "user": {"uid": UID, "gid": GID}}))),
+                     UID, GID)
+    assert not container.as_root and container.cwd == "/" and container.namespaces == frozenset()
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    (minimal(ociVersion="0.9"), "ociVersion '0.9' is not a version 1"),
+    (minimal(hooks={"prestart": []}), "hooks is a field hydria does not do"),
+    (minimal(root={"path": "elsewhere"}), "root.path {bundle}/elsewhere is not a folder"),
+    (minimal(root=None), "root is missing"),
+    (minimal(process={"args": []}), "process.args is empty"),
+    (minimal(process={"args": ["x", 1]}), "process.args[1] is not a string"),
+    (minimal(process={"args": ["x"], "capabilities": {}}), "process.capabilities is a field hydria does not do"),
+    (minimal(process={"args": ["x"], "noNewPrivileges": False}), "process.noNewPrivileges is not true"),
+    (minimal(process={"args": ["x"], "env": ["NOVALUE"]}), "process.env[0] 'NOVALUE' is not NAME=VALUE"),
+    (minimal(process={"args": ["x"], "cwd": "work"}), "process.cwd 'work' is not an absolute path"),
+    (minimal(process={"args": ["x"], "user": {"uid": 5}}), "process.user.uid 5: a container runs as its caller"),
+    (minimal(process={"args": ["x"], "user": {"uid": 0, "gid": GID}}), "uid and gid of two accounts"),
+    (minimal(process={"args": ["x"], "user": {"additionalGids": [27]}}), "process.user.additionalGids"),
+    (minimal(process={"args": ["x"], "rlimits": [{"type": "RLIMIT_BOGUS", "soft": 1, "hard": 1}]}),
+     "process.rlimits[0].type 'RLIMIT_BOGUS' is no resource limit"),
+    (minimal(hostname="box"), "hostname needs a uts namespace"),
+    (minimal(linux={"seccomp": {}}), "linux.seccomp is a field hydria does not do"),
+    (minimal(linux={"namespaces": [{"type": "network", "path": "/proc/1/ns/net"}]}), "linux.namespaces[0].path"),
+    (minimal(linux={"namespaces": [{"type": "time"}]}), "linux.namespaces[0].type 'time' is a namespace"),
+    (minimal(linux={"uidMappings": [{"containerID": 0, "hostID": 0, "size": 65536}]}),
+     "linux.uidMappings[0] maps other IDs"),
+    (minimal(mounts=[{"destination": "data", "type": "bind", "source": "/x"}]),
+     "mounts[0].destination 'data' is not an absolute path"),
+    (minimal(mounts=[{"destination": "/x", "type": "bind", "source": "/y", "options": ["bind", "size=1"]}]),
+     "mounts[0].options: 'size=1' is no option of a bind mount"),
+    (minimal(mounts=[{"destination": "/proc2", "type": "proc", "source": "proc"}]),
+     "mounts[0].type 'proc' at /proc2"),
+])
+def test_what_hydria_does_not_do_is_refused_by_name(tmp_path: Path, config: dict[str, Any], message: str) -> None:
+    with pytest.raises(BundleError) as raised:
+        load(str(write(tmp_path, config)), UID, GID)
+    assert message.format(bundle=tmp_path) in raised.value.message
+    assert raised.value.message.startswith(f"{tmp_path / 'config.json'}:")
+
+
+@pytest.mark.parametrize(("text", "message"), [("{", "is no JSON"), ("[]", "the file is not a JSON object")])
+def test_a_file_that_is_no_config_is_refused(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / "config.json").write_text(text)
+    with pytest.raises(BundleError, match=message):
+        load(str(tmp_path), UID, GID)
+
+
+def test_a_bundle_without_config_says_what_a_bundle_is(tmp_path: Path) -> None:
+    with pytest.raises(BundleError) as raised:
+        load(os.fspath(tmp_path), UID, GID)
+    assert "No such file or directory" in raised.value.message and "config.json" in (raised.value.hint or "")
