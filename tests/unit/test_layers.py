@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "hydria"
 # Highest floor first; a module's floor is its longest matching prefix's.
 FLOORS = {
     "hydria.cli": 5, "hydria.__main__": 5,
-    "hydria.api": 4, "hydria.bundle": 4, "hydria.slurm": 4,
+    "hydria.api": 4, "hydria.bundle": 4, "hydria.slurm": 4, "hydria.oci": 4,
     "hydria.container": 3, "hydria.doctor": 3, "hydria.imagebuild": 3,
     "hydria.image": 2, "hydria.hooks": 2,
     "hydria.runtime": 1,

@@ -21,7 +21,6 @@ import os
 import pwd
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
 
 from hydria.config import Settings
 from hydria.container import read_cache
@@ -36,6 +35,7 @@ from hydria.runtime.mounts import link_in_root, mount_entries, read_in_root, res
 
 if TYPE_CHECKING:  # confscript (and the secrets it needs) only for --conf
     from collections.abc import Mapping
+    from typing import NoReturn
 
     from hydria.hooks.cdi import Registry
     from hydria.runtime.confscript import ConfScript
