@@ -6,8 +6,9 @@ namespace and its start time (clock ticks after boot, from ``/proc/PID/stat``). 
 judges it gone only when it can be sure: the same node *and* the same PID namespace (test beds
 and containers give several PID namespaces one host name), and no process with that PID, one that
 started at another time (the PID was reused), or one that has ended and waits to be collected (a
-zombie: a parent that has not waited yet, or a PID 1 that never reaps, as in Slurm's namespaces). Anything else (another node, a line of an
-older hydria, a process it may not look at) is alive for it: the stale period decides, as before.
+zombie: a parent that has not waited yet, or a PID 1 that never reaps, as in Slurm's namespaces).
+Anything else (another node, a line of an older hydria, a process it may not look at) is alive
+for it: the stale period decides, as before.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import os
 
 from hydria.paths import process_tag
+
+_ENDED = ("Z", "X")  # the states of /proc/PID/stat of a process that has ended (zombie, dead)
 
 
 def holder_line() -> str:
@@ -45,9 +48,14 @@ def is_gone(line: str) -> bool:
     if not pid_exists(pid):
         return True
     state, started = _state_and_start(pid)
-    if state in ("Z", "X"):
+    if state in _ENDED:
         return True
     return "?" not in (started, fields[2]) and started != fields[2]
+
+
+def has_ended(pid: int) -> bool:
+    """Whether ``pid`` is a process that has ended and waits to be collected (a zombie)."""
+    return _state_and_start(pid)[0] in _ENDED
 
 
 def pid_exists(pid: int) -> bool:

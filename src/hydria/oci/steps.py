@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import signal
 
+from hydria.liveness import has_ended
 from hydria.record import Record
 
 
@@ -33,7 +34,7 @@ def processes(step: Step) -> list[int]:
             continue
         pid = int(entry.name)
         try:
-            if entry.stat().st_uid != step.uid or _is_zombie(pid):
+            if entry.stat().st_uid != step.uid or has_ended(pid):
                 continue
             namespace = _mount_namespace(pid)
             if namespace is None or namespace == host or not _in_step(pid, step):
@@ -68,7 +69,3 @@ def _mount_namespace(pid: int | str) -> str | None:
     except OSError:
         return None
 
-
-def _is_zombie(pid: int) -> bool:
-    with open(f"/proc/{pid}/stat", "rb") as handle:
-        return handle.read().rpartition(b")")[2].split()[:1] == [b"Z"]
