@@ -67,9 +67,11 @@ def write_config(bundle: Path, content: dict[str, Any]) -> None:
 
 def test_srun_container_runs_the_bundles_config(oci_slurm: slurm.Submitter, bundle: Path) -> None:
     """srun's command, in the bundle's namespaces, host name, user, working directory, mounts and
-    read-only root, with the step's environment over the bundle's; the bundle is not written."""
+    read-only root, with the step's environment over the bundle's (also a name no shell may set,
+    as an exported bash function has); the bundle is not written."""
     before = sorted(path.name for path in (bundle / "rootfs").iterdir())
-    result = oci_slurm.run("srun", f"--container={bundle}", "sh", "-c", REPORT, FOO="from-srun")
+    result = oci_slurm.run("srun", f"--container={bundle}", "sh", "-c", REPORT,
+                           **{"FOO": "from-srun", "BASH_FUNC_ml%%": "() {  echo module\n}"})
     lines = result.stdout.splitlines()
     assert lines[0] == "pid=1 host=ocibox id=0 cwd=/tmp foo=from-srun from_bundle=yes", result.stderr
     assert lines[1] == "payload" and "Read-only file system" in lines[2]

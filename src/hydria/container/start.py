@@ -93,10 +93,11 @@ class StartOptions(Record):
     remote_start: str | None = None
     devices: Sequence[str] = ()  # --device: CDI device names (hooks/cdi.py)
     # An OCI bundle's process (hydria oci run): the command is run as it is, found on the
-    # environment's PATH (no rc, no shell), with the environment that ``env`` gives over the
-    # site's environ.d (not the image's /etc/environment), in ``cwd``, in a UTS namespace named
-    # ``hostname``.
+    # environment's PATH (no rc, no shell), with ``process_env`` over the site's environ.d (not
+    # the image's /etc/environment), in ``cwd``, in a UTS namespace named ``hostname``. Its names
+    # are taken as they are: a job's environment holds ones a shell cannot set (BASH_FUNC_ml%%).
     oci_process: bool = False
+    process_env: Mapping[str, str] | None = None
     cwd: str = "/"
     hostname: str | None = None
 
@@ -104,6 +105,7 @@ class StartOptions(Record):
 def start(container: rootfs.Container, options: StartOptions, settings: Settings) -> None:
     """Start the container and exec its program; returns only by raising HydriaError."""
     env_options = [environ.env_option(e, os.environ) for e in options.env]
+    env_options += (options.process_env or {}).items()
     extra_mounts = [*(fstab.from_mount_option(m) for m in options.mounts), *options.entries]
     if options.rc is not None:
         check_input_file(options.rc, "--rc")

@@ -20,16 +20,17 @@ def run(bundle: str) -> None:
     container = load(bundle, os.getuid(), os.getgid())
     # The container's environment is the process's, as Slurm wrote it (its step's environment):
     # hydria's own settings come from it too, as a start in that step would read them.
-    unshared: dict[str, Any] = {setting: kind in container.namespaces for kind, setting in SETTING_OF_NAMESPACE.items()}
+    unshared: dict[str, Any] = {setting: kind in container.namespaces
+                                for kind, setting in SETTING_OF_NAMESPACE.items()}
     settings = load_settings(container.env)._replace(
         remap_root=container.as_root, rootfs_writable=not container.readonly, **unshared)
     os.environ.clear()
     os.environ.update(container.env)
     _limit(container)
-    start(Container(os.path.basename(os.path.normpath(bundle)), None, directory=container.rootfs, overlaid=True),
-          StartOptions(target=bundle, command=container.args, env=[f"{name}={value}" for name, value in container.env.items()],
-                       entries=container.mounts, oci_process=True,
-                       cwd=container.cwd, hostname=container.hostname), settings)
+    name = os.path.basename(os.path.normpath(bundle))
+    start(Container(name, None, directory=container.rootfs, overlaid=True),
+          StartOptions(target=bundle, command=container.args, entries=container.mounts, oci_process=True,
+                       process_env=container.env, cwd=container.cwd, hostname=container.hostname), settings)
 
 
 def _limit(container: OciContainer) -> None:
