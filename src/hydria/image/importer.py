@@ -148,11 +148,9 @@ def _into_store(store: ImageStore, source: RegistrySource, digest: str, want: mf
     alone) one image file."""
     uri, squash_options = source.ref.uri, settings.squash_options
     layered = layered_images(settings)
-    for key in ([store.key(uri, digest, squash_options, want, layered=True)] if layered else []) + \
-            [store.key(uri, digest, squash_options, want)]:
-        found = store.lookup(key)
-        if found is not None:
-            return found
+    found = _stored(store, uri, digest, want, squash_options, layered)
+    if found is not None:
+        return found
     options = squash_plan(squash_options, settings.max_processors)
     progress = source.progress
     if layered:
@@ -252,13 +250,18 @@ def _from_store(store: ImageStore, uri: str, digest: str, want: mf.Platform, set
                 in_place: bool) -> Path | None:
     """The store's image of ``digest``, the manifest that this user's registry request named: a
     layered image only ``in_place`` (an output file must be one self-contained image)."""
-    keys = [store.key(uri, digest, settings.squash_options, want)]
-    if in_place:
-        keys.insert(0, store.key(uri, digest, settings.squash_options, want, layered=True))
-    for key in keys:
-        found = store.lookup(key)
+    found = _stored(store, uri, digest, want, settings.squash_options, in_place)
+    if found is not None:
+        log.info("Found the image in the image store: %s", found)
+    return found
+
+
+def _stored(store: ImageStore, uri: str, digest: str, want: mf.Platform, squash_options: str,
+            layered: bool) -> Path | None:
+    """The store's entry of the image, the layered one first where ``layered`` may be taken."""
+    for as_layers in (True, False) if layered else (False,):
+        found = store.lookup(store.key(uri, digest, squash_options, want, layered=as_layers))
         if found is not None:
-            log.info("Found the image in the image store: %s", found)
             return found
     return None
 
