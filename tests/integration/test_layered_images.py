@@ -37,7 +37,7 @@ pytestmark = pytest.mark.integration
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 PATHS = ("a", "b", "x", "a/x", "a/y", "a/c", "a/c/z", "b/x")
 FOLDERS = ("a", "b", "a/c")
-# Mounts the images given as {label: [path, {layer image: its unpacked tree}]} as containers
+# Mounts the images given as {label: [path, {layer image: its kept tree}]} as containers
 # (runtime/rootfs.py) in a user namespace of the test user and prints each tree as
 # testbed/tree.py describes it.
 VIEW = """
@@ -47,10 +47,10 @@ from hydria.runtime import rootfs
 from testbed.tree import snapshot
 images, scratch, native = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
 trees = {}
-for label, (image, unpacked) in images.items():
+for label, (image, kept) in images.items():
     area = tempfile.mkdtemp(dir=scratch)
     root = rootfs.mount_container(rootfs.Container(label, image), area, 0, 0, native_overlay=native,
-                                  source=rootfs.ImageSource(unpacked=unpacked))
+                                  source=rootfs.ImageSource(trees=kept))
     nodes, groups = snapshot(Path(root))
     trees[label] = {"nodes": {path: list(node) for path, node in sorted(nodes.items())},
                     "links": sorted(sorted(group) for group in groups)}
@@ -58,33 +58,39 @@ print(json.dumps(trees))
 """
 
 
-# Unpacks each squashfs image of a layered image into a read cache as the read cache's unpacker
-# does (container/unpack_behind.py), as the test user, and prints {layer image: its tree}.
-UNPACK = """
-import json, sys
+# Keeps files of each squashfs image of a layered image in a read cache as the read cache's
+# unpacker does when the reader names them read (container/unpack_behind.py), as the test user:
+# those whose inode numbers are in range(START, count, STEP) (every file: 1 and 1; every other:
+# 1 and 2). Prints {layer image: its tree}.
+KEEP = """
+import json, struct, sys
 from hydria.container import read_cache, unpack_behind
 cache = read_cache.ReadCache(sys.argv[2], 1 << 40)
-keys = read_cache.layer_keys(sys.argv[1])
-for image, key in keys.items():
-    unpack_behind._unpack(cache, image, key)
-print(json.dumps(read_cache.unpacked_trees(cache, keys)))
+first, step = int(sys.argv[3]), int(sys.argv[4])
+layers = read_cache.layer_keys(sys.argv[1])
+for image, key in layers:
+    with open(image, "rb") as handle:
+        inodes = struct.unpack("<I", handle.read(8)[4:])[0]
+    unpack_behind._keep(cache, image, key, set(range(first, inodes + 1, step)))
+print(json.dumps(read_cache.kept_trees(cache, layers)))
 """
 
 
-def unpack_layers(user: User, image: Path, folder: Path) -> dict[str, str]:
-    """The trees of ``image``'s layer images, unpacked by the read cache's unpacker into ``folder``."""
-    done = run_as(user, [sys.executable, "-c", UNPACK, str(image), str(folder)],
+def keep_layers(user: User, image: Path, folder: Path, first: int = 1, step: int = 1) -> dict[str, str]:
+    """The trees of ``image``'s layer images, kept by the read cache's unpacker in ``folder`` as if
+    the files of inode numbers ``first``, ``first + step``, ... had been read (KEEP)."""
+    done = run_as(user, [sys.executable, "-c", KEEP, str(image), str(folder), str(first), str(step)],
                   env={"PYTHONPATH": str(REPOSITORY_ROOT)}, cwd=REPOSITORY_ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     return dict(json.loads(done.stdout))
 
 
 def view(user: User, images: dict[str, Path], scratch: Path, native: bool = True,
-         unpacked: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
+         kept: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
     """Each image's tree as a container of ``user`` sees it (kernel overlay, or fuse-overlayfs),
-    with the unpacked trees of the layer images that ``unpacked`` gives by label."""
-    unpacked = unpacked or {}
-    listed = {label: [str(path), unpacked.get(label)] for label, path in images.items()}
+    with the read cache's trees of the layer images that ``kept`` gives by label."""
+    kept = kept or {}
+    listed = {label: [str(path), kept.get(label)] for label, path in images.items()}
     done = run_as(user, ["unshare", "--map-root-user", "--mount", sys.executable, "-c", VIEW,
                          json.dumps(listed), str(scratch), "1" if native else "0"],
                   env={"PYTHONPATH": str(REPOSITORY_ROOT)}, cwd=REPOSITORY_ROOT, timeout=120)
@@ -196,17 +202,19 @@ def test_stacked_layers_show_the_merged_tree(stack: list[list[Entry]], workspace
     scratch = folder / "scratch"
     scratch.mkdir()
     scratch.chmod(0o777)
-    unpacked = unpack_layers(workspace.user, layered, scratch / "unpacked")
-    assert len(unpacked) == len(stack), "every layer image unpacked"
-    trees = view(workspace.user, {"merged": merged, "layered": layered, "unpacked": layered}, scratch,
-                 unpacked={"unpacked": unpacked})
+    # Each layer image's tree above its mount: with every file read, and with every other one.
+    every = keep_layers(workspace.user, layered, scratch / "every")
+    some = keep_layers(workspace.user, layered, scratch / "some", first=2, step=2)
+    trees = view(workspace.user, {"merged": merged, "layered": layered, "every": layered, "some": layered}, scratch,
+                 kept={"every": every, "some": some})
     assert trees["layered"] == trees["merged"], stack
-    assert trees["unpacked"] == trees["merged"], stack
+    assert trees["every"] == trees["merged"], stack
+    assert trees["some"] == trees["merged"], stack
 
 
 def test_fuse_overlayfs_stacks_layers_alike(workspace: Workspace) -> None:
     """Where the kernel's overlay is refused, fuse-overlayfs reads the same deletions and opaque
-    folders, from the layer images and from their unpacked trees."""
+    folders, from the layer images and with their read cache's trees above them."""
     tmp_path = workspace.root / "layers"
     tmp_path.mkdir()
     tmp_path.chmod(0o755)
@@ -220,10 +228,11 @@ def test_fuse_overlayfs_stacks_layers_alike(workspace: Workspace) -> None:
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     scratch.chmod(0o777)
-    unpacked = unpack_layers(workspace.user, layered, scratch / "unpacked")
-    trees = view(workspace.user, {"merged": merged, "layered": layered, "unpacked": layered}, scratch, native=False,
-                 unpacked={"unpacked": unpacked})
-    assert trees["layered"] == trees["merged"] == trees["unpacked"]
+    kept = keep_layers(workspace.user, layered, scratch / "kept")
+    assert len(kept) == len(stack) and all(Path(tree, "a").is_dir() for tree in kept.values())
+    trees = view(workspace.user, {"merged": merged, "layered": layered, "kept": layered}, scratch, native=False,
+                 kept={"kept": kept})
+    assert trees["layered"] == trees["merged"] == trees["kept"]
     assert set(trees["layered"]["nodes"]) == {"a", "a/x", "a/y", "a/z", "b", "b/new"}
 
 

@@ -1,22 +1,25 @@
-"""Images unpacked on node-local disk behind a running container, so that later starts of the same
-image on this node read plain files at the disk's speed (docs/performance.md). A layered image's
-layer images are unpacked each on its own: the images that share a layer share its tree.
+"""What containers read of an image, kept on node-local disk, so that later starts of the same
+image on this node read those files at the disk's speed (docs/performance.md), while the node
+keeps no more than its tasks read (a task reads a few percent of a 20 GB image). A layered
+image's layer images are kept each on its own: the images that share a layer share its tree.
 
-A start whose image is unpacked here takes the tree as its overlay's lower layer: no FUSE daemon,
-no decompression, the kernel's own caches (a layered image: the trees of its unpacked layer
-images, and the others mounted). Otherwise the image is served by the reader as always, and when
-the container still runs ``UNPACK_AFTER`` seconds later (short starts never pay), a background
-process of the lowest CPU and I/O priority (``SCHED_IDLE``) unpacks the image (each layer image
-not unpacked yet) beside it with ``unsquashfs``, then renames the tree into place. It lives no longer than the container:
-it waits on a pipe whose other end only the image's FUSE daemon holds, and stops the unpack when
-the daemon leaves; the next unpack of that image removes what a stopped one left.
+Every start mounts its image (each layer image) with hydria's reader, and the overlay stacks
+above each mount its tree here, which holds the files that earlier starts read, as the image
+has them: a file the tree holds is read from the disk, any other through the reader. The reader
+names in a read log each file whose bytes read reach half its size; when the container still
+runs ``UNPACK_AFTER`` seconds after its start (short starts never pay), a background process of
+the lowest CPU and I/O priority (``SCHED_IDLE``) unpacks those files beside the tree with
+``unsquashfs``, then moves each into the tree (a file, or a folder the tree lacks, appears at
+once and whole to the containers that stack it), batch after batch. It lives no longer than the
+container: it waits on a pipe whose other end only the image's FUSE daemon holds, and stops when
+the daemon leaves; the next batch of that image removes what a stopped one left.
 
 The folder (``HYDRIA_READ_CACHE_PATH``) is the user's own, mode 0700, on a local disk:
 
-    KEY/root       the image's tree (KEY: the image file and its superblock, image_key)
+    KEY/root       what was read of the image (KEY: the image file and its superblock, image_key)
     KEY/size       bytes the tree takes; KEY's modification time is its last start
-    KEY.lock       held while KEY is unpacked or removed
-    KEY.unpacking  a tree being unpacked
+    KEY.lock       held while files are added to KEY, or KEY is removed
+    KEY.unpacking  a batch of files being unpacked
     KEY.failed     why the image could not be unpacked (it is not tried again; cache prune clears it)
     .short-of-room a start said that the disk has less free than an unpack leaves (said once)
 """
@@ -37,13 +40,13 @@ from hydria.trees import delete_tree
 if TYPE_CHECKING:
     from hydria.image.prune import Item
 
-UNPACK_AFTER = 5.0  # seconds a container runs before its image is unpacked behind it
+UNPACK_AFTER = 5.0  # seconds a container runs before what it read is kept
 ROOT, SIZE, LOCK, UNPACKING, FAILED = "root", "size", ".lock", ".unpacking", ".failed"
 SETTING = "HYDRIA_READ_CACHE_PATH"
 MEMORY_TYPES = frozenset({"tmpfs", "ramfs"})
 FREE_RESERVE = 0.1  # the share of its file system that an unpack leaves free
 SHORT_OF_ROOM = ".short-of-room"  # marks that a start said the disk was below its reserve
-TREES_IN_OPTIONS = 2048  # bytes of unpacked trees' paths that one overlay's lower layers may name
+TREES_IN_OPTIONS = 2048  # bytes of kept trees' paths that one overlay's lower layers may name
 # Characters that the read cache's path may not hold: what an overlay's lowerdir= option cannot
 # carry (runtime/rootfs.py), and, stricter than the overlay, white space.
 _OPTION_CHARACTERS = OPTION_SEPARATORS | {LAYER_SEPARATOR} | frozenset(" \t\n")
@@ -124,21 +127,17 @@ def image_key(image: str) -> str | None:
     return f"{info.st_dev:x}-{info.st_ino:x}-{info.st_mtime_ns:x}-{info.st_size:x}-{zlib.crc32(superblock):08x}"
 
 
-def layer_keys(image: str) -> dict[str, str]:
-    """The key of each squashfs image that makes ``image``: itself, or each layer image of a
-    layered image, which is unpacked on its own, so that the images sharing a layer share its
-    tree (a new version unpacks its new layers). Raises OSError, InvalidImage."""
+def layer_keys(image: str) -> list[tuple[str, str | None]]:
+    """Each squashfs image that makes ``image`` with its key: itself, or each layer image of a
+    layered image, the lowest first (as the reader serves them), which is kept on its own, so that
+    the images sharing a layer share its tree (a new version reads its new layers). None for a
+    layered image named as a layer, which the mount refuses. Raises OSError, InvalidImage."""
     from hydria.runtime.rootfs import image_layers
 
     key = image_key(image)  # an image file is read once, as before layered images
     if key is not None:
-        return {image: key}
-    keys = {}
-    for layer in image_layers(image):
-        key = image_key(layer)
-        if key is not None:  # a layered image named as a layer: the mount refuses it
-            keys[layer] = key
-    return keys
+        return [(image, key)]
+    return [(layer, image_key(layer)) for layer in image_layers(image)]
 
 
 def warn_once_without_room(cache: ReadCache) -> None:
@@ -163,21 +162,23 @@ def warn_once_without_room(cache: ReadCache) -> None:
                 "said once until there is room)", cache.folder, free / 2**30, reserve / 2**30, SETTING)
 
 
-def unpacked_trees(cache: ReadCache, keys: dict[str, str]) -> dict[str, str]:
-    """The trees that this user's folder holds complete of the squashfs images ``keys`` names
-    (image -> key), by image; their use is recorded for pruning. At most ``TREES_IN_OPTIONS``
-    bytes of their paths, the lowest layers first: the overlay's options, a page, also name the
-    mounted layers. A folder that is not the user's own and private is never trusted: it says so."""
+def kept_trees(cache: ReadCache, layers: list[tuple[str, str | None]]) -> dict[str, str]:
+    """The trees that this user's folder holds of the squashfs images ``layers`` names (image and
+    key), by image; their use is recorded for pruning. At most ``TREES_IN_OPTIONS`` bytes of their
+    paths, the lowest layers first: the overlay's options, a page, also name the mounts. A folder
+    that is not the user's own and private is never trusted: it says so."""
     try:
         problem = private_dir_problem(os.lstat(cache.folder))
     except OSError:
-        return {}  # not made yet: the first unpack makes it
+        return {}  # not made yet: the first batch makes it
     if problem is not None:
-        log.warning("%s (%s) %s: images are not unpacked there for faster reads (remove it, or set %s to a "
+        log.warning("%s (%s) %s: what containers read is not kept there for faster reads (remove it, or set %s to a "
                     "folder of yours)", cache.folder, SETTING, problem, SETTING)
         return {}
     trees, length = {}, 0
-    for image, key in keys.items():
+    for image, key in layers:
+        if key is None:
+            continue
         entry = os.path.join(cache.folder, key)
         tree = os.path.join(entry, ROOT)
         length += len(tree) + 1
@@ -193,8 +194,8 @@ def unpacked_trees(cache: ReadCache, keys: dict[str, str]) -> dict[str, str]:
 
 
 def entries(cache: ReadCache) -> list[Item]:
-    """The complete unpacked images of the user's folder (none where it is not the user's own):
-    each folder ``KEY``, the bytes its tree takes, when it was last started."""
+    """The kept trees of the user's folder (none where it is not the user's own): each folder
+    ``KEY``, the bytes its tree takes, when it was last started."""
     from pathlib import Path  # not on a start's path (docs/runtime.md)
 
     from hydria.image.prune import Item
@@ -260,14 +261,14 @@ def remove_entry(cache: ReadCache, path: str) -> bool:
     return True
 
 
-def lock(cache: ReadCache, key: str) -> int | None:
-    """Hold ``KEY.lock`` (without waiting); its descriptor, or None when another process holds it.
-    Closing the descriptor releases it."""
+def lock(cache: ReadCache, key: str, wait: bool = False) -> int | None:
+    """Hold ``KEY.lock`` (waiting for it only with ``wait``); its descriptor, or None when another
+    process holds it. Closing the descriptor releases it."""
     import fcntl
 
     fd = os.open(os.path.join(cache.folder, key + LOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
     except BlockingIOError:
         os.close(fd)
         return None

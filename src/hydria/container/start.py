@@ -32,6 +32,7 @@ from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime import edits, environ, fstab, lock, namespaces, rootfs, seccomp
 from hydria.runtime import syscalls as sc
 from hydria.runtime.mounts import link_in_root, mount_entries, read_in_root, resolve_in_root
+from hydria.runtime.reader import installed_reader
 
 if TYPE_CHECKING:  # confscript (and the secrets it needs) only for --conf
     from collections.abc import Mapping
@@ -136,8 +137,9 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
         lock.hold(os.path.join(container.home, LOCK_FILE))
     root = rootfs.mount_container(container, area, inner_uid, inner_gid, settings.native_overlayfs,
                                   settings.fast_reader, source)
-    if source.daemon_holds is not None:
-        os.close(source.daemon_holds)  # the image's daemon alone holds it now
+    for held in (source.daemon_holds, source.read_log):
+        if held is not None:
+            os.close(held)  # the image's daemon (and the unpacker) alone hold them now
     if options.misplaced_option and rc_text is None and _runs_the_command_alone(read_in_root(root, "/etc/rc")):
         raise HydriaError(f"{options.misplaced_option} after the image is the container's command, and the image "
                           "has no entrypoint to take it", hint="hydria's options go before the image: hydria start "
@@ -231,28 +233,34 @@ def _check_overlay_folders(container: rootfs.Container, settings: Settings) -> N
 
 
 def _image_source(container: rootfs.Container, settings: Settings) -> rootfs.ImageSource:
-    """The image's unpacked tree where the read cache holds it (container/read_cache.py); otherwise
-    the image is mounted, and unpacked behind the container for the next start."""
+    """The trees of what earlier starts of the image on this node read, where the read cache has
+    them (container/read_cache.py), stacked above the image's mount; and the process that keeps
+    what this start reads, for the next."""
     cache = read_cache.configured(settings)
     if container.image is None or cache is None:
         if container.image is not None and settings.read_cache_size:
-            log.warning("HYDRIA_READ_CACHE_PATH %s %s: images are not unpacked there for faster reads (set it to a "
-                        "path without them)", settings.read_cache_path, read_cache.path_problem(settings.read_cache_path))
+            log.warning("HYDRIA_READ_CACHE_PATH %s %s: what containers read is not kept there for faster reads (set it "
+                        "to a path without them)", settings.read_cache_path,
+                        read_cache.path_problem(settings.read_cache_path))
         return rootfs.ImageSource()
+    if not settings.fast_reader or installed_reader() is None:
+        return rootfs.ImageSource()  # only hydria's reader names the files read (doctor says so)
     try:
-        keys = read_cache.layer_keys(container.image)
+        layers = read_cache.layer_keys(container.image)
     except (OSError, HydriaError):
         return rootfs.ImageSource()  # the mount says what is wrong with it
-    unpacked = read_cache.unpacked_trees(cache, keys)
-    missing = {image: key for image, key in keys.items() if image not in unpacked}
-    if not missing:
-        return rootfs.ImageSource(unpacked=unpacked)
+    trees = read_cache.kept_trees(cache, layers)
     from hydria.container import unpack_behind
 
     read_cache.warn_once_without_room(cache)
     default = settings.origins.get("HYDRIA_READ_CACHE_PATH") == "default"
-    return rootfs.ImageSource(unpacked=unpacked,
-                              daemon_holds=unpack_behind.start_behind(cache, container.image, missing, default))
+    read_log = os.memfd_create("hydria-read-log", os.MFD_CLOEXEC)
+    try:
+        alive = unpack_behind.start_behind(cache, container.image, layers, read_log, default)
+    except BaseException:
+        os.close(read_log)
+        raise
+    return rootfs.ImageSource(trees=trees, daemon_holds=alive, read_log=read_log)
 
 
 def _hook_edits(context: edits.StartContext, options: StartOptions, devices: edits.Edits | None,

@@ -1,13 +1,14 @@
-"""The process that unpacks an image into the read cache behind its running container
+"""The process that keeps, behind a running container, the files that its programs read
 (container/read_cache.py says why and the folder's layout).
 
 It is forked before the container's namespaces (so it works as the user, on the host's file
 systems) and leaves the start's process tree at once, so that the container's program never has
 it as a child; it calls itself ``hydria-unpack IMAGE`` (``pgrep -f`` on the job's command must not
-find it). It waits ``UNPACK_AFTER`` seconds, then has a worker of its own do the unpack (clear
-out an earlier partial tree, list the image, ``unsquashfs``) at the lowest CPU and I/O priority,
-while it only waits, at normal priority: as soon as the pipe it waits on closes (the image's
-FUSE daemon holds its other end, and leaves when the container's last process has), it kills the
+find it). It waits ``UNPACK_AFTER`` seconds, then has a worker of its own keep what the reader
+names in the read log (the inode numbers of the files read, found by ``hydria-squashfuse
+--paths``, unpacked by ``unsquashfs``) at the lowest CPU and I/O priority, batch after batch,
+while it only waits, at normal priority: as soon as the pipe it waits on closes (the image's FUSE
+daemon holds its other end, and leaves when the container's last process has), it kills the
 worker and what the worker runs, however busy the node, where a worker at idle priority could
 take seconds to notice. It is the reaper of everything below it (the worker's tools, killed with
 it, would otherwise be left to the node's PID 1, which in some namespaces never collects them).
@@ -27,26 +28,28 @@ from hydria.runtime import syscalls as sc
 BLOCK = 4096
 SIGKILL = 9
 DISK_FULL = ("No space left on device", "Disk quota exceeded")
-DONE, AGAIN, FAILED = "done", "again", "failed"  # how an unpack ended
+DONE, AGAIN, FAILED = "done", "again", "failed"  # how a batch ended
 GRACE = 600.0  # seconds: an image started this recently is not removed to make room
-# unsquashfs's complaint about the device nodes that only root makes (an exit status of 2): they
-# are left out, as /dev comes from the host and every mount is nodev.
-DEVICE_NODE_COMPLAINT = r"create_inode: could not create (character|block) device .*, because you're not superuser!"
+POLL = 1.0  # seconds between looks at the read log when it had nothing new
+LOG_CHUNK = 1 << 20  # bytes of the read log read at once
+OVERLAY_ATTRIBUTES = "user.overlay."  # a layer's marks, which its mount below the tree already gives
 
 
-def start_behind(cache: rc.ReadCache, image: str, keys: dict[str, str], default_folder: bool) -> int:
-    """Fork the process that unpacks ``image``'s squashfs images that ``keys`` names (image ->
-    key: itself, or layer images of a layered image), one after the other, once its container has
-    run for a while. Returns the descriptor that the image's FUSE daemon must hold open while it
-    serves (close-on-exec: nothing else keeps it). ``default_folder``: the folder is the built-in
-    default, used only on a local disk file system."""
+def start_behind(cache: rc.ReadCache, image: str, layers: list[tuple[str, str | None]], read_log: int,
+                 default_folder: bool) -> int:
+    """Fork the process that keeps the files of ``image`` that the container's programs read.
+    ``layers``: the squashfs images that make it (itself, or a layered image's layer images, the
+    lowest first, as the reader serves them), each with its key (None: not to be kept);
+    ``read_log``: the descriptor that the reader names the files read in. Returns the descriptor
+    that the image's FUSE daemon must hold open while it serves (close-on-exec: nothing else keeps
+    it). ``default_folder``: the folder is the built-in default, used only on a local disk."""
     alive_read, alive_write = os.pipe2(os.O_CLOEXEC)
     child = os.fork()
     if child == 0:
         try:
             os.close(alive_write)
             if os.fork() == 0:
-                _unpacker(cache, image, keys, default_folder, alive_read)
+                _unpacker(cache, image, layers, read_log, default_folder, alive_read)
         finally:
             os._exit(0)
     os.close(alive_read)
@@ -54,7 +57,8 @@ def start_behind(cache: rc.ReadCache, image: str, keys: dict[str, str], default_
     return alive_write
 
 
-def _unpacker(cache: rc.ReadCache, image: str, keys: dict[str, str], default_folder: bool, alive: int) -> None:
+def _unpacker(cache: rc.ReadCache, image: str, layers: list[tuple[str, str | None]], read_log: int,
+              default_folder: bool, alive: int) -> None:
     try:
         os.setsid()  # no terminal's signals: it ends with the container, by the pipe
         null = os.open(os.devnull, os.O_RDWR)
@@ -62,13 +66,13 @@ def _unpacker(cache: rc.ReadCache, image: str, keys: dict[str, str], default_fol
             os.dup2(null, fd)
         # No descriptor of the caller's: one waiting for the end of a pipe it gave hydria (srun,
         # sshd) must see it when the container's program closes its own copy.
-        sc.close_descriptors_except((alive,))
+        sc.close_descriptors_except((alive, read_log))
         title = f"hydria-unpack {image}"
         sc.set_process_title(title)
         sc.prctl(sc.PR_SET_CHILD_SUBREAPER, 1)
         if _ended(alive, rc.UNPACK_AFTER) or (default_folder and rc.placement_problem(cache.folder)):
             return
-        _while_alive(alive, lambda: _unpack_all(cache, keys), title)
+        _while_alive(alive, lambda: _keep_reads(cache, layers, read_log), title)
     except BaseException:  # noqa: BLE001 - a background helper: the container reads the image as before
         return
 
@@ -116,48 +120,71 @@ def _ended(alive: int, seconds: float) -> bool:
     return bool(readable)
 
 
-def _unpack_all(cache: rc.ReadCache, keys: dict[str, str]) -> None:
-    for image, key in keys.items():
-        _unpack(cache, image, key)
+def _keep_reads(cache: rc.ReadCache, layers: list[tuple[str, str | None]], read_log: int) -> None:
+    """Keep, batch after batch, the files that the reader names in ``read_log`` (container/read_cache.py),
+    for as long as the container runs (the caller kills this process at its end)."""
+    offset, rest = 0, b""
+    while True:
+        chunk = os.pread(read_log, LOG_CHUNK, offset)
+        if not chunk:
+            time.sleep(POLL)
+            continue
+        offset += len(chunk)
+        lines, _, rest = (rest + chunk).rpartition(b"\n")
+        read: dict[int, set[int]] = {}
+        for line in lines.split(b"\n"):
+            place, _, number = line.partition(b" ")
+            if place.isdigit() and number.isdigit() and int(place) < len(layers):
+                read.setdefault(int(place), set()).add(int(number))
+        for layer, numbers in sorted(read.items()):
+            image, key = layers[layer]
+            if key is not None:
+                _keep(cache, image, key, numbers)
 
 
-def _unpack(cache: rc.ReadCache, image: str, key: str) -> None:
+def _keep(cache: rc.ReadCache, image: str, key: str, numbers: set[int]) -> None:
+    """Add to the tree of ``image`` (``key``) its files whose inode numbers ``numbers`` lists,
+    those that it does not hold yet: unpacked beside the tree, then each moved into it (a file, or
+    a folder the tree lacks, appears whole)."""
     from hydria.paths import ensure_dir, is_own_private_dir
 
     ensure_dir(cache.folder, setting=rc.SETTING)
     if not is_own_private_dir(cache.folder):
         return  # a link another user made, even to a folder of this user's: never written through
-    if rc.lock(cache, key) is None:
-        return  # another start unpacks it; ours is held until this process ends
-    entry = os.path.join(cache.folder, key)
-    if os.path.lexists(entry) or os.path.lexists(entry + rc.FAILED):
-        return
-    for leftover in rc.leftovers(cache, held=key):
-        if not leftover.endswith(rc.FAILED):
-            rc.remove(leftover)
-    listing = _listing(image)
-    if isinstance(listing, str):  # not to be unpacked as it is: never tried again for this image
-        _record_failure(entry, listing)
-        return
-    if not _make_room(cache, listing.size):
-        return
-    staging = entry + rc.UNPACKING
-    os.mkdir(staging, 0o700)
-    top = os.path.join(staging, rc.ROOT)
-    outcome, why = _run_unsquashfs(image, top)
-    if outcome == DONE and rc.image_key(image) != key:
-        outcome = AGAIN  # rewritten while it was unpacked: not this image's tree
-    if outcome == DONE:
-        why = _restore_special_bits(top, listing.special_bits) or _make_whiteouts(top, listing.whiteouts) or ""
-        outcome = FAILED if why else DONE
-    if outcome != DONE:
-        rc.remove(staging)
+    held = rc.lock(cache, key, wait=True)
+    assert held is not None
+    try:
+        entry = os.path.join(cache.folder, key)
+        if os.path.lexists(entry + rc.FAILED) or rc.image_key(image) != key:
+            return  # not to be unpacked; or rewritten since its start: the next start names it anew
+        staging = entry + rc.UNPACKING
+        if os.path.lexists(staging):
+            rc.remove(staging)  # what a killed batch left
+        tree = os.path.join(entry, rc.ROOT)
+        wanted = [path for path in _paths(image, numbers) if not os.path.lexists(os.path.join(tree, path.name))]
+        files = [path for path in wanted if path.size is not None]
+        need = sum(-(-path.size // BLOCK) * BLOCK for path in files if path.size is not None)
+        if not files or not _make_room(cache, need):
+            return
+        os.mkdir(staging, 0o700)
+        top = os.path.join(staging, rc.ROOT)
+        outcome, why = _run_unsquashfs(image, top, [path.name for path in files])
+        if outcome == DONE:
+            why = _restore_modes(top, wanted) or ""
+            outcome = FAILED if why else DONE
         if outcome == FAILED:
             _record_failure(entry, why)
-        return
-    with open(os.path.join(staging, rc.SIZE), "w") as handle:
-        handle.write(f"{_tree_size(os.path.join(staging, rc.ROOT))}\n")
-    os.rename(staging, entry)
+        if outcome != DONE:
+            rc.remove(staging)
+            return
+        if os.path.isdir(tree):
+            _record_size(entry, _tree_size_of(entry) + _move_into(top, tree))
+            rc.remove(staging)
+        else:  # the first batch: the entry appears whole, with its size
+            _record_size(staging, _tree_size(top))
+            os.rename(staging, entry)
+    finally:
+        os.close(held)
 
 
 def _record_failure(entry: str, why: str) -> None:
@@ -166,107 +193,37 @@ def _record_failure(entry: str, why: str) -> None:
         handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {why}\n")
 
 
-class Listing(Record):
-    """What ``unsquashfs -lln`` says of an image: the bytes its files take once unpacked (whole
-    blocks), the set-user-ID and set-group-ID bits of each path that has them, and the
-    character devices 0/0 (a layer image's deletions: docs/import.md), all paths relative to the
-    tree's top, which unsquashfs leaves out when it does not run as root."""
+class ImagePath(Record):
+    """A regular file of an image (``size`` its bytes) or a folder that holds one (``size`` None),
+    with its mode, set-user-ID and set-group-ID bits included; ``name`` from the image's top."""
 
-    size: int
-    special_bits: dict[str, int]
-    whiteouts: list[str]
+    name: str
+    mode: int
+    size: int | None
 
 
-# One entry of `unsquashfs -lln`: type and permissions, uid/gid, size (or major, minor), date,
-# time, the path under squashfs-root (a link adds " -> TARGET"). A name or link target that
-# holds a line break makes a line that is none of these.
-WHITEOUT = rb"0, *0"  # the size field of a character device 0/0
-ENTRY = rb"([-dlcbps])([-rwxsStT]{9}) \d+/\d+ +(\d+|\d+, *\d+) \d{4}-\d\d-\d\d \d\d:\d\d squashfs-root(/.*)?\n?"
-
-
-def _special_bits(permissions: bytes) -> int:
-    """The set-user-ID and set-group-ID bits of ``ls``-style permissions (``rwsr-sr-x``)."""
-    return ((stat.S_ISUID if permissions[2:3] in (b"s", b"S") else 0)
-            | (stat.S_ISGID if permissions[5:6] in (b"s", b"S") else 0))
-
-
-def _listing(image: str) -> Listing | str:
-    """The image's ``Listing``, read as it comes (an image of a million files lists a hundred
-    megabytes); or, where unsquashfs cannot list it, or a name holds a line break (which would
-    make its modes ambiguous), why."""
-    import re  # not on a start's path
+def _paths(image: str, numbers: set[int]) -> list[ImagePath]:
+    """The regular files of ``image`` whose inode numbers ``numbers`` lists (every name of one with
+    hard links), then the folders that hold them, as the reader finds them. A name that holds a
+    line break is left out: unsquashfs's list of what to unpack could not name it. Raises OSError."""
     import subprocess
-    import tempfile
 
-    one_entry = re.compile(ENTRY)
-    total, odd = 0, b""  # odd: the first line that is no entry
-    special: dict[str, int] = {}
-    whiteouts: list[str] = []
-    with tempfile.TemporaryFile() as errors:  # a file: a pipe left unread could stall unsquashfs
-        with subprocess.Popen(["unsquashfs", "-lln", image], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=errors) as listing:
-            assert listing.stdout is not None
-            for line in listing.stdout:
-                entry = one_entry.fullmatch(line)
-                if entry is None:
-                    odd = odd or line
-                    continue
-                kind, permissions, size, path = entry.groups()
-                if kind == b"-":
-                    total += -(-int(size) // BLOCK) * BLOCK
-                elif kind != b"c" and kind != b"b":
-                    total += BLOCK
-                if kind == b"c" and re.fullmatch(WHITEOUT, size):
-                    whiteouts.append(os.fsdecode((path or b"/")[1:]))
-                bits = _special_bits(permissions)
-                if bits and kind in (b"-", b"d"):
-                    special[os.fsdecode((path or b"/")[1:])] = bits
-        if listing.returncode == 0:
-            if odd:
-                return (f"unsquashfs -lln {image}: a name or link target holds a line break ({odd[:200]!r}): "
-                        "its modes cannot be told apart from the listing")
-            return Listing(total, special, whiteouts)
-        errors.seek(0)
-        lines = [line for line in errors.read().decode(errors="replace").splitlines() if line.strip()]
-    return f"unsquashfs -lln {image} (exit status {listing.returncode}): " + " / ".join(lines[-3:])
+    from hydria.runtime.reader import installed_reader
 
-
-def _restore_special_bits(top: str, special: dict[str, int]) -> str | None:
-    """Give the unpacked tree's files and folders the set-user-ID and set-group-ID bits that the
-    image has and unsquashfs, not running as root, left out: a later start must show what the
-    image does (``sudo`` in a ``--root`` container checks its own bit). The user owns each of
-    them, so may set both. None, or why it could not."""
-    for path, bits in special.items():
-        full = os.path.join(top, path)
-        try:
-            info = os.lstat(full)
-            if stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode):
-                os.chmod(full, stat.S_IMODE(info.st_mode) | bits)
-        except OSError as e:
-            return f"cannot restore the mode of /{path}: {e.strerror}"
-    return None
-
-
-def _make_whiteouts(top: str, whiteouts: list[str]) -> str | None:
-    """Make the deletions of a layer image that unsquashfs, not running as root, leaves out: a
-    character device 0/0, which the kernel lets any user make (Linux 5.8) for the overlay that
-    stacks the tree. None, or why it could not."""
-    for path in whiteouts:
-        full = os.path.join(top, path)
-        try:
-            folder = os.path.dirname(full)
-            mode = stat.S_IMODE(os.lstat(folder).st_mode)  # the image's: a folder of mode 0555 too
-            writable = mode | stat.S_IWUSR | stat.S_IXUSR
-            if mode != writable:
-                os.chmod(folder, writable)
-            try:
-                os.mknod(full, stat.S_IFCHR | 0o600, os.makedev(0, 0))
-            finally:
-                if mode != writable:
-                    os.chmod(folder, mode)
-        except OSError as e:
-            return f"cannot make the deletion /{path} (a character device 0/0): {e.strerror}"
-    return None
+    reader = installed_reader()
+    if reader is None:
+        return []
+    listing = subprocess.run([reader, "--paths", image], input="\n".join(map(str, sorted(numbers))).encode(),
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False)
+    if listing.returncode != 0:
+        return []
+    found = []
+    for line in listing.stdout.split(b"\0")[:-1]:
+        mode, size, name = line.split(b" ", 2)
+        if b"\n" not in name:
+            kind = int(mode, 8)
+            found.append(ImagePath(os.fsdecode(name), stat.S_IMODE(kind), None if stat.S_ISDIR(kind) else int(size)))
+    return found
 
 
 def _make_room(cache: rc.ReadCache, need: int) -> bool:
@@ -286,35 +243,108 @@ def _make_room(cache: rc.ReadCache, need: int) -> bool:
     return freed >= excess
 
 
-def _run_unsquashfs(image: str, target: str) -> tuple[str, str]:
-    """Unpack ``image`` into ``target`` as the user: every file the user's, no device nodes (the
-    host's /dev serves), extended attributes as the image has them; one that only root may set
-    (``security.capability``) fails the unpack, as the tree would not show it. The outcome (DONE;
-    AGAIN: the disk filled, a later start may try again; FAILED: the image cannot be unpacked as
-    it is) and, when FAILED, why. It runs in the worker's group, killed with it."""
-    import re
+def _run_unsquashfs(image: str, target: str, names: list[str]) -> tuple[str, str]:
+    """Unpack the files ``names`` of ``image`` (and the folders above them) into ``target`` as the
+    user: every file the user's, extended attributes as the image has them; one that only root may
+    set (``security.capability``) fails, as the tree would not show it. The outcome (DONE; AGAIN:
+    the disk filled, a later batch may try again; FAILED: the image cannot be unpacked as it is)
+    and, when FAILED, why. It runs in the worker's group, killed with it."""
     import subprocess
+    import tempfile
 
-    process = subprocess.Popen(["unsquashfs", "-no-progress", "-quiet", "-xattrs", "-d", target, image],
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               # this process has no other thread: preexec_fn is safe here
-                               preexec_fn=lambda: sc.prctl(sc.PR_SET_PDEATHSIG, SIGKILL))  # noqa: PLW1509
-    _, errors = process.communicate()
-    status = process.returncode
-    lines = [line for line in errors.decode(errors="replace").splitlines() if line.strip()]
-    if status == 0 or (status == 2 and lines and all(re.fullmatch(DEVICE_NODE_COMPLAINT, line) for line in lines)):
+    with tempfile.NamedTemporaryFile("wb", prefix=".names-", dir=os.path.dirname(target)) as listed:
+        # unsquashfs reads each line as a pattern: its special characters stand for themselves
+        listed.write(b"".join(_literal(os.fsencode(name)) + b"\n" for name in names))
+        listed.flush()
+        process = subprocess.run(["unsquashfs", "-no-progress", "-quiet", "-xattrs", "-d", target, "-ef", listed.name,
+                                  image], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 check=False,
+                                 # this process has no other thread: preexec_fn is safe here
+                                 preexec_fn=lambda: sc.prctl(sc.PR_SET_PDEATHSIG, SIGKILL))
+    lines = [line for line in process.stderr.decode(errors="replace").splitlines() if line.strip()]
+    if process.returncode == 0:
         return DONE, ""
     if any(full in line for line in lines for full in DISK_FULL):
         return AGAIN, ""
-    return FAILED, f"unsquashfs {image} (exit status {status}): " + " / ".join(lines[-3:])
+    return FAILED, f"unsquashfs {image} (exit status {process.returncode}): " + " / ".join(lines[-3:])
+
+
+def _literal(name: bytes) -> bytes:
+    """``name`` as a pattern of unsquashfs's that matches only itself (fnmatch's escapes)."""
+    return b"".join(b"\\" + bytes([c]) if c in b"\\*?[]+@!()" else bytes([c]) for c in name)
+
+
+def _restore_modes(top: str, paths: list[ImagePath]) -> str | None:
+    """Give the unpacked files and folders the modes that the image has, set-user-ID and
+    set-group-ID bits included, which unsquashfs, not running as root, leaves out (``sudo`` in a
+    ``--root`` container checks its own bit); and take off the overlay's marks (an opaque folder
+    of a layer image), which the layer's mount below the tree gives: on the tree they would hide
+    the files of that folder that it does not hold. None, or why it could not."""
+    for path in paths:
+        full = os.path.join(top, path.name)
+        try:
+            for name in os.listxattr(full, follow_symlinks=False):
+                if name.startswith(OVERLAY_ATTRIBUTES):
+                    os.removexattr(full, name, follow_symlinks=False)
+            if stat.S_IMODE(os.lstat(full).st_mode) != path.mode:
+                os.chmod(full, path.mode)
+        except FileNotFoundError:
+            continue  # a file of a folder deeper than unsquashfs unpacks
+        except OSError as e:
+            return f"cannot give /{path.name} the image's mode: {e.strerror}"
+    return None
+
+
+def _move_into(staged: str, tree: str) -> int:
+    """Move what ``staged`` holds into ``tree`` where the tree lacks it: a file, or a whole folder,
+    appears at once and complete to the containers that stack the tree. A folder the tree holds
+    keeps the image's times; one whose mode lets nobody write keeps what it holds (its files stay
+    read through the reader). The bytes that the tree gained."""
+    gained, changed = 0, False
+    for entry in os.scandir(staged):
+        target = os.path.join(tree, entry.name)
+        try:
+            if not os.path.lexists(target):
+                size = _tree_size(entry.path) if entry.is_dir(follow_symlinks=False) else _blocks(entry.path)
+                os.rename(entry.path, target)
+                gained, changed = gained + size, True
+            elif entry.is_dir(follow_symlinks=False) and os.path.isdir(target) and not os.path.islink(target):
+                gained += _move_into(entry.path, target)
+        except OSError:
+            continue  # a folder of the tree that nobody may write, or a disk error: read through the reader
+    if changed:
+        info = os.stat(staged)
+        os.utime(tree, ns=(info.st_atime_ns, info.st_mtime_ns))
+    return gained
+
+
+def _record_size(entry: str, size: int) -> None:
+    """Write the bytes that ``entry``'s tree takes into its ``size`` file, whole or not at all."""
+    staged = os.path.join(entry, rc.SIZE + ".new")
+    with open(staged, "w") as handle:
+        handle.write(f"{size}\n")
+    os.rename(staged, os.path.join(entry, rc.SIZE))
+
+
+def _tree_size_of(entry: str) -> int:
+    """The size that ``entry`` records, or what its tree takes where the record is lost."""
+    try:
+        with open(os.path.join(entry, rc.SIZE)) as handle:
+            return int(handle.read())
+    except (OSError, ValueError):
+        return _tree_size(os.path.join(entry, rc.ROOT))
+
+
+def _blocks(path: str) -> int:
+    return os.lstat(path).st_blocks * 512
 
 
 def _tree_size(top: str) -> int:
     """Bytes the tree takes on disk (its blocks), without following links."""
     from hydria.trees import walk
 
-    total = 0
+    total = _blocks(top)
     for folder, names, files in walk(top):
         for name in (*names, *files):
-            total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+            total += _blocks(os.path.join(folder, name))
     return total

@@ -136,17 +136,19 @@ def mount_squashfs(image: str, target: str, uid: int, gid: int, fast_reader: boo
 
 
 def mount_images(images: list[str], targets: list[str], uid: int, gid: int, fast_reader: bool = True,
-                 keep_owners: bool = False, daemon_holds: int | None = None) -> None:
+                 keep_owners: bool = False, daemon_holds: int | None = None, read_log: int | None = None) -> None:
     """mount_squashfs of each of ``images`` at its target, all served by one reader (squashfuse,
-    the fallback, serves one image: one daemon each). Raises HydriaError."""
+    the fallback, serves one image: one daemon each). ``read_log``: a descriptor where hydria's
+    reader names the files that programs read (container/read_cache.py). Raises HydriaError."""
     binary = squashfs_server(fast_reader)
     owners = [] if keep_owners else ["-o", f"uid={uid},gid={gid}"]
-    served = [(images, targets)] if os.path.basename(binary) == READER else \
-        [([image], [target]) for image, target in zip(images, targets)]
+    ours = os.path.basename(binary) == READER
+    served = [(images, targets)] if ours else [([image], [target]) for image, target in zip(images, targets)]
+    held = tuple(fd for fd in (daemon_holds, read_log if ours else None) if fd is not None)
     for some, at in served:
         try:
             _mount_fuse(some, at, "fuse.squashfuse", sc.MS_RDONLY, uid, gid, [binary, "-f", *owners],
-                        held=daemon_holds, named=True)
+                        held=held, named=True, read_log=read_log if ours else None)
         except OSError as e:
             if e.errno == errno.ENOTCONN:  # the daemon could not read one, and said why above
                 raise InvalidImage(f"{' '.join(some)}: {os.path.basename(binary)} cannot read it",
@@ -155,11 +157,13 @@ def mount_images(images: list[str], targets: list[str], uid: int, gid: int, fast
 
 
 def _mount_fuse(sources: list[str], targets: list[str], fstype: str, flags: int, uid: int, gid: int,
-                argv: list[str], capabilities: bool = False, held: int | None = None, named: bool = False) -> None:
+                argv: list[str], capabilities: bool = False, held: tuple[int, ...] = (), named: bool = False,
+                read_log: int | None = None) -> None:
     """Mount a FUSE file system at each of ``targets`` on a ``/dev/fuse`` descriptor of hydria's
     own and fork one daemon for them all: ``argv`` plus, for each, ``/dev/fd/N`` (after its
     source where ``named``); with ``capabilities``, those of the user namespace, as ambient ones;
-    ``held``: a descriptor it inherits. Raises HydriaError, OSError."""
+    ``held``: descriptors it inherits; ``read_log``: one of them, named in its environment
+    (``HYDRIA_READ_LOG_FD``). Raises HydriaError, OSError."""
     fuses: list[int] = []
     try:
         for source, target in zip(sources, targets):
@@ -174,7 +178,9 @@ def _mount_fuse(sources: list[str], targets: list[str], fstype: str, flags: int,
         if os.fork() == 0:
             served = [word for source, fuse in zip(sources, fuses)
                       for word in ((source,) if named else ()) + (f"/dev/fd/{fuse}",)]
-            _become_daemon([*argv, *served], (*fuses, *(() if held is None else (held,))), targets, capabilities)
+            if read_log is not None:
+                os.environ["HYDRIA_READ_LOG_FD"] = str(read_log)
+            _become_daemon([*argv, *served], (*fuses, *held), targets, capabilities)
     finally:
         for fuse in fuses:
             os.close(fuse)
@@ -266,13 +272,14 @@ def mount_overlay(lowers: list[str], upper: str, work: str, target: str, uid: in
 
 
 class ImageSource(Record):
-    """How a start reads its image: the unpacked trees (container/read_cache.py) of the squashfs
-    images that make it (itself, or a layered image's layer images), each the overlay's lower
-    layer in place of its image; the others are mounted, with a descriptor their daemon keeps
-    open."""
+    """How a start reads its image beyond its mount: the trees of the read cache
+    (container/read_cache.py) of the squashfs images that make it (itself, or a layered image's
+    layer images), each stacked right above its image's mount; a descriptor the images' daemon
+    keeps open; the read log that it names the files read in."""
 
-    unpacked: dict[str, str] | None = None  # squashfs image (as image_layers names it) -> its tree
+    trees: dict[str, str] | None = None  # squashfs image (as image_layers names it) -> its tree
     daemon_holds: int | None = None
+    read_log: int | None = None
 
 
 def mount_container(container: Container, area: str, uid: int, gid: int, native_overlay: bool = True,
@@ -307,21 +314,20 @@ def mount_container(container: Container, area: str, uid: int, gid: int, native_
 def _lower_layers(layers: list[str], lower: str, uid: int, gid: int, fast_reader: bool,
                   source: ImageSource) -> list[str]:
     """The overlay's lower layers, the topmost first, for the squashfs images ``layers`` (the
-    lowest first): each one's unpacked tree, or the image mounted at ``lower`` (one image) or in
-    a folder under it (a layered image's layers: named relative to ``lower``'s parent)."""
-    unpacked = source.unpacked or {}
-    if len(layers) == 1:
-        if layers[0] not in unpacked:
-            mount_squashfs(layers[0], lower, uid, gid, fast_reader, daemon_holds=source.daemon_holds)
-        return [unpacked.get(layers[0], lower)]
-    mounted = [(f"{lower}/{number}", layer) for number, layer in enumerate(layers) if layer not in unpacked]
-    for folder, _ in mounted:
-        os.mkdir(folder)
-    if mounted:
-        mount_images([layer for _, layer in mounted], [folder for folder, _ in mounted], uid, gid, fast_reader,
-                     daemon_holds=source.daemon_holds)
-    return [unpacked.get(layer, f"{os.path.basename(lower)}/{number}")
-            for number, layer in reversed(list(enumerate(layers)))]
+    lowest first): each one mounted at ``lower`` (one image) or in a folder under it (a layered
+    image's layers: named relative to ``lower``'s parent), with its read cache's tree right above
+    it where it has one."""
+    trees = source.trees or {}
+    folders = [lower] if len(layers) == 1 else [f"{lower}/{number}" for number in range(len(layers))]
+    if len(layers) > 1:
+        for folder in folders:
+            os.mkdir(folder)
+    mount_images(layers, folders, uid, gid, fast_reader, daemon_holds=source.daemon_holds, read_log=source.read_log)
+    named = folders if len(layers) == 1 else [f"{os.path.basename(lower)}/{number}" for number in range(len(layers))]
+    stacked: list[str] = []
+    for layer, folder in reversed(list(zip(layers, named))):
+        stacked += [trees[layer], folder] if layer in trees else [folder]
+    return stacked
 
 
 STALE_AFTER = 60  # seconds: a work directory this old that no mount uses is left from an ended start

@@ -32,8 +32,19 @@
  * A read that fails (a truncated or damaged image) answers EIO to the program and says once on
  * standard error which image it was; the daemon never stops serving the rest of the image.
  *
+ * With HYDRIA_READ_LOG_FD=N in its environment it tells the read cache which files programs
+ * read (container/read_cache.py): once the bytes read from a regular file reach half its size, it
+ * writes the line "IMAGE INODE" (the image's place on the command line, from 0, and the file's
+ * squashfs inode number) to descriptor N, once per file. A file read in part (one page of a large
+ * library) is never named: the read cache keeps at most twice what programs read.
+ *
  * Usage (as hydria runs it): hydria-squashfuse -f [-o uid=N,gid=N] IMAGE /dev/fd/N [IMAGE /dev/fd/N]...
  * It ends when every mount has gone.
+ *
+ * hydria-squashfuse --paths IMAGE: the paths of IMAGE's regular files whose inode numbers
+ * standard input lists (one per line), each "MODE SIZE PATH" (MODE in octal: the type and every
+ * permission bit; PATH from the image's top), ended by a NUL byte; every name of a file
+ * with hard links; then each folder that holds one, with a SIZE of 0, after what it holds.
  */
 #define _GNU_SOURCE /* CPU_COUNT, RUSAGE_THREAD */
 #define FUSE_USE_VERSION 32
@@ -88,12 +99,18 @@ struct served {
 	struct fuse_session *session;
 	int has_xattrs;
 	int read_error_reported;
+	uint64_t *bytes_read;   /* by inode number, with the read log; NAMED once it is written */
+	uint32_t inodes;        /* the image's inode count: inode numbers run from 1 to it */
 };
+
+/* bytes_read of a file whose line the read log has. */
+#define NAMED UINT64_MAX
 
 static struct options opts;
 static struct served served[MAX_IMAGES];
 static int kernel_opens;          /* 0 once the kernel handles opens itself (FUSE_NO_OPEN) */
 static int kernel_opens_dirs;     /* 0 once it opens directories itself and keeps their listings */
+static int read_log = -1;         /* HYDRIA_READ_LOG_FD: where the files programs read are named */
 
 /* The image whose library state is `ll`. */
 static int image_of(const sqfs_ll *ll)
@@ -302,6 +319,29 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	sqfs_ll_op_open(req, ino, fi);
 }
 
+/* Count `length` bytes read from `file`; name it in the read log once they reach half its size.
+ * A line the log could not take is written at the file's next read. */
+static void note_read(const sqfs_ll *ll, const sqfs_inode *file, uint64_t length)
+{
+	struct served *image = &served[image_of(ll)];
+	sqfs_inode_num number = file->base.inode_number;
+	uint64_t *count, total;
+	char line[32];
+	int size;
+
+	if (image->bytes_read == NULL || number < 1 || number > image->inodes || !S_ISREG(file->base.mode))
+		return;
+	count = &image->bytes_read[number];
+	if (__atomic_load_n(count, __ATOMIC_RELAXED) == NAMED)
+		return;
+	total = __atomic_add_fetch(count, length, __ATOMIC_RELAXED);
+	if (total < (uint64_t)file->xtra.reg.file_size / 2 + 1)
+		return;
+	size = snprintf(line, sizeof(line), "%d %u\n", image_of(ll), (unsigned int)number);
+	if (write(read_log, line, (size_t)size) == size)
+		__atomic_store_n(count, NAMED, __ATOMIC_RELAXED);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, struct fuse_file_info *fi)
 {
 	sqfs_ll *ll = fuse_req_userdata(req);
@@ -327,6 +367,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, s
 		fuse_reply_err(req, EIO);
 	} else {
 		fuse_reply_buf(req, buf, (size_t)length);
+		note_read(ll, file, (uint64_t)length);
 	}
 	free(buf);
 }
@@ -588,6 +629,11 @@ static int open_image(int i, struct fuse_args *args, const struct fuse_lowlevel_
 		ll->fs.decompressor = zstd_decompress;
 #endif
 	served[i].has_xattrs = ll->fs.sb.xattr_id_table_start != (uint64_t)SQUASHFS_INVALID_BLK;
+	served[i].inodes = ll->fs.sb.inodes;
+	if (read_log >= 0 && (served[i].bytes_read = calloc((size_t)served[i].inodes + 1, sizeof(uint64_t))) == NULL) {
+		fprintf(stderr, "hydria-squashfuse: out of memory for its read log\n");
+		return 1;
+	}
 	for (k = 0; k < args->argc; k++) /* each session parses the options afresh */
 		if (fuse_opt_add_arg(&own, args->argv[k]) != 0)
 			return 1;
@@ -611,7 +657,112 @@ static void close_images(void)
 			sqfs_ll_destroy(served[i].ll);
 			free(served[i].ll);
 		}
+		free(served[i].bytes_read);
 	}
+}
+
+/* The read log's descriptor from HYDRIA_READ_LOG_FD, or -1. */
+static int read_log_descriptor(void)
+{
+	const char *value = getenv("HYDRIA_READ_LOG_FD");
+	char *end;
+	long fd;
+
+	if (value == NULL || *value == '\0')
+		return -1;
+	fd = strtol(value, &end, 10);
+	if (*end != '\0' || fd < 3 || fd > INT32_MAX || fcntl((int)fd, F_GETFD) == -1)
+		return -1;
+	return (int)fd;
+}
+
+/* Which inode numbers standard input lists: a table by number (1 for each), or NULL. */
+static unsigned char *wanted_inodes(uint32_t inodes)
+{
+	unsigned char *wanted = calloc((size_t)inodes + 1, 1);
+	unsigned long number;
+
+	if (wanted == NULL)
+		return NULL;
+	while (scanf("%lu", &number) == 1)
+		if (number >= 1 && number <= inodes)
+			wanted[number] = 1;
+	return wanted;
+}
+
+/* Print "MODE SIZE PATH\0" for each wanted regular file below `folder`, whose path is `path`
+ * (`length` bytes, in a buffer of PATH_BYTES), and after them each folder that holds one. The
+ * number of lines printed, or -1 when the image could not be read. */
+enum { PATH_BYTES = 65536 };
+static long print_wanted(sqfs *fs, sqfs_inode *folder, char *path, size_t length, const unsigned char *wanted,
+			 uint32_t inodes)
+{
+	sqfs_dir dir;
+	sqfs_name name;
+	sqfs_dir_entry entry;
+	sqfs_err err = SQFS_OK;
+	sqfs_inode child;
+	long printed = 0, below;
+
+	if (sqfs_dir_open(fs, folder, &dir, 0) != SQFS_OK)
+		return -1;
+	sqfs_dentry_init(&entry, name);
+	while (sqfs_dir_next(fs, &dir, &entry, &err)) {
+		size_t size = sqfs_dentry_name_size(&entry);
+		sqfs_inode_num number = sqfs_dentry_inode_num(&entry);
+		int is_dir = sqfs_dentry_is_dir(&entry);
+
+		if (!is_dir && !(S_ISREG(sqfs_dentry_mode(&entry)) && number >= 1 && number <= inodes && wanted[number]))
+			continue;
+		if (length + size + 2 > PATH_BYTES)
+			continue; /* deeper than any path the kernel resolves */
+		if (sqfs_inode_get(fs, &child, sqfs_dentry_inode(&entry)) != SQFS_OK)
+			return -1;
+		memcpy(path + length, sqfs_dentry_name(&entry), size);
+		path[length + size] = '\0';
+		if (is_dir) {
+			path[length + size] = '/';
+			below = print_wanted(fs, &child, path, length + size + 1, wanted, inodes);
+			if (below < 0)
+				return -1;
+			path[length + size] = '\0';
+			if (below == 0)
+				continue;
+			printed += below;
+			printf("%o 0 %s%c", (unsigned int)child.base.mode, path, '\0');
+		} else {
+			printf("%o %llu %s%c", (unsigned int)child.base.mode,
+			       (unsigned long long)child.xtra.reg.file_size, path, '\0');
+		}
+		printed++;
+	}
+	return err == SQFS_OK ? printed : -1;
+}
+
+/* hydria-squashfuse --paths IMAGE (see the top); the exit status. */
+static int print_paths(const char *image)
+{
+	sqfs fs;
+	sqfs_inode root;
+	unsigned char *wanted;
+	char *path = malloc(PATH_BYTES);
+	int status = 1;
+
+	if (path == NULL || sqfs_open_image(&fs, image, 0) != SQFS_OK) /* it says why */
+		return 1;
+	wanted = wanted_inodes(fs.sb.inodes);
+	if (wanted != NULL && sqfs_inode_get(&fs, &root, fs.sb.root_inode) == SQFS_OK
+	    && print_wanted(&fs, &root, path, 0, wanted, fs.sb.inodes) >= 0)
+		status = 0;
+	else
+		fprintf(stderr, "hydria-squashfuse: %s: cannot read its directories: the image is damaged or cut short\n",
+			image);
+	if (fflush(stdout) != 0)
+		status = 1;
+	free(wanted);
+	free(path);
+	sqfs_destroy(&fs);
+	return status;
 }
 
 int main(int argc, char *argv[])
@@ -626,6 +777,9 @@ int main(int argc, char *argv[])
 	struct fuse_lowlevel_ops ops;
 	int status = 1, i;
 
+	if (argc == 3 && strcmp(argv[1], "--paths") == 0)
+		return print_paths(argv[2]);
+	read_log = read_log_descriptor();
 	opts.uid = IMAGE_OWNERS;
 	opts.gid = IMAGE_OWNERS;
 	if (fuse_opt_parse(&args, &opts, spec, take_argument) == -1 || opts.count == 0 || opts.dangling) {
