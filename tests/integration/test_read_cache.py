@@ -1,7 +1,9 @@
-"""The read cache (container/read_cache.py): an image is unpacked on node-local disk behind a
-container that runs for a while, and later starts read the tree, at the disk's speed. The tree
-must show the container exactly what the image does; the unpack must never outlive its container,
-trust a folder that is not the user's, fill the disk, nor take a tree that a container uses."""
+"""The read cache (container/read_cache.py): what a container that runs for a while reads of its
+image is kept on node-local disk behind it, and later starts read those files from the tree, at
+the disk's speed, and the rest through the reader. The tree above the image must show the
+container exactly what the image does; it holds no file that nobody read; the unpack must never
+outlive its container, trust a folder that is not the user's, fill the disk, nor take a tree that
+a container uses."""
 
 from __future__ import annotations
 
@@ -12,14 +14,13 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from hydria.container.read_cache import UNPACK_AFTER
-from hydria.container.unpack_behind import Listing, _listing
 from testbed.oci import Image, push
 from testbed.publish import PublishedImage
 from testbed.registry import Registry
@@ -57,38 +58,59 @@ def cache_disk(workspace: Workspace) -> Iterator[None]:
 
 
 def entries(folder: Path) -> list[Path]:
-    """The complete unpacked images of a read cache."""
+    """The kept trees of a read cache."""
     return sorted(p for p in folder.glob("*") if "." not in p.name and (p / "size").is_file())
 
 
-def unpack_behind(workspace: Workspace, image: str, timeout: float = 120, **env: str) -> Path:
-    """Start ``image`` for as long as its unpack takes, as a job's first start on a node; the
-    unpacked entry."""
-    return unpack_layers_behind(workspace, image, 1, timeout, **env)[0]
+READ = ("/etc/passwd",)  # a file (no link) of every test image, which the helpers' containers read
 
 
-def unpack_layers_behind(workspace: Workspace, image: str, count: int, timeout: float = 120, **env: str) -> list[Path]:
-    """``unpack_behind`` of an image of which ``count`` squashfs images are not unpacked yet (a
-    layered image's layer images); the new entries."""
+def keep_behind(workspace: Workspace, image: str, reads: Sequence[str] = READ, timeout: float = 120,
+                **env: str) -> Path:
+    """Start ``image``, read the files ``reads`` names and stay until the read cache keeps them,
+    as a job's first start on a node does; the entry that keeps them."""
+    return keep_layers_behind(workspace, image, 1, reads, timeout, **env)[0]
+
+
+def keep_layers_behind(workspace: Workspace, image: str, count: int, reads: Sequence[str] = READ,
+                       timeout: float = 120, **env: str) -> list[Path]:
+    """``keep_behind`` of an image whose ``count`` squashfs images (a layered image's layer
+    images) gain a tree; those entries (``count`` 0: the entries that hold what was read)."""
     folder = Path(env.get("HYDRIA_READ_CACHE_PATH", workspace.unpacked))
     before = entries(folder)
-    process = workspace.popen("start", image, "sleep", "600", **env)
+    command = 'cat "$@" > /dev/null; exec sleep 600'
+    process = workspace.popen("start", image, "sh", "-c", command, "sh", *reads, **env)
     try:
         deadline = time.monotonic() + timeout
-        while len(set(entries(folder)) - set(before)) < count and time.monotonic() < deadline:
+        while not _kept(folder, before, count, reads) and time.monotonic() < deadline:
             assert process.poll() is None, process.communicate()
             time.sleep(0.2)
     finally:
         process.terminate()
         process.communicate(timeout=30)
     assert live_processes(workspace.user) == []
+    assert _kept(folder, before, count, reads), sorted(os.listdir(folder))
     found = [entry for entry in entries(folder) if entry not in before]
     assert len(found) == count, sorted(os.listdir(folder))
-    return found
+    return found or [entry for entry in entries(folder) if any((entry / "root" / path.lstrip("/")).is_file()
+                                                               for path in reads)]
+
+
+def _kept(folder: Path, before: list[Path], count: int, reads: Sequence[str]) -> bool:
+    """Whether ``count`` new entries are there and the files ``reads`` names are in the trees
+    (``count`` 0: in any tree)."""
+    new = [entry for entry in entries(folder) if entry not in before] if count else entries(folder)
+    return len(new) >= count and all(any((entry / "root" / path.lstrip("/")).is_file() for entry in new)
+                                     for path in reads)
+
+
+def lower_layers(workspace: Workspace, target: str, **env: str) -> list[str]:
+    """The lower layers of the container's root overlay, the topmost first, as its mount table says."""
+    return lower_layer(workspace, target, **env).split(":")
 
 
 def lower_layer(workspace: Workspace, target: str, **env: str) -> str:
-    """The lower layer of the container's root overlay, as its mount table says."""
+    """The lower layers of the container's root overlay, as its mount table says."""
     result = workspace.run("start", target, "cat", "/proc/self/mountinfo", **env)
     assert result.returncode == 0, result.stderr
     root = next(line for line in result.stdout.splitlines() if line.split()[4] == "/")
@@ -96,12 +118,21 @@ def lower_layer(workspace: Workspace, target: str, **env: str) -> str:
 
 
 @pytest.mark.parametrize("remap", [False, True], ids=["user", "root"])
-def test_a_later_start_reads_the_tree_unpacked_behind_the_first(
+def test_a_later_start_reads_what_the_first_read_from_the_tree(
         remap: bool, tree_image: tuple[Path, Path], workspace: Workspace) -> None:  # noqa: F811
     image, data = tree_image
-    entry = unpack_behind(workspace, str(image))
+    files = {str(path.relative_to(data.parent)) for path in data.rglob("*")
+             if path.is_file() and not path.is_symlink() and path.stat().st_size}  # an empty file is never read
+    entry = keep_behind(workspace, str(image), reads=["/etc/passwd", *(f"/{name}" for name in sorted(files))])
     assert entry.stat().st_mode & 0o777 == 0o700 and entry.parent.stat().st_mode & 0o777 == 0o700
-    assert lower_layer(workspace, str(image)) == str(entry / "root")
+    layers = lower_layers(workspace, str(image))
+    assert len(layers) == 2 and layers[0] == str(entry / "root"), "the tree right above the image's mount"
+    # It keeps what was read, and the folders that hold it: nothing else of the image.
+    kept = {str(path.relative_to(entry / "root")) for path in (entry / "root").rglob("*")}
+    assert files <= kept and {"etc/passwd", "data"} <= kept
+    # Besides: the shell, cat and sleep, their libraries, and what /etc/rc reads (never /usr/share).
+    assert all(name.startswith(("data", "etc", "usr")) and not name.startswith("usr/share") for name in kept), kept
+    assert int((entry / "size").read_text()) >= sum(os.lstat(entry / "root" / name).st_blocks * 512 for name in files)
     options = ["--root"] if remap else []
     result = workspace.run("start", *options, str(image), "python3", "-c", MANIFEST, "/data")
     assert result.returncode == 0, result.stderr
@@ -109,57 +140,25 @@ def test_a_later_start_reads_the_tree_unpacked_behind_the_first(
     assert json.loads(result.stdout) == host_manifest(data, *owner)
     # Writes go to the container's overlay, never into the shared tree.
     written = workspace.run("start", "--rw", str(image), "sh", "-c",
-                            "echo changed > /data/text; rm /data/empty; cat /data/text")
+                            "echo changed > /data/text; rm /data/private; cat /data/text")
     assert written.stdout == "changed\n", written.stderr
-    assert (entry / "root" / "data" / "empty").exists()
+    assert (entry / "root" / "data" / "private").exists()
     assert (entry / "root" / "data" / "text").read_text() == (data / "text").read_text()
 
 
-def test_a_named_container_keeps_its_writes_from_either_lower_layer(
-        tree_image: tuple[Path, Path], workspace: Workspace) -> None:  # noqa: F811
-    image, _ = tree_image
-    assert workspace.run("create", "-n", "kept", str(image)).returncode == 0
-    first = workspace.run("start", "--rw", "kept", "sh", "-c", "echo 0 >> /etc/written; rm /data/empty")
-    assert first.returncode == 0, first.stderr
-    entry = unpack_behind(workspace, "kept")
-    assert lower_layer(workspace, "kept") == str(entry / "root")
-    result = workspace.run("start", "--rw", "kept", "sh", "-c",
-                           "echo 1 >> /etc/written; cat /etc/written; test -e /data/empty || echo removed")
-    assert result.stdout == "0\n1\nremoved\n", result.stderr
-    again = workspace.run("start", "kept", "cat", "/etc/written", **OFF)  # read through the reader again
-    assert again.stdout == "0\n1\n", again.stderr
-
-
-def test_a_layered_image_is_unpacked_by_layer_and_a_new_version_unpacks_only_its_new_layers(
-        busybox: PublishedImage, registry: Registry, workspace: Workspace, tmp_path: Path) -> None:
-    tmp_path.chmod(0o755)
-    data = _layer(tmp_path, "data", {"opt/data/old": b"old\n", "opt/data/kept": b"kept\n"})
-    update = _layer(tmp_path, "update", {"opt/data/new": b"new\n"}, whiteouts=("opt/data/old",))
-    repository = f"hydria/unpacked{uuid.uuid4().hex[:12]}"
-    config = {"Cmd": ["/bin/sh"], "Env": ["PATH=/bin:/usr/bin"]}
-    base = busybox.image.layers
-    push([Image([*base, data], config)], registry.address, repository, "v1", workspace.root)
-    push([Image([*base, data, update], config)], registry.address, repository, "v2", workspace.root)
-    images = []
-    for tag in ("v1", "v2"):
-        imported = layered_import(workspace, f"docker://{registry.address}#{repository}:{tag}")
-        assert imported.returncode == 0, imported.stderr
-        images.append(imported.stdout.strip())
-    v1, v2 = images
-
-    first = unpack_layers_behind(workspace, v1, len(base) + 2)  # its layers and the runtime files' layer
-    lowers = lower_layer(workspace, v1).split(":")
-    assert sorted(lowers) == sorted(str(entry / "root") for entry in first), "every layer from its tree"
-    # The new version shares every layer of v1 but the runtime files' one: it unpacks its own two.
-    second = unpack_layers_behind(workspace, v2, 2)
-    lowers = lower_layer(workspace, v2).split(":")
-    trees = {str(entry / "root") for entry in [*first, *second]}
-    assert len(lowers) == len(base) + 3 and set(lowers) <= trees, lowers
-    assert set(lowers[:2]) == {str(entry / "root") for entry in second}, "its own two, on top"
-    shown = workspace.run("start", v2, "sh", "-c", "ls /opt/data; cat /opt/data/new")
-    assert shown.stdout == "kept\nnew\nnew\n", shown.stderr  # the deletion of /opt/data/old holds
-    shown = workspace.run("start", v1, "cat", "/opt/data/old")
-    assert shown.stdout == "old\n", shown.stderr
+def test_what_later_starts_read_is_added_to_the_tree(images: dict[str, Path], workspace: Workspace) -> None:
+    """A later start that reads other files adds them to the tree that the first made; the
+    folders that gain files keep the image's times and modes."""
+    image = str(images["debian"])
+    entry = keep_behind(workspace, image, reads=["/etc/host.conf", "/etc/apt/sources.list", "/usr/bin/env"])
+    assert not (entry / "root" / "etc" / "debian_version").exists()
+    (later,) = keep_layers_behind(workspace, image, 0, reads=["/etc/debian_version", "/etc/dpkg/dpkg.cfg"])
+    assert later == entry and {"host.conf", "debian_version", "apt", "dpkg"} <= set(os.listdir(entry / "root" / "etc"))
+    look = ("stat -c '%n %a %Y %U' / /etc /etc/apt /etc/dpkg /usr /usr/bin; "  # a folder's size is its file system's
+            "stat -c '%n %a %s %Y %U %h' /etc/debian_version /etc/host.conf /etc/dpkg/dpkg.cfg /usr/bin/env")
+    shown = workspace.run("start", image, "sh", "-c", look)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout == workspace.run("start", image, "sh", "-c", look, **OFF).stdout
 
 
 def test_short_starts_unpack_nothing(images: dict[str, Path], workspace: Workspace) -> None:

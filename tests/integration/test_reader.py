@@ -41,10 +41,10 @@ for folder, dirs, files in os.walk(root):
         if stat.S_ISREG(info.st_mode):
             with open(path, "rb") as handle:
                 entry += [info.st_size, hashlib.sha256(handle.read()).hexdigest()]
-            inodes.setdefault(info.st_ino, []).append(os.path.relpath(path, root))
-            entry.append(info.st_ino)
+            inodes.setdefault((info.st_dev, info.st_ino), []).append(os.path.relpath(path, root))
+            entry.append((info.st_dev, info.st_ino))
         out[os.path.relpath(path, root)] = entry
-for entry in out.values():  # the inode number: the first of the names that share it
+for entry in out.values():  # the file (device and inode number): the first of the names that share it
     if len(entry) == 8:
         entry[7] = min(inodes[entry[7]])
 print(json.dumps(out, sort_keys=True))
