@@ -6,10 +6,11 @@ files, 640 MiB of large files, and 8 processes importing at once (8 ranks of a j
 
 * host directory: the tree itself (``unshare -r chroot``), the limit;
 * hydria start IMAGE.sqsh and hydria start NAME (created, not unpacked): "first", the first start
-  of the image on a node, read through hydria's reader; "unpacked", a later start, which reads the
-  tree that hydria unpacked behind the first (the read cache; the benchmark makes it beforehand);
+  of the image on a node, read through hydria's reader; "later", a later start on the node, which
+  reads what earlier starts read from the tree that hydria kept behind them (the read cache; the
+  benchmark runs each workload once beforehand) and the rest through the reader;
 * hydria start LAYERED: the same tree as a layered image of three layer images (the system, the
-  small files, the large files), stacked by the overlay, first and unpacked;
+  small files, the large files), stacked by the overlay, first and later;
 * the same image served by the high-level ``squashfuse`` (``HYDRIA_FAST_READER=n``), as before;
 * Charliecloud's ``ch-run`` on the same squashfs (it links squashfuse's library), when installed;
 * enroot's extracted container, when a real enroot is installed.
@@ -46,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.compiled import compile_hydria
 from hydria.config import load_settings
+from hydria.container.read_cache import UNPACK_AFTER
 from hydria.image.squashfs import Tar2Sqfs, repack, squash_plan
 from hydria.runtime.layered import layered_text
 from testbed.users import TEST_USERS, User
@@ -196,26 +198,29 @@ def paired_ratio(runs: list[float], limits: list[float]) -> float:
     return statistics.median(run / limit for run, limit in zip(runs, limits))
 
 
-def unpack_on_this_node(user: User, target: str, env: dict[str, str], count: int = 1) -> None:
-    """Start ``target`` for as long as hydria takes to unpack its image (``count`` squashfs
-    images: a layered image's layer images) into the read cache behind the container
-    (docs/performance.md), as a job's first start on a node does."""
+def keep_on_this_node(user: User, target: str, env: dict[str, str], scripts: list[str]) -> None:
+    """Run each of ``scripts`` in a start of ``target`` that stays until the read cache keeps what
+    it read (docs/performance.md), as the earlier starts of a job on a node do: later starts then
+    read those files from the tree, and the rest through the reader."""
     folder = Path(env["HYDRIA_READ_CACHE_PATH"])
 
-    def unpacked() -> int:
-        return len([path for path in folder.glob("*/size") if "." not in path.parent.name])
-    before = unpacked()
-    container = subprocess.Popen([HYDRIA, "start", target, "sleep", "600"], user=user.uid, group=user.gid,
-                                 extra_groups=[], env=user.environment(env), cwd="/")
-    deadline = time.monotonic() + 600
-    while len(list(folder.glob("*/size"))) < before + count and time.monotonic() < deadline:  # an unpack's last file
-        time.sleep(0.5)
-    time.sleep(1)  # its rename
-    container.terminate()
-    container.wait()
-    reap()
-    if unpacked() < before + count:
-        raise SystemExit(f"hydria did not unpack {target} into {folder}")
+    def kept() -> int:
+        return sum(int(path.read_text()) for path in folder.glob("*/size") if "." not in path.parent.name)
+    for script in scripts:
+        container = subprocess.Popen([HYDRIA, "start", target, "/bin/bash", "-c", f"{script} > /dev/null; exec sleep 600"],
+                                     user=user.uid, group=user.gid, extra_groups=[], env=user.environment(env), cwd="/")
+        time.sleep(UNPACK_AFTER)
+        size, deadline = -1, time.monotonic() + 600
+        while time.monotonic() < deadline:  # until a few seconds pass without a batch
+            time.sleep(3)
+            if kept() == size:
+                break
+            size = kept()
+        container.terminate()
+        container.wait()
+        reap()
+    if not kept():
+        raise SystemExit(f"hydria kept nothing of {target} in {folder}")
 
 
 def readers(tree: Path, image: Path, layers: Path, env: dict[str, str]) -> dict[str, tuple[list[str], dict[str, str]]]:
@@ -223,9 +228,9 @@ def readers(tree: Path, image: Path, layers: Path, env: dict[str, str]) -> dict[
     host = ["unshare", "-rm", "sh", "-c", 'mount --rbind /dev "$0/dev" && exec chroot "$0" "$@"', str(tree)]
     first = {**env, "HYDRIA_READ_CACHE_SIZE": "0"}  # a first start on the node: the reader serves
     found = {"host directory (limit)": (host, env),
-             "hydria start IMAGE.sqsh, unpacked": ([HYDRIA, "start", str(image)], env),
-             "hydria start NAME, unpacked": ([HYDRIA, "start", "readbench"], env),
-             "hydria start LAYERED, unpacked": ([HYDRIA, "start", str(layers)], env),
+             "hydria start IMAGE.sqsh, later": ([HYDRIA, "start", str(image)], env),
+             "hydria start NAME, later": ([HYDRIA, "start", "readbench"], env),
+             "hydria start LAYERED, later": ([HYDRIA, "start", str(layers)], env),
              "hydria start IMAGE.sqsh, first": ([HYDRIA, "start", str(image)], first),
              "hydria start NAME, first": ([HYDRIA, "start", "readbench"], first),
              "hydria start LAYERED, first": ([HYDRIA, "start", str(layers)], first),
@@ -266,9 +271,8 @@ def main() -> int:
     if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise SystemExit("cannot become the daemons' subreaper")
     layers = layered(tree, image, squash_options)
-    for target in (str(image), "readbench"):  # the named container's image.sqsh is a file of its own
-        unpack_on_this_node(user, target, env)
-    unpack_on_this_node(user, str(layers), env, count=3)
+    for target in (str(image), "readbench", str(layers)):  # the named container's image.sqsh is a file of its own
+        keep_on_this_node(user, target, env, list(workloads.values()))
     table = readers(tree, image, layers, env)
     samples: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
     names = list(table)
@@ -279,8 +283,8 @@ def main() -> int:
                 prefix, reader_env = table[name]
                 samples.setdefault((workload, name), []).append(measure(user, prefix, reader_env, script))
     print(f"cold page cache; median of {options.rounds} rounds; ratios: the median of each round's ratio to the "
-          "host directory's run in that round; 'unpacked': a later start on the node, 'first': the first, read "
-          "through hydria's reader")
+          "host directory's run in that round; 'later': a later start on the node, which reads what earlier "
+          "starts read from the read cache, 'first': the first, read through hydria's reader")
     print(f"image: {image} ({image.stat().st_size / 2**20:.0f} MiB, {squash_options}); LAYERED: {layers}")
     print(f"\n  {'':<36}{'workload, timed inside':>24}{'whole command (start too)':>28}{'CPU s':>8}")
     for workload in workloads:

@@ -268,6 +268,11 @@ def _read_cache(settings: Settings) -> Check:
     problem = read_cache.placement_problem(cache.folder)
     if problem and settings.origins.get(setting) == "default":
         return Check(name, "skip", f"off: the default {cache.folder} {problem}", local)
+    if not settings.fast_reader or installed_reader() is None:
+        why = "HYDRIA_FAST_READER is off" if not settings.fast_reader else "hydria's image reader is not installed"
+        return Check(name, "warn", f"off: {why}, and only it says which files a container reads: every start reads "
+                                   "through squashfuse", "an administrator runs hydria install-reader (docs/install.md)"
+                     if settings.fast_reader else "set HYDRIA_FAST_READER=y")
     not_private = private_dir_problem(os.lstat(cache.folder)) if os.path.lexists(cache.folder) else None
     if not_private is not None:
         return Check(name, "fail", f"{cache.folder} {not_private}: images are not unpacked there",
@@ -278,10 +283,10 @@ def _read_cache(settings: Settings) -> Check:
                                    "images are not unpacked", local)
     present = read_cache.entries(cache)
     limit = f"at most {cache.limit / 2**30:.0f} GiB"
-    detail = (f"{cache.folder}: {len(present)} unpacked image(s) and layer image(s), "
+    detail = (f"{cache.folder}: what containers read of {len(present)} image(s) and layer image(s), "
               f"{sum(i.size for i in present) / 2**30:.1f} GiB "
-              f"({limit}); an image whose container runs {read_cache.UNPACK_AFTER:.0f} s is unpacked there, "
-              "and its later starts read it at the disk's speed")
+              f"({limit}); the files that a container running {read_cache.UNPACK_AFTER:.0f} s reads are kept there, "
+              "and later starts read them at the disk's speed")
     concerns, fix = [f"it {problem}"] if problem else [], local
     free, reserve = read_cache.free_and_reserve(cache.folder)
     if free < reserve:

@@ -20,6 +20,7 @@ The folder (``HYDRIA_READ_CACHE_PATH``) is the user's own, mode 0700, on a local
     KEY/size       bytes the tree takes; KEY's modification time is its last start
     KEY.lock       held while files are added to KEY, or KEY is removed
     KEY.unpacking  a batch of files being unpacked
+    KEY.times      the image's times of the tree's folders that a batch adds to (moves change them)
     KEY.failed     why the image could not be unpacked (it is not tried again; cache prune clears it)
     .short-of-room a start said that the disk has less free than an unpack leaves (said once)
 """
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from hydria.image.prune import Item
 
 UNPACK_AFTER = 5.0  # seconds a container runs before what it read is kept
-ROOT, SIZE, LOCK, UNPACKING, FAILED = "root", "size", ".lock", ".unpacking", ".failed"
+ROOT, SIZE, LOCK, UNPACKING, FAILED, TIMES = "root", "size", ".lock", ".unpacking", ".failed", ".times"
 SETTING = "HYDRIA_READ_CACHE_PATH"
 MEMORY_TYPES = frozenset({"tmpfs", "ramfs"})
 FREE_RESERVE = 0.1  # the share of its file system that an unpack leaves free
@@ -189,8 +190,27 @@ def kept_trees(cache: ReadCache, layers: list[tuple[str, str | None]]) -> dict[s
         except OSError:
             continue
         if os.path.isdir(tree):
+            if os.path.lexists(entry + TIMES):
+                restore_times(cache, key)
             trees[image] = tree
     return trees
+
+
+def restore_times(cache: ReadCache, key: str) -> None:
+    """Give the tree's folders the times that ``KEY.times`` holds (a batch killed amid its moves
+    left them changed), then remove it. A start does it too: it reads a tree that such a batch
+    left."""
+    record = os.path.join(cache.folder, key + TIMES)
+    try:
+        with open(record) as handle:
+            lines = handle.read().split("\0")[:-1]
+        tree = os.path.join(cache.folder, key, ROOT)
+        for line in lines:
+            atime, mtime, path = line.split(" ", 2)
+            os.utime(os.path.join(tree, path), ns=(int(atime), int(mtime)), follow_symlinks=False)
+        os.unlink(record)
+    except (OSError, ValueError):
+        return
 
 
 def entries(cache: ReadCache) -> list[Item]:
@@ -254,6 +274,8 @@ def remove_entry(cache: ReadCache, path: str) -> bool:
         doomed = path + UNPACKING
         os.rename(path, doomed)
         delete_tree(doomed)
+        if os.path.lexists(path + TIMES):
+            os.unlink(path + TIMES)
     except FileNotFoundError:
         return False
     finally:

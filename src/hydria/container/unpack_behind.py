@@ -160,6 +160,7 @@ def _keep(cache: rc.ReadCache, image: str, key: str, numbers: set[int]) -> None:
         staging = entry + rc.UNPACKING
         if os.path.lexists(staging):
             rc.remove(staging)  # what a killed batch left
+        rc.restore_times(cache, key)
         tree = os.path.join(entry, rc.ROOT)
         wanted = [path for path in _paths(image, numbers) if not os.path.lexists(os.path.join(tree, path.name))]
         files = [path for path in wanted if path.size is not None]
@@ -169,6 +170,8 @@ def _keep(cache: rc.ReadCache, image: str, key: str, numbers: set[int]) -> None:
         os.mkdir(staging, 0o700)
         top = os.path.join(staging, rc.ROOT)
         outcome, why = _run_unsquashfs(image, top, [path.name for path in files])
+        if outcome == DONE and rc.image_key(image) != key:
+            outcome = AGAIN  # rewritten while it was unpacked: not this image's files
         if outcome == DONE:
             why = _restore_modes(top, wanted) or ""
             outcome = FAILED if why else DONE
@@ -178,7 +181,9 @@ def _keep(cache: rc.ReadCache, image: str, key: str, numbers: set[int]) -> None:
             rc.remove(staging)
             return
         if os.path.isdir(tree):
+            _note_times(entry, top, tree)  # what a batch killed amid its moves must restore
             _record_size(entry, _tree_size_of(entry) + _move_into(top, tree))
+            os.unlink(entry + rc.TIMES)
             rc.remove(staging)
         else:  # the first batch: the entry appears whole, with its size
             _record_size(staging, _tree_size(top))
@@ -301,6 +306,7 @@ def _move_into(staged: str, tree: str) -> int:
     keeps the image's times; one whose mode lets nobody write keeps what it holds (its files stay
     read through the reader). The bytes that the tree gained."""
     gained, changed = 0, False
+    times = os.stat(staged)  # the image's, before moving out of it changes them
     for entry in os.scandir(staged):
         target = os.path.join(tree, entry.name)
         try:
@@ -313,9 +319,23 @@ def _move_into(staged: str, tree: str) -> int:
         except OSError:
             continue  # a folder of the tree that nobody may write, or a disk error: read through the reader
     if changed:
-        info = os.stat(staged)
-        os.utime(tree, ns=(info.st_atime_ns, info.st_mtime_ns))
+        os.utime(tree, ns=(times.st_atime_ns, times.st_mtime_ns))
     return gained
+
+
+def _note_times(entry: str, staged: str, tree: str) -> None:
+    """Write ``KEY.times``: the image's times of each folder of the tree that the batch in
+    ``staged`` adds to, which a move changes (``read_cache.restore_times`` sets them again)."""
+    lines = []
+    for folder, names, _ in os.walk(staged):
+        target = os.path.join(tree, os.path.relpath(folder, staged))
+        if os.path.isdir(target) and not os.path.islink(target):
+            info = os.stat(folder)
+            lines.append(f"{info.st_atime_ns} {info.st_mtime_ns} {os.path.relpath(target, tree)}\0")
+        names[:] = [name for name in names if os.path.isdir(os.path.join(target, name))]
+    with open(entry + rc.TIMES + ".new", "w") as handle:
+        handle.write("".join(lines))
+    os.rename(entry + rc.TIMES + ".new", entry + rc.TIMES)
 
 
 def _record_size(entry: str, size: int) -> None:
