@@ -56,7 +56,7 @@ log = Logger(__name__)
 
 
 class ReadCache(Record):
-    """The user's folder of unpacked images on this node, and the most it may take."""
+    """The user's folder of what containers read of images on this node, and the most it may take."""
 
     folder: str
     limit: int
@@ -85,7 +85,7 @@ def _nearest_existing(folder: str) -> str:
 
 
 def placement_problem(folder: str) -> str | None:
-    """What makes ``folder`` a poor place for unpacked images (memory, a file system that other
+    """What makes ``folder`` a poor place for kept files (memory, a file system that other
     nodes share), or None for a local disk. The built-in default is used only on a local disk."""
     from hydria.runtime.filesystems import file_system_type, may_be_shared
 
@@ -115,8 +115,8 @@ def image_key(image: str) -> str | None:
     """The name of ``image``'s tree: the file itself (device, inode, modification time, size) and
     a checksum of its superblock, read at each start without reading the image. Content alone
     would not do: images built alike (tar2sqfs writes no creation time) can share their size and
-    whole superblock while a file differs. A copy of an image is unpacked again. None for a
-    layered image, whose layer images are unpacked each under its own key (``layer_keys``).
+    whole superblock while a file differs. A copy of an image gets a tree of its own. None for a
+    layered image, whose layer images are kept each under its own key (``layer_keys``).
     Raises OSError."""
     import zlib
 
@@ -265,7 +265,7 @@ def remove(path: str) -> None:
 
 
 def remove_entry(cache: ReadCache, path: str) -> bool:
-    """Remove an unpacked image unless an unpack or another removal holds it; whether it went.
+    """Remove an image's tree unless a batch or another removal holds it; whether it went.
     Renamed first, so that no start takes it while it is being deleted."""
     held = lock(cache, os.path.basename(path))
     if held is None:
