@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hydria.container.read_cache import ReadCache, restore_times
+from hydria.container.read_cache import ReadCache, kept_trees, lock, restore_times
 from hydria.container.unpack_behind import _literal, _move_into, _note_times
 
 # How unsquashfs matches each line of its -ef file against a name: glibc's fnmatch with these flags.
@@ -66,3 +66,24 @@ def test_the_times_a_batch_killed_amid_its_moves_changed_are_restored(tmp_path: 
     restore_times(cache, "KEY")
     assert (tree / "etc").stat().st_mtime_ns == tree.stat().st_mtime_ns == 1_000_000_000
     assert not (tmp_path / "KEY.times").exists()
+
+
+def test_a_start_leaves_the_times_of_a_batch_at_work_to_it(tmp_path: Path) -> None:
+    """A start restores what a killed batch left, never the record of a batch that holds the
+    lock: that batch sets the times itself and then removes its record."""
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o700)
+    cache = ReadCache(str(folder), 1 << 30)
+    (folder / "KEY" / "root" / "etc").mkdir(parents=True)
+    (folder / "KEY" / "size").write_text("0\n")
+    (folder / "KEY.times").write_text("2000000000 1000000000 etc\0")
+    held = lock(cache, "KEY")
+    assert held is not None
+    try:
+        assert kept_trees(cache, [("image", "KEY")]) == {"image": str(folder / "KEY" / "root")}
+        assert (folder / "KEY.times").exists() and (folder / "KEY" / "root" / "etc").stat().st_mtime_ns != 1_000_000_000
+    finally:
+        os.close(held)
+    kept_trees(cache, [("image", "KEY")])  # the batch was killed: its record is the start's to apply
+    assert not (folder / "KEY.times").exists()
+    assert (folder / "KEY" / "root" / "etc").stat().st_mtime_ns == 1_000_000_000

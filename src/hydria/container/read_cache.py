@@ -191,15 +191,26 @@ def kept_trees(cache: ReadCache, layers: list[tuple[str, str | None]]) -> dict[s
             continue
         if os.path.isdir(tree):
             if os.path.lexists(entry + TIMES):
-                restore_times(cache, key)
+                _restore_times_left(cache, key)
             trees[image] = tree
     return trees
 
 
+def _restore_times_left(cache: ReadCache, key: str) -> None:
+    """``restore_times`` at a start, unless a batch holds ``KEY.lock``: then its ``KEY.times`` is
+    its own, not a killed batch's, and the batch sets the times itself."""
+    held = lock(cache, key)
+    if held is None:
+        return
+    try:
+        restore_times(cache, key)
+    finally:
+        os.close(held)
+
+
 def restore_times(cache: ReadCache, key: str) -> None:
     """Give the tree's folders the times that ``KEY.times`` holds (a batch killed amid its moves
-    left them changed), then remove it. A start does it too: it reads a tree that such a batch
-    left."""
+    left them changed), then remove it. The caller holds ``KEY.lock``."""
     record = os.path.join(cache.folder, key + TIMES)
     try:
         with open(record) as handle:
