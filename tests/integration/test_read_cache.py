@@ -218,6 +218,19 @@ def test_short_starts_unpack_nothing(images: dict[str, Path], workspace: Workspa
     assert live_processes(workspace.user) == []
 
 
+def test_the_containers_program_finds_no_ended_child_of_the_start(images: dict[str, Path],
+                                                                   workspace: Workspace) -> None:
+    """The child that forks the unpacker (and ends at once) is collected before the container's
+    program runs: a program that waits for all its children, or counts them, finds none that ended.
+    Its one child from the start is the image's reader, which serves for as long as it runs."""
+    script = ('read -r children < /proc/$$/task/$$/children; '  # before any child of its own: sh collects all
+              'for child in $children; do read -r stat < /proc/$child/stat; echo "${stat##*) }"; done')
+    result = workspace.run("start", str(images["busybox"]), "sh", "-c", script)
+    assert result.returncode == 0, result.stderr
+    states = [line.split()[0] for line in result.stdout.splitlines()]
+    assert len(states) == 1 and states[0] != "Z", result.stdout
+
+
 def tool_wrapper(workspace: Workspace, script: str) -> str:
     """A PATH whose ``unsquashfs`` runs ``script`` (sh) before the real one."""
     folder = workspace.root / "bin"

@@ -123,7 +123,7 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     uid, gid = os.getuid(), os.getgid()
     host_user = pwd.getpwuid(uid)
     cwd = os.getcwd()
-    source = _image_source(container, settings)  # as the user, before the namespaces
+    source, forker = _image_source(container, settings)  # as the user, before the namespaces
 
     namespaces.enter(settings, uid, gid)
     if options.hostname is not None:
@@ -140,6 +140,8 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     for held in (source.daemon_holds, source.read_log):
         if held is not None:
             os.close(held)  # the image's daemon (and the unpacker) alone hold them now
+    if forker is not None:
+        os.waitpid(forker, 0)  # long ended: the container's program must not find it among its children
     if options.misplaced_option and rc_text is None and _runs_the_command_alone(read_in_root(root, "/etc/rc")):
         raise HydriaError(f"{options.misplaced_option} after the image is the container's command, and the image "
                           "has no entrypoint to take it", hint="hydria's options go before the image: hydria start "
@@ -232,23 +234,24 @@ def _check_overlay_folders(container: rootfs.Container, settings: Settings) -> N
                                "HYDRIA_DATA_PATH without them")
 
 
-def _image_source(container: rootfs.Container, settings: Settings) -> rootfs.ImageSource:
+def _image_source(container: rootfs.Container, settings: Settings) -> tuple[rootfs.ImageSource, int | None]:
     """The trees of what earlier starts of the image on this node read, where the read cache has
     them (container/read_cache.py), stacked above the image's mount; and the process that keeps
-    what this start reads, for the next."""
+    what this start reads, for the next, with the ID of the child that forked it, to collect
+    (unpack_behind.start_behind)."""
     cache = read_cache.configured(settings)
     if container.image is None or cache is None:
         if container.image is not None and settings.read_cache_size:
             log.warning("HYDRIA_READ_CACHE_PATH %s %s: what containers read is not kept there for faster reads (set it "
                         "to a path without them)", settings.read_cache_path,
                         read_cache.path_problem(settings.read_cache_path))
-        return rootfs.ImageSource()
+        return rootfs.ImageSource(), None
     if not settings.fast_reader or installed_reader() is None:
-        return rootfs.ImageSource()  # only hydria's reader names the files read (doctor says so)
+        return rootfs.ImageSource(), None  # only hydria's reader names the files read (doctor says so)
     try:
         layers = read_cache.layer_keys(container.image)
     except (OSError, HydriaError):
-        return rootfs.ImageSource()  # the mount says what is wrong with it
+        return rootfs.ImageSource(), None  # the mount says what is wrong with it
     trees = read_cache.kept_trees(cache, layers)
     from hydria.container import unpack_behind
 
@@ -256,11 +259,11 @@ def _image_source(container: rootfs.Container, settings: Settings) -> rootfs.Ima
     default = settings.origins.get("HYDRIA_READ_CACHE_PATH") == "default"
     read_log = os.memfd_create("hydria-read-log", os.MFD_CLOEXEC)
     try:
-        alive = unpack_behind.start_behind(cache, container.image, layers, read_log, default)
+        alive, forker = unpack_behind.start_behind(cache, container.image, layers, read_log, default)
     except BaseException:
         os.close(read_log)
         raise
-    return rootfs.ImageSource(trees=trees, daemon_holds=alive, read_log=read_log)
+    return rootfs.ImageSource(trees=trees, daemon_holds=alive, read_log=read_log), forker
 
 
 def _hook_edits(context: edits.StartContext, options: StartOptions, devices: edits.Edits | None,

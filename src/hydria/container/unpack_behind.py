@@ -36,13 +36,17 @@ OVERLAY_ATTRIBUTES = "user.overlay."  # a layer's marks, which its mount below t
 
 
 def start_behind(cache: rc.ReadCache, image: str, layers: list[tuple[str, str | None]], read_log: int,
-                 default_folder: bool) -> int:
+                 default_folder: bool) -> tuple[int, int]:
     """Fork the process that keeps the files of ``image`` that the container's programs read.
     ``layers``: the squashfs images that make it (itself, or a layered image's layer images, the
     lowest first, as the reader serves them), each with its key (None: not to be kept);
-    ``read_log``: the descriptor that the reader names the files read in. Returns the descriptor
-    that the image's FUSE daemon must hold open while it serves (close-on-exec: nothing else keeps
-    it). ``default_folder``: the folder is the built-in default, used only on a local disk."""
+    ``read_log``: the descriptor that the reader names the files read in. ``default_folder``: the
+    folder is the built-in default, used only on a local disk.
+
+    Returns the descriptor that the image's FUSE daemon must hold open while it serves
+    (close-on-exec: nothing else keeps it), and the process ID of the child that forked the
+    process and ended: the caller collects it (``os.waitpid``) before the container's program can
+    inherit it, not here, so that the start does not wait for two forks and an exit."""
     alive_read, alive_write = os.pipe2(os.O_CLOEXEC)
     child = os.fork()
     if child == 0:
@@ -53,8 +57,7 @@ def start_behind(cache: rc.ReadCache, image: str, layers: list[tuple[str, str | 
         finally:
             os._exit(0)
     os.close(alive_read)
-    os.waitpid(child, 0)
-    return alive_write
+    return alive_write, child
 
 
 def _unpacker(cache: rc.ReadCache, image: str, layers: list[tuple[str, str | None]], read_log: int,
