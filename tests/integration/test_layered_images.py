@@ -686,3 +686,95 @@ def test_a_damaged_layer_image_in_the_cache_is_made_again(busybox: PublishedImag
     assert again.returncode == 0 and Path(again.stdout.strip()) == entry, again.stderr
     shown = workspace.run("start", str(entry), "wc", "-c", "/opt/own")
     assert shown.returncode == 0 and shown.stdout.split()[0] == str(1 << 20), shown.stderr
+
+
+def _marked_layers(tmp_path: Path) -> list[Any]:
+    """Layers above busybox's that delete a file, make a folder opaque and hardlink a file."""
+    lower = tmp_path / "lower.tar"
+    with LayerTar(lower) as layer:
+        layer.directory("opt")
+        layer.directory("opt/app")
+        for name in ("old", "kept", "gone"):
+            layer.file(f"opt/app/{name}", f"{name}\n".encode(), mode=0o640, uid=7, gid=8)
+        layer.directory("opt/cache")
+        layer.file("opt/cache/stale", b"stale\n")
+    upper = tmp_path / "upper.tar"
+    with LayerTar(upper) as layer:
+        layer.directory("opt")
+        layer.directory("opt/app")
+        layer.whiteout("opt/app/gone")
+        layer.file("opt/app/old", b"new\n", mode=0o755)
+        layer.hardlink("opt/app/twin", "opt/app/old")
+        layer.directory("opt/cache")
+        layer.opaque("opt/cache")
+        layer.file("opt/cache/fresh", b"fresh\n")
+    return [make_layer(lower, tmp_path), make_layer(upper, tmp_path)]
+
+
+def _listing(image: Path) -> list[str]:
+    """Every entry of a squashfs image but folders' own attributes (a layered image's runtime
+    files imply /etc in a layer of their own): type, mode, owner, size, time and path."""
+    lines = subprocess.run(["unsquashfs", "-lln", "-d", "", str(image)], capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    return sorted(line.split()[-1] if line.startswith("d") else line for line in lines if line.startswith(("d", "-", "l")))
+
+
+def test_import_o_merges_the_stores_layered_image_without_a_download(
+        busybox: PublishedImage, registry: Registry, store: Path, store_workspace: Workspace, workspace: Workspace,
+        tmp_path: Path) -> None:
+    """A user's ``import -o`` of an image that the store keeps layered gets one file made of the
+    store's layer images, with the deletions, the opaque folder and the hardlink of its layers,
+    as an import from the registry writes it, and no blob downloaded."""
+    tmp_path.chmod(0o755)
+    repository = f"hydria/mergelayers{uuid.uuid4().hex[:12]}"
+    push([Image([*busybox.image.layers, *_marked_layers(tmp_path)], {"Cmd": ["/bin/sh"]})], registry.address,
+         repository, "v1", store_workspace.root)
+    uri = f"docker://{registry.address}#{repository}:v1"
+    env = {"HYDRIA_STORE_PATH": str(store), "HYDRIA_LAYERED_IMAGES": "y"}
+    assert store_workspace.run("store", "init", **env).returncode == 0
+    imported = store_workspace.run("store", "import", uri, **env)
+    assert imported.returncode == 0 and imported.stdout.strip().endswith(".layers"), imported.stderr
+    fetched = registry.blob_fetches(repository)
+
+    merged = workspace.run("import", "-o", "merged.sqsh", uri, HYDRIA_STORE_PATH=str(store))
+    assert merged.returncode == 0, merged.stderr
+    assert registry.blob_fetches(repository) == fetched, "nothing downloaded"
+    assert "Merged the kept layered image" in merged.stderr
+    direct = workspace.run("import", "-o", "direct.sqsh", uri, HYDRIA_CACHE_IMAGES="0")
+    assert direct.returncode == 0, direct.stderr
+    assert _listing(workspace.out / "merged.sqsh") == _listing(workspace.out / "direct.sqsh")
+    shown = workspace.run("start", str(workspace.out / "merged.sqsh"), "sh", "-c",
+                          "ls /opt/app; ls /opt/cache; cat /opt/app/twin; stat -c %h /opt/app/old")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.split() == ["kept", "old", "twin", "fresh", "new", "2"], shown.stdout
+
+
+def test_import_o_of_a_layered_image_whose_layer_image_is_gone_or_damaged_imports_it_again(
+        busybox: PublishedImage, registry: Registry, workspace: Workspace, tmp_path: Path) -> None:
+    """The cache's layered image (a Slurm step's) is merged for ``import -o``; where one of its
+    layer images is missing, or damaged inside, the image is imported from the registry instead."""
+    tmp_path.chmod(0o755)
+    repository = f"hydria/mergegone{uuid.uuid4().hex[:12]}"
+    push([Image([*busybox.image.layers, *_marked_layers(tmp_path)], {"Cmd": ["/bin/sh"]})], registry.address,
+         repository, "v1", workspace.root)
+    uri = f"docker://{registry.address}#{repository}:v1"
+    stepped = layered_import(workspace, uri)
+    assert stepped.returncode == 0, stepped.stderr
+    layered = Path(stepped.stdout.strip())
+    merged = workspace.run("import", "-o", "merged.sqsh", uri, HYDRIA_LAYERED_IMAGES="y")
+    assert merged.returncode == 0 and "Merged the kept layered image" in merged.stderr, merged.stderr
+
+    top = layered.parent / layered.read_text().splitlines()[-2]  # the layer image of the image's top layer
+    with open(top, "r+b") as handle:  # its size and superblock as they were: only reading it shows the damage
+        handle.seek(96)
+        handle.write(b"\xff" * (top.stat().st_size // 2))
+    damaged = workspace.run("import", "-o", "damaged.sqsh", uri, HYDRIA_LAYERED_IMAGES="y")
+    assert damaged.returncode == 0, damaged.stderr
+    assert f"cannot read the layer image {top}" in damaged.stderr, damaged.stderr
+    assert "importing the image from its registry" in damaged.stderr, damaged.stderr
+    top.unlink()
+    gone = workspace.run("import", "-o", "gone.sqsh", uri, HYDRIA_LAYERED_IMAGES="y")
+    assert gone.returncode == 0 and "Merged" not in gone.stderr, gone.stderr
+    for name in ("damaged.sqsh", "gone.sqsh"):
+        assert _listing(workspace.out / name) == _listing(workspace.out / "merged.sqsh"), name
+    assert not [p.name for p in workspace.out.iterdir() if p.name.startswith(".")], "nothing half-written"

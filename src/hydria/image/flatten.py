@@ -29,6 +29,9 @@ from hydria.record import Record
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
+# A layer image's marks (image/layerimage.py writes them): the overlay's own extended attributes.
+OVERLAY_XATTRS = "SCHILY.xattr.user.overlay."
+OPAQUE_XATTR = OVERLAY_XATTRS + "opaque"
 ENCODING = "utf-8"  # of names in the layers and in the merged stream, as tarfile's default
 BLOCK = tarfile.BLOCKSIZE
 _UNREADABLE: tuple[type[Exception], ...] = (tarfile.TarError, *DECOMPRESSION_ERRORS)
@@ -87,6 +90,17 @@ def deletion(path: str) -> Deletion | None:
     return Deletion(f"{parent}/{base[len(WHITEOUT):]}".lstrip("/"), False)
 
 
+def overlay_deletion(path: str, member: tarfile.TarInfo) -> Deletion | None:
+    """What the entry ``member`` at ``path`` of a layer image deletes: itself where it is a
+    character device 0/0, what lower layers have in it where it is a folder marked opaque (the
+    folder itself stays); None for any other entry. The overlay's marks are taken off the entry."""
+    opaque = member.pax_headers.get(OPAQUE_XATTR) == "y"
+    member.pax_headers = {key: value for key, value in member.pax_headers.items() if not key.startswith(OVERLAY_XATTRS)}
+    if member.ischr() and member.devmajor == member.devminor == 0:
+        return Deletion(path, False)
+    return Deletion(path, True) if opaque and member.isdir() else None
+
+
 def usable_mode(mode: int, is_dir: bool) -> int:
     """enroot's permission fix: owner may read everything, and enter and write directories."""
     if is_dir:
@@ -108,10 +122,13 @@ class LayerContent(Protocol):
 
 
 class LayerStream(Record):
-    """One layer: ``digest`` for messages, ``open`` gives its uncompressed tar."""
+    """One layer: ``digest`` for messages, ``open`` gives its uncompressed tar. ``overlay_format``:
+    a layer image's tar (image/layerimage.py), whose deletions are character devices 0/0 and
+    whose opaque folders are marked ``user.overlay.opaque=y``, in place of OCI's marker files."""
 
     digest: str
     open: Callable[[], AbstractContextManager[LayerContent]]
+    overlay_format: bool = False
 
 
 class ExtraFile(Record):
@@ -361,11 +378,12 @@ def _tree(layer: LayerStream, members: Iterator[tarfile.TarInfo], deleted: Delet
         path = clean_path(member.name, layer.digest)
         if not path:
             continue  # the root directory itself
-        marker = deletion(path)
+        marker = overlay_deletion(path, member) if layer.overlay_format else deletion(path)
         if marker is not None:
             if marker is not NOTHING:
                 (deleted.folders if marker.opaque else deleted.paths).add(marker.path)
-            continue
+            if not (layer.overlay_format and member.isdir()):
+                continue  # a marker file; an opaque folder of a layer image stays
         if member.ischr() or member.isblk():
             stats.devices_dropped += 1
             continue

@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING
 
 from hydria.anonfile import AnonymousFile, anonymous_file, link_or_copy
 from hydria.config import Settings
-from hydria.errors import AlreadyExists, HydriaError, InvalidArgument
+from hydria.errors import AlreadyExists, HydriaError, InvalidArgument, InvalidImage
 from hydria.image import manifest as mf
 from hydria.image.blobcache import BlobCache
 from hydria.image.compression import Prefetcher, decompressed
@@ -25,9 +25,10 @@ from hydria.image.imagecache import CachedImage, ImageCache
 from hydria.image.imagestore import ImageStore
 from hydria.image.layered_import import squash_layers, write_layered
 from hydria.image.layerimage import LayerNeedsMerge
+from hydria.image.merged_layers import write_merged
 from hydria.image.progress import Progress
 from hydria.image.reference import EngineImage, ImageReference, LocalImage, RegistryImage, parse
-from hydria.image.squashfs import SquashPlan, repack, squash_plan, squash_tar
+from hydria.image.squashfs import SquashPlan, squash_plan, squash_tar, squashed
 from hydria.interrupt import terminate_as_interrupt
 from hydria.log import Logger
 from hydria.paths import check_output_folder
@@ -89,11 +90,16 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
             stored = _from_store(store, source.ref.uri, digest, want, settings, in_place) if store is not None else None
             if stored is not None:
                 return _deliver(stored, target, in_place)
+            kept = images.entry(ref.uri, digest, settings.squash_options, want) if keeping else None
+            if not in_place:  # one file: the one kept, else one merged of a kept layered image, else imported
+                found = _kept(kept, target, in_place) if kept is not None else None
+                if (found := found or _merged_from_layers(store, source.ref.uri, digest, want, settings, target,
+                                                          options)) is not None:
+                    return found
             if store is not None and on_store_miss is not None:
                 on_store_miss()
             layered = layered_entry(ref.uri, digest, want, settings) if in_place else None
-            kept = images.entry(ref.uri, digest, settings.squash_options, want) if keeping else None
-            for entry in (layered, kept):
+            for entry in (layered, kept) if in_place else ():
                 if entry is not None and (found := _kept(entry, target, in_place)) is not None:
                     return found
             resolved = _resolve(source.resolve, want)
@@ -266,6 +272,28 @@ def _stored(store: ImageStore, uri: str, digest: str, want: mf.Platform, squash_
     return None
 
 
+def _merged_from_layers(store: ImageStore | None, uri: str, digest: str, want: mf.Platform, settings: Settings,
+                        target: Path, options: SquashPlan) -> Path | None:
+    """``target`` made of the layered image that the image store or the cache keeps of the image
+    (the store's first), merged into one file without a download (image/merged_layers.py); None
+    where neither keeps one, or where its layer images went meanwhile (said in the log)."""
+    found = store.lookup(store.key(uri, digest, settings.squash_options, want, layered=True)) if store else None
+    if found is None and (entry := layered_entry(uri, digest, want, settings)) is not None:
+        found = entry.find()
+    if found is None:
+        return None
+    try:
+        with anonymous_file(target) as image:
+            write_merged(str(found), image, options)
+            if not image.commit():
+                raise OutputExists(target)
+    except InvalidImage as e:
+        log.warning("%s; importing the image from its registry", e.message)
+        return None
+    log.info("Merged the kept layered image %s into %s", found, target)
+    return target
+
+
 def _kept(kept: CachedImage, target: Path, in_place: bool) -> Path | None:
     """The kept image at ``target`` (or in place, as :meth:`CachedImage.link_to`), if there is one."""
     try:
@@ -354,13 +382,7 @@ def write_image(resolved: mf.ResolvedImage, target: Path, options: SquashPlan, k
 
 
 def _squash(resolved: mf.ResolvedImage, image: AnonymousFile, options: SquashPlan, progress: Progress) -> None:
-    if options.mksquashfs is None:
-        _flatten_into(resolved, image, options.tar2sqfs, progress)
-        return
-    # Neither is ever named: mksquashfs repacks tar2sqfs's quick image into ``image``.
-    with anonymous_file(image.target) as quick, anonymous_file(image.target) as pseudo:
-        _flatten_into(resolved, quick, options.tar2sqfs, progress)
-        repack(quick.path, pseudo.path, image.path, options.mksquashfs, (quick.fd, pseudo.fd, image.fd))
+    squashed(image, options, lambda file, tar2sqfs: _flatten_into(resolved, file, tar2sqfs, progress))
 
 
 def _flatten_into(resolved: mf.ResolvedImage, image: AnonymousFile, options: list[str], progress: Progress) -> None:

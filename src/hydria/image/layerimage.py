@@ -28,7 +28,9 @@ from hydria.image.flatten import (
     BELOW_OTHER,
     DIRECTORY,
     IMPLIED,
+    OPAQUE_XATTR,
     OTHER,
+    OVERLAY_XATTRS,
     ExtraFile,
     FlattenStats,
     LayerStream,
@@ -43,11 +45,9 @@ from hydria.image.flatten import (
     write_entry,
 )
 
-OPAQUE_XATTR = "SCHILY.xattr.user.overlay.opaque"
 # On a folder that holds deletions: the overlay hides deletions only in folders it merges or that
 # have an origin (fs/overlayfs: OVL_WHITEOUTS), and a folder of one layer image would show them.
-ORIGIN_XATTR = "SCHILY.xattr.user.overlay.origin"
-OVERLAY_XATTRS = "SCHILY.xattr.user.overlay."
+ORIGIN_XATTR = OVERLAY_XATTRS + "origin"
 
 
 class LayerNeedsMerge(HydriaError):

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TypeVar
 
+from hydria.anonfile import AnonymousFile, anonymous_file
 from hydria.errors import ConfigError, HydriaError, MissingTool
 from hydria.log import Logger
 from hydria.record import Record
@@ -176,6 +177,18 @@ def repack(source: str, pseudo: str, target: str, arguments: list[str], pass_fds
 
 
 T = TypeVar("T")
+
+
+def squashed(image: AnonymousFile, plan: SquashPlan, write: Callable[[AnonymousFile, list[str]], object]) -> None:
+    """Make the squashfs ``image`` as ``plan`` says: ``write(file, tar2sqfs's options)`` makes it
+    with tar2sqfs, and where the plan repacks, mksquashfs repacks that quick image into ``image``
+    (neither of the helper files is ever named)."""
+    if plan.mksquashfs is None:
+        write(image, plan.tar2sqfs)
+        return
+    with anonymous_file(image.target) as quick, anonymous_file(image.target) as pseudo:
+        write(quick, plan.tar2sqfs)
+        repack(quick.path, pseudo.path, image.path, plan.mksquashfs, (quick.fd, pseudo.fd, image.fd))
 
 
 def squash_tar(output: str, options: list[str], pass_fds: tuple[int, ...], write: Callable[[IO[bytes]], T],
