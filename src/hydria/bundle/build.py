@@ -20,11 +20,15 @@ import subprocess
 import tarfile
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
+from hydria.anonfile import anonymous_file
 from hydria.config import Settings
-from hydria.errors import HydriaError, InvalidImage, MissingTool
+from hydria.errors import HydriaError, MissingTool
+from hydria.image.merged_layers import write_merged
+from hydria.image.squashfs import squash_plan
 from hydria.paths import output_file, staging_file, umask
 from hydria.record import Record
 from hydria.runtime.rootfs import check_image, image_layers
@@ -66,20 +70,36 @@ class BundleOptions(Record):
 def build(options: BundleOptions, settings: Settings) -> Path:
     """Write the bundle; returns its path. Raises HydriaError (and leaves no file) for a missing
     or invalid image, an existing output without force, or a failing tool."""
-    image = options.image
-    check_image(image)
-    if image_layers(str(image)) != [str(image)]:
-        raise InvalidImage(f"{image} is a layered image (it names layer images beside it), and a bundle holds one "
-                           "image file", hint="write the image as one file (hydria build -o IMAGE.sqsh, hydria import "
-                                              "-o IMAGE.sqsh) and bundle that")
-    output = output_file(options.output, f"{image.name.removesuffix('.sqsh')}.run",
+    check_image(options.image)
+    output = output_file(options.output, f"{options.image.name.removesuffix('.sqsh').removesuffix('.layers')}.run",
                          force=options.force or settings.force_override)
+    if shutil.which("sqfs2tar") is None:
+        raise MissingTool("sqfs2tar", hint="install squashfs-tools-ng")
+    with ExitStack() as stack:
+        image, held = _one_image(options.image, output, settings, stack)
+        _write_bundle(options, settings, image, held, output)
+    return output
+
+
+def _one_image(image: Path, output: Path, settings: Settings, stack: ExitStack) -> tuple[Path, tuple[int, ...]]:
+    """``image``; or where it is a layered image (a ``hydria build -t`` output, a Slurm step's kept
+    image), the image merged into one file without a name in the output's folder, for as long as
+    ``stack`` lasts, with the descriptor that a process reading it must inherit."""
+    if image_layers(str(image)) == [str(image)]:
+        return image, ()
+    merged = stack.enter_context(anonymous_file(output))
+    write_merged(str(image), merged, squash_plan(settings.squash_options, settings.max_processors))
+    return Path(merged.path), (merged.fd,)
+
+
+def _write_bundle(options: BundleOptions, settings: Settings, image: Path, held: tuple[int, ...],
+                  output: Path) -> None:
+    """Write the bundle of the image file ``image`` (whose descriptor ``held`` a reading process
+    must inherit) at ``output``, under another name until it is complete."""
     target = options.target or output.name.removesuffix(".run")
     codec = image_codec(image)
-    for program in (codec.compress[0], "sqfs2tar"):
-        if shutil.which(program) is None:
-            raise MissingTool(program,
-                              hint="install squashfs-tools-ng and the image's compressor (pigz, zstd, xz, lz4, lzop)")
+    if shutil.which(codec.compress[0]) is None:
+        raise MissingTool(codec.compress[0], hint="install the image's compressor (pigz, zstd, xz, lz4, lzop)")
     mtime = int(os.environ.get("SOURCE_DATE_EPOCH") or time.time())
     staging = staging_file(output, "bundling")
     try:
@@ -89,7 +109,7 @@ def build(options: BundleOptions, settings: Settings) -> Path:
             handle.seek(reserved)
             runtime = _runtime_tar(settings, options.include_config, mtime)
             runtime_size = _compress(codec, [io.BytesIO(runtime)], handle, settings)
-            rootfs_bytes, rootfs_size = _compress_rootfs(codec, image, handle, settings)
+            rootfs_bytes, rootfs_size = _compress_rootfs(codec, image, held, handle, settings)
             sizes = (runtime_size, rootfs_size)
             sums = _part_sums(handle, reserved, sizes) if options.checksum or settings.bundle_checksum else ()
             total_kb = (len(runtime) + rootfs_bytes) // 1024 + 1
@@ -101,7 +121,6 @@ def build(options: BundleOptions, settings: Settings) -> Path:
         os.replace(staging, output)
     finally:
         staging.unlink(missing_ok=True)
-    return output
 
 
 def image_codec(image: Path) -> Codec:
@@ -169,11 +188,12 @@ def _package_files(package: Path) -> Iterator[Path]:
             yield path
 
 
-def _compress_rootfs(codec: Codec, image: Path, output: BinaryIO, settings: Settings) -> tuple[int, int]:
+def _compress_rootfs(codec: Codec, image: Path, held: tuple[int, ...], output: BinaryIO,
+                     settings: Settings) -> tuple[int, int]:
     """Stream the image as a tar archive through the compressor; returns the uncompressed and the
     compressed size."""
     reader = subprocess.Popen(["sqfs2tar", "--no-xattr", str(image)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, pass_fds=held)
     assert reader.stdout is not None and reader.stderr is not None
     counted = _Counting(reader.stdout)
     try:
