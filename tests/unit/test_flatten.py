@@ -67,8 +67,9 @@ def dev(name: str):
     return add
 
 
-def merge(*layers_top_first: bytes, extras: tuple[ExtraFile, ...] = ()) -> dict[str, tarfile.TarInfo | str]:
-    streams = [LayerStream(f"sha256:{i}", lambda data=data: contextlib.nullcontext(io.BytesIO(data)))
+def merge(*layers_top_first: bytes, extras: tuple[ExtraFile, ...] = (),
+          overlay_format: bool = False) -> dict[str, tarfile.TarInfo | str]:
+    streams = [LayerStream(f"sha256:{i}", lambda data=data: contextlib.nullcontext(io.BytesIO(data)), overlay_format)
                for i, data in enumerate(layers_top_first)]
     out = io.BytesIO()
     flatten(streams, extras, out)
@@ -98,6 +99,47 @@ def test_whiteout_deletes_file_and_directory_of_lower_layers() -> None:
     assert "a/gone" not in out and "a/.wh.gone" not in out
     assert "a/stays" in out
     assert not any(name.startswith("tree") for name in out)
+
+
+def test_a_folder_named_as_a_whiteout_is_a_marker_too() -> None:
+    out = merge(layer(d(".wh.x")), layer(f("x", "old"), f("y", "kept")))
+    assert sorted(name for name in out if not name.endswith("#data")) == ["y"]
+
+
+def deletion_mark(name: str, major: int = 0, minor: int = 0):
+    def add(tar: tarfile.TarFile) -> None:
+        info = tarfile.TarInfo(name)
+        info.type, info.devmajor, info.devminor, info.mode = tarfile.CHRTYPE, major, minor, 0
+        tar.addfile(info)
+    return add
+
+
+def opaque_folder(name: str, mode: int = 0o755):
+    def add(tar: tarfile.TarFile) -> None:
+        info = tarfile.TarInfo(name)
+        info.type, info.mode = tarfile.DIRTYPE, mode
+        info.pax_headers = {"SCHILY.xattr.user.overlay.opaque": "y", "SCHILY.xattr.user.kept": "1"}
+        tar.addfile(info)
+    return add
+
+
+def test_layer_images_deletions_and_opaque_folders_mean_what_the_overlay_reads() -> None:
+    """A layer image's tar (sqfs2tar of what image/layerimage.py wrote) merges as its OCI layer would."""
+    out = merge(
+        layer(d("a"), deletion_mark("a/gone"), deletion_mark("tree"), opaque_folder("cache", 0o750),
+              f("cache/new"), deletion_mark("dev/null", 1, 3), f("x", "new")),
+        layer(d("a"), f("a/gone"), f("a/stays"), d("tree"), f("tree/deep/x"), d("cache"), f("cache/old"),
+              f("x", "old")),
+        overlay_format=True)
+    assert sorted(name for name in out if not name.endswith("#data")) == \
+        ["a", "a/stays", "cache", "cache/new", "x"], "the device 1,3 dropped as any device"
+    assert out["x#data"] == "new" and out["cache"].mode == 0o750
+    assert out["cache"].pax_headers == {"SCHILY.xattr.user.kept": "1"}, "the overlay's own marks left out"
+
+
+def test_a_device_0_0_of_an_oci_layer_is_no_deletion() -> None:
+    out = merge(layer(deletion_mark("x")), layer(f("x", "old")))
+    assert out["x#data"] == "old"
 
 
 def test_whiteout_applies_only_below_its_layer() -> None:
