@@ -21,9 +21,11 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
+from hydria.anonfile import anonymous_file
 from hydria.image.flatten import LayerStream, flatten
 from hydria.image.layerimage import LayerNeedsMerge, end_archive, overlay_layer
-from hydria.image.squashfs import Tar2Sqfs
+from hydria.image.merged_layers import write_merged
+from hydria.image.squashfs import Tar2Sqfs, squash_plan
 from hydria.runtime.layered import layered_text
 from testbed.oci import Image, make_layer, push
 from testbed.publish import PublishedImage
@@ -205,11 +207,16 @@ def test_stacked_layers_show_the_merged_tree(stack: list[list[Entry]], workspace
     # Each layer image's tree above its mount: with every file read, and with every other one.
     every = keep_layers(workspace.user, layered, scratch / "every")
     some = keep_layers(workspace.user, layered, scratch / "some", first=2, step=2)
-    trees = view(workspace.user, {"merged": merged, "layered": layered, "every": layered, "some": layered}, scratch,
-                 kept={"every": every, "some": some})
+    with anonymous_file(folder / "remerged.sqsh") as remerged:  # one file again, as import -o writes it
+        write_merged(str(layered), remerged, squash_plan("-comp zstd", 1))
+        assert remerged.commit()
+    (folder / "remerged.sqsh").chmod(0o644)
+    trees = view(workspace.user, {"merged": merged, "layered": layered, "every": layered, "some": layered,
+                                  "remerged": folder / "remerged.sqsh"}, scratch, kept={"every": every, "some": some})
     assert trees["layered"] == trees["merged"], stack
     assert trees["every"] == trees["merged"], stack
     assert trees["some"] == trees["merged"], stack
+    assert trees["remerged"] == trees["merged"], stack
 
 
 def test_fuse_overlayfs_stacks_layers_alike(workspace: Workspace) -> None:

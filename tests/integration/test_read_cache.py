@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -155,11 +156,26 @@ def test_what_later_starts_read_is_added_to_the_tree(images: dict[str, Path], wo
     assert not (entry / "root" / "etc" / "debian_version").exists()
     (later,) = keep_layers_behind(workspace, image, 0, reads=["/etc/debian_version", "/etc/dpkg/dpkg.cfg"])
     assert later == entry and {"host.conf", "debian_version", "apt", "dpkg"} <= set(os.listdir(entry / "root" / "etc"))
-    look = ("stat -c '%n %a %Y %U' / /etc /etc/apt /etc/dpkg /usr /usr/bin; "  # a folder's size is its file system's
+    # A folder's size is its file system's. / and /etc are left to the tree's own check: a start
+    # writes in them (the image's /data volume, /etc/hosts), which gives them the start's time.
+    look = ("stat -c '%n %a %Y %U' /etc/apt /etc/dpkg /usr /usr/bin; "
             "stat -c '%n %a %s %Y %U %h' /etc/debian_version /etc/host.conf /etc/dpkg/dpkg.cfg /usr/bin/env")
     shown = workspace.run("start", image, "sh", "-c", look)
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout == workspace.run("start", image, "sh", "-c", look, **OFF).stdout
+    times = folder_times(image)
+    for folder in (".", "etc", "etc/dpkg", "usr/bin"):
+        assert int(os.stat(entry / "root" / folder).st_mtime) == times[folder], folder
+
+
+def folder_times(image: str) -> dict[str, int]:
+    """The modification time that the squashfs ``image`` gives each of its folders ("." its root)."""
+    reader = subprocess.Popen(["sqfs2tar", "--root-becomes", ".", image], stdout=subprocess.PIPE)
+    assert reader.stdout is not None
+    with tarfile.open(fileobj=reader.stdout, mode="r|") as tar:
+        times = {os.path.normpath(member.name): int(member.mtime) for member in tar if member.isdir()}
+    assert reader.wait() == 0
+    return times
 
 
 def test_a_named_container_keeps_its_writes_from_either_lower_layer(
