@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -790,3 +791,66 @@ def test_import_o_of_a_layered_image_whose_layer_image_is_gone_or_damaged_import
     for name in ("damaged.sqsh", "gone.sqsh"):
         assert _listing(workspace.out / name) == _listing(workspace.out / "merged.sqsh"), name
     assert not [p.name for p in workspace.out.iterdir() if p.name.startswith(".")], "nothing half-written"
+
+
+def test_a_prune_killed_at_any_removal_leaves_whole_images_and_the_next_finishes(
+        busybox: PublishedImage, registry: Registry, workspace: Workspace, tmp_path: Path) -> None:
+    """``hydria cache prune`` killed (SIGKILL, by strace at its Nth removal) at every point:
+    each layered image left names only layer images that are there, and starts; the next prune
+    ends where an uninterrupted one does."""
+    tmp_path.chmod(0o755)
+    repository = f"hydria/killprune{uuid.uuid4().hex[:12]}"
+    for tag in ("old", "new"):
+        own = _layer(tmp_path, tag, {f"opt/{tag}": os.urandom(1 << 20)})
+        push([Image([*busybox.image.layers, own], {"Cmd": ["/bin/sh"]})], registry.address, repository, tag,
+             workspace.root)
+    paths = {}
+    for tag in ("old", "new"):
+        imported = layered_import(workspace, f"docker://{registry.address}#{repository}:{tag}")
+        assert imported.returncode == 0, imported.stderr
+        paths[tag] = Path(imported.stdout.strip())
+    kept = paths["new"].parent
+    saved = tmp_path / "saved"
+    shutil.copytree(kept, saved)
+
+    def age() -> None:  # what is left of the old image last used 2 hours ago, of the new one an hour ago
+        for tag, seconds in (("old", 7200), ("new", 3600)):
+            names = (saved / paths[tag].name).read_text().splitlines()[1:]
+            for path in (paths[tag], *(kept / name for name in names)):
+                if path.exists():
+                    os.utime(path, (time.time() - seconds, time.time() - seconds))
+    age()
+    listed = json.loads(workspace.run("cache", "list", "--json").stdout)
+    on_disk = sum(path.stat().st_size for path in kept.iterdir() if path.name.endswith((".sqsh", ".layers")))
+    target = str(listed["blob_bytes"] + on_disk - 1)  # the old image goes, with the layer images it alone names
+
+    def prune(killed_at: int | None) -> int:
+        inject = ["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=unlink,unlinkat,rename,renameat,renameat2",
+                  "-e", f"inject=unlink,unlinkat,rename,renameat,renameat2:signal=KILL:when={killed_at}"] \
+            if killed_at else []
+        return run_as(workspace.user, [*inject, workspace.hydria, "cache", "prune", "--to", target],
+                      env=workspace.env(), cwd=workspace.out).returncode
+
+    def restore() -> None:
+        shutil.rmtree(kept)
+        shutil.copytree(saved, kept)
+        subprocess.run(["chown", "-R", f"{workspace.user.uid}:{workspace.user.gid}", str(kept)], check=True)
+        age()
+
+    assert prune(None) == 0
+    finished = sorted(path.name for path in kept.iterdir())
+    assert paths["new"].name in finished and paths["old"].name not in finished
+    killed = 0
+    for point in range(1, 50):
+        restore()
+        if prune(point) == 0:
+            break  # fewer removals than that: every point was tried
+        killed += 1
+        for layered in kept.glob("*.layers"):
+            names = layered.read_text().splitlines()[1:]
+            assert all((kept / name).is_file() for name in names), (point, layered.name)
+        assert workspace.run("start", str(paths["new"]), "ls", "/opt").stdout == "new\n", point
+        age()  # the start used the layer images the two share
+        assert prune(None) == 0
+        assert sorted(path.name for path in kept.iterdir()) == finished, point
+    assert killed >= 2, "the prune removes the image and a layer image at least"
