@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from testbed import nodes
-from testbed.users import run_as
+from testbed.users import SLURM_PREFIX, run_as
 from testbed.workspace import Workspace
 
 ROOT = Path("/run/hydria-slurm")
@@ -102,8 +102,9 @@ def start(hydria: str, plugin_options: list[str] | None = None, count: int = 1) 
     SITE_CONF.parent.mkdir(parents=True, exist_ok=True)
     SITE_CONF.write_text(site_conf(count))
     (ROOT / "plugstack.conf").write_text(f"include {ROOT}/plugstack.conf.d/*.conf\n")
+    include = [f"--include={SLURM_PREFIX}/include"] if SLURM_PREFIX else []
     subprocess.run([hydria, "slurm", "install-plugin", f"--plugin-dir={ROOT}/lib",
-                    f"--plugstack-dir={ROOT}/plugstack.conf.d", *(plugin_options or [])],
+                    f"--plugstack-dir={ROOT}/plugstack.conf.d", *include, *(plugin_options or [])],
                    check=True, stdout=subprocess.DEVNULL)
     Path("/run/munge").mkdir(exist_ok=True)
     shutil.chown("/run/munge", "munge", "munge")

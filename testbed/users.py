@@ -16,6 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TEST_USERS = ("hydria-test", "hydria-test2")
+# A Slurm built from SchedMD's source and installed under this prefix, whose clients the tests'
+# users run (docs/slurm.md, "Slurm releases"); the daemons and root's own commands take it from
+# the PATH the tests run with, which must start with its bin and sbin too.
+SLURM_PREFIX = os.environ.get("HYDRIA_TEST_SLURM_PREFIX")
 STORE_USER = "hydria-store"  # the account that writes the image store in tests
 
 
@@ -35,8 +39,9 @@ class User:
     def environment(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """What a login gives this user, plus the directory of this Python's tools on PATH."""
         tools = str(Path(sys.executable).parent)
+        slurm = f"{SLURM_PREFIX}/bin:" if SLURM_PREFIX else ""
         env = {"HOME": str(self.home), "USER": self.name, "LOGNAME": self.name,
-               "PATH": f"{tools}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C.UTF-8",
+               "PATH": f"{tools}:{slurm}/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C.UTF-8",
                "TMPDIR": "/tmp"}
         env.update(extra or {})
         return env

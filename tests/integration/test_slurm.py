@@ -21,7 +21,7 @@ from testbed.oci import Image, make_layer, push
 from testbed.publish import PublishedImage
 from testbed.registry import Registry
 from testbed.tarbuild import LayerTar
-from testbed.users import User, live_processes, run_as
+from testbed.users import SLURM_PREFIX, User, live_processes, run_as
 from testbed.workspace import Workspace
 
 pytestmark = pytest.mark.integration
@@ -345,7 +345,8 @@ def test_pyxis_variables_choose_the_container(srun: Srun, images: dict[str, Path
     assert srun.ok("touch", "/new", PYXIS_CONTAINER_IMAGE=image, PYXIS_CONTAINER_READONLY="0") == ""
     refused = srun("touch", "/new", PYXIS_CONTAINER_IMAGE=image, PYXIS_CONTAINER_WRITABLE="0")
     assert refused.returncode != 0 and "Read-only file system" in refused.stderr
-    path = "/bin:/usr/bin:/job-bin"  # the image sets PATH=/bin; the job's is kept when named
+    # The image sets PATH=/bin; the job's is kept when named (srun itself is found on it).
+    path = ":".join([*([f"{SLURM_PREFIX}/bin"] if SLURM_PREFIX else []), "/bin", "/usr/bin", "/job-bin"])
     assert srun.ok("sh", "-c", "echo $PATH", PYXIS_CONTAINER_IMAGE=image, PYXIS_CONTAINER_ENV="PATH", PATH=path) == \
         f"{path}\n"
 
