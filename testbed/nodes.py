@@ -10,6 +10,7 @@ node bind it over /etc/hosts in a mount namespace of their own. Nothing leaves t
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -43,7 +44,9 @@ def create(count: int) -> None:
     ip("link", "add", BRIDGE, "type", "bridge")
     ip("addr", "add", f"{HEAD_ADDRESS}/24", "dev", BRIDGE)
     ip("link", "set", BRIDGE, "up")
-    hosts = "127.0.0.1 localhost\n" + "".join(f"{address(i)} {name}\n" for i, name in enumerate(names(count)))
+    head = os.uname().nodename.split(".")[0]  # where slurmctld and the clients run: as a cluster's nodes know it
+    hosts = f"127.0.0.1 localhost\n{HEAD_ADDRESS} {head}\n" + "".join(f"{address(i)} {name}\n"
+                                                                    for i, name in enumerate(names(count)))
     for i, name in enumerate(names(count)):
         outside = f"hydria-v{i}"
         ip("netns", "add", name)
