@@ -34,10 +34,15 @@ ROOT = Path("/run/hydria-slurm")
 SITE_CONF = Path("/etc/hydria/hydria.conf.d/50-hydria-testbed.conf")
 CONF = ROOT / "slurm.conf"
 NODE = "hydria-node"
-# Run on each node of a several-node cluster: NODE_TMP TMPFS CONF NAME
+# Run on each node of a several-node cluster: NODE_TMP TMPFS CONF NAME MUNGE_RUN
 # A node's PID 1 is the shell, which collects every orphan while it waits, as a node's init does
-# (slurmd, which collects only its own children, would keep them as zombies).
-NODE_SCRIPT = 'mount --bind "$1" "$2" && { slurmd -D -f "$3" -N "$4" & wait $!; }'
+# (slurmd, which collects only its own children, would keep them as zombies). Each node has a
+# munged of its own (its socket in MUNGE_RUN, bound over /run/munge), as a cluster's nodes do: a
+# credential decoded by one munged is a replay to it the second time, which Slurm 23.11 refuses
+# when a slurmd forwards a launch to the next node.
+NODE_SCRIPT = ('mount --bind "$1" "$2" && mount --bind "$5" /run/munge && '
+               'runuser -u munge -- munged --log-file="$5/munged.log" --seed-file="$5/munged.seed" && '
+               '{ slurmd -D -f "$3" -N "$4" & wait $!; }')
 
 
 def node_names(count: int) -> list[str]:
@@ -116,10 +121,13 @@ def start(hydria: str, plugin_options: list[str] | None = None, count: int = 1) 
     else:
         nodes.create(count)
         for name in node_names(count):
+            munge_run = ROOT / "munge" / name
+            munge_run.mkdir(parents=True, exist_ok=True)
+            shutil.chown(munge_run, "munge", "munge")
             # In the foreground (-D) under PID 1 of the node's PID namespace: a daemonising
             # slurmd would end the namespace with the parent it leaves.
             argv = ["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", NODE_SCRIPT, "-",
-                    str(node_tmp(name)), str(ROOT / "node-tmp"), str(CONF), name]
+                    str(node_tmp(name)), str(ROOT / "node-tmp"), str(CONF), name, str(munge_run)]
             subprocess.Popen(nodes.in_node(name, argv), env=env, stdin=subprocess.DEVNULL,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 60
