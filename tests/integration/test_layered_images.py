@@ -395,17 +395,24 @@ def test_a_layer_is_written_in_the_overlays_format(tmp_path: Path) -> None:
     assert ".wh.x" not in " ".join(members) and list(members)[-1] in ("a", "b", "a/c")
 
 
-def test_cache_prune_keeps_the_layers_an_image_needs(busybox: PublishedImage, registry: Registry,
-                                                     workspace: Workspace, tmp_path: Path) -> None:
-    """``hydria cache prune`` weighs a layered image with the layer images only it names; a
-    layer image that another kept image names stays until the last of them goes."""
+def _old_and_new(busybox: PublishedImage, registry: Registry, workspace: Workspace, tmp_path: Path,
+                 name: str) -> str:
+    """A repository of the registry whose tags "old" and "new" are busybox with a layer of their
+    own (``/opt/old``, ``/opt/new``: 1 MiB each); its docker:// reference, without a tag."""
     tmp_path.chmod(0o755)
-    repository = f"hydria/prune{uuid.uuid4().hex[:12]}"
+    repository = f"hydria/{name}{uuid.uuid4().hex[:12]}"
     for tag in ("old", "new"):
         own = _layer(tmp_path, tag, {f"opt/{tag}": os.urandom(1 << 20)})
         push([Image([*busybox.image.layers, own], {"Cmd": ["/bin/sh"]})], registry.address, repository, tag,
              workspace.root)
-    uri = f"docker://{registry.address}#{repository}"
+    return f"docker://{registry.address}#{repository}"
+
+
+def test_cache_prune_keeps_the_layers_an_image_needs(busybox: PublishedImage, registry: Registry,
+                                                     workspace: Workspace, tmp_path: Path) -> None:
+    """``hydria cache prune`` weighs a layered image with the layer images only it names; a
+    layer image that another kept image names stays until the last of them goes."""
+    uri = _old_and_new(busybox, registry, workspace, tmp_path, "prune")
     paths = {}
     for tag, age in (("old", 7200), ("new", 3600)):
         imported = layered_import(workspace, f"{uri}:{tag}")
@@ -798,15 +805,10 @@ def test_a_prune_killed_at_any_removal_leaves_whole_images_and_the_next_finishes
     """``hydria cache prune`` killed (SIGKILL, by strace at its Nth removal) at every point:
     each layered image left names only layer images that are there, and starts; the next prune
     ends where an uninterrupted one does."""
-    tmp_path.chmod(0o755)
-    repository = f"hydria/killprune{uuid.uuid4().hex[:12]}"
-    for tag in ("old", "new"):
-        own = _layer(tmp_path, tag, {f"opt/{tag}": os.urandom(1 << 20)})
-        push([Image([*busybox.image.layers, own], {"Cmd": ["/bin/sh"]})], registry.address, repository, tag,
-             workspace.root)
+    uri = _old_and_new(busybox, registry, workspace, tmp_path, "killprune")
     paths = {}
     for tag in ("old", "new"):
-        imported = layered_import(workspace, f"docker://{registry.address}#{repository}:{tag}")
+        imported = layered_import(workspace, f"{uri}:{tag}")
         assert imported.returncode == 0, imported.stderr
         paths[tag] = Path(imported.stdout.strip())
     kept = paths["new"].parent
