@@ -5,9 +5,11 @@ squashes only its new layers and shares the rest; a Slurm step's import and a st
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -40,8 +42,8 @@ pytestmark = pytest.mark.integration
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 PATHS = ("a", "b", "x", "a/x", "a/y", "a/c", "a/c/z", "b/x")
 FOLDERS = ("a", "b", "a/c")
-# Mounts the images given as {label: [path, {layer image: its kept tree}]} as containers
-# (runtime/rootfs.py) in a user namespace of the test user and prints each tree as
+# Mounts the images given as {label: [path, its kept tree or None, served by hydria's reader]} as
+# containers (runtime/rootfs.py) in a user namespace of the test user and prints each tree as
 # testbed/tree.py describes it.
 VIEW = """
 import json, sys, tempfile
@@ -50,10 +52,10 @@ from hydria.runtime import rootfs
 from testbed.tree import snapshot
 images, scratch, native = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
 trees = {}
-for label, (image, kept) in images.items():
+for label, (image, kept, fast) in images.items():
     area = tempfile.mkdtemp(dir=scratch)
     root = rootfs.mount_container(rootfs.Container(label, image), area, 0, 0, native_overlay=native,
-                                  source=rootfs.ImageSource(trees=kept))
+                                  fast_reader=fast, source=rootfs.ImageSource(tree=kept))
     nodes, groups = snapshot(Path(root))
     trees[label] = {"nodes": {path: list(node) for path, node in sorted(nodes.items())},
                     "links": sorted(sorted(group) for group in groups)}
@@ -61,39 +63,51 @@ print(json.dumps(trees))
 """
 
 
-# Keeps files of each squashfs image of a layered image in a read cache as the read cache's
-# unpacker does when the reader names them read (container/unpack_behind.py), as the test user:
-# those whose inode numbers are in range(START, count, STEP) (every file: 1 and 1; every other:
-# 1 and 2). Prints {layer image: its tree}.
+# Keeps files of a layered image in a read cache as the read cache's unpacker does when the reader
+# names them read (container/unpack_behind.py), as the test user: those of each layer image whose
+# inode numbers are in range(START, count, STEP) (every file: 1 and 1; every other: 1 and 2), of
+# the layer images whose places (from 0) LAYERS lists ("all": each). Prints the image's tree.
 KEEP = """
 import json, struct, sys
 from hydria.container import read_cache, unpack_behind
+from hydria.runtime.rootfs import image_layers
 cache = read_cache.ReadCache(sys.argv[2], 1 << 40)
-first, step = int(sys.argv[3]), int(sys.argv[4])
-layers = read_cache.layer_keys(sys.argv[1])
-for image, key in layers:
-    with open(image, "rb") as handle:
+image, first, step, only = sys.argv[1], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+read = set()
+for place, layer in enumerate(image_layers(image)):
+    if only != "all" and str(place) not in only.split(","):
+        continue
+    with open(layer, "rb") as handle:
         inodes = struct.unpack("<I", handle.read(8)[4:])[0]
-    unpack_behind._keep(cache, image, key, set(range(first, inodes + 1, step)))
-print(json.dumps(read_cache.kept_trees(cache, layers)))
+    read |= {(place, number) for number in range(first, inodes + 1, step)}
+key = read_cache.image_key(image)
+unpack_behind._keep(cache, image, key, read)
+print(json.dumps(read_cache.kept_tree(cache, key)))
 """
 
 
-def keep_layers(user: User, image: Path, folder: Path, first: int = 1, step: int = 1) -> dict[str, str]:
-    """The trees of ``image``'s layer images, kept by the read cache's unpacker in ``folder`` as if
-    the files of inode numbers ``first``, ``first + step``, ... had been read (KEEP)."""
-    done = run_as(user, [sys.executable, "-c", KEEP, str(image), str(folder), str(first), str(step)],
+def keep_layers(user: User, image: Path, folder: Path, first: int = 1, step: int = 1,
+                layers: tuple[int, ...] | None = None) -> str | None:
+    """The tree of ``image``, kept by the read cache's unpacker in ``folder`` as if the files of
+    each layer image (those whose places ``layers`` gives) of inode numbers ``first``, ``first +
+    step``, ... had been read (KEEP); None where the image shows none of them."""
+    only = "all" if layers is None else ",".join(map(str, layers))
+    done = run_as(user, [sys.executable, "-c", KEEP, str(image), str(folder), str(first), str(step), only],
                   env={"PYTHONPATH": str(REPOSITORY_ROOT)}, cwd=REPOSITORY_ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
-    return dict(json.loads(done.stdout))
+    tree = json.loads(done.stdout)
+    assert tree is None or isinstance(tree, str)
+    return tree
 
 
 def view(user: User, images: dict[str, Path], scratch: Path, native: bool = True,
-         kept: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
+         kept: dict[str, str | None] | None = None, stacked: tuple[str, ...] = ()) -> dict[str, Any]:
     """Each image's tree as a container of ``user`` sees it (kernel overlay, or fuse-overlayfs),
-    with the read cache's trees of the layer images that ``kept`` gives by label."""
+    with the read cache's tree that ``kept`` gives by label; those ``stacked`` names served by
+    squashfuse (the fallback: one mount for each layer image, stacked by the overlay), the
+    others by hydria's reader (one mount, the layer images merged)."""
     kept = kept or {}
-    listed = {label: [str(path), kept.get(label)] for label, path in images.items()}
+    listed = {label: [str(path), kept.get(label), label not in stacked] for label, path in images.items()}
     done = run_as(user, ["unshare", "--map-root-user", "--mount", sys.executable, "-c", VIEW,
                          json.dumps(listed), str(scratch), "1" if native else "0"],
                   env={"PYTHONPATH": str(REPOSITORY_ROOT)}, cwd=REPOSITORY_ROOT, timeout=120)
@@ -212,17 +226,21 @@ def test_stacked_layers_show_the_merged_tree(stack: list[list[Entry]], workspace
         write_merged(str(layered), remerged, squash_plan("-comp zstd", 1))
         assert remerged.commit()
     (folder / "remerged.sqsh").chmod(0o644)
-    trees = view(workspace.user, {"merged": merged, "layered": layered, "every": layered, "some": layered,
-                                  "remerged": folder / "remerged.sqsh"}, scratch, kept={"every": every, "some": some})
+    trees = view(workspace.user, {"merged": merged, "layered": layered, "stacked": layered, "every": layered,
+                                  "some": layered, "remerged": folder / "remerged.sqsh"}, scratch,
+                 kept={"every": every, "some": some}, stacked=("stacked",))
     assert trees["layered"] == trees["merged"], stack
+    # squashfuse shows each name of a hard link as a file of its own (docs/runtime.md)
+    assert trees["stacked"]["nodes"] == trees["merged"]["nodes"], stack
     assert trees["every"] == trees["merged"], stack
     assert trees["some"] == trees["merged"], stack
     assert trees["remerged"] == trees["merged"], stack
 
 
 def test_fuse_overlayfs_stacks_layers_alike(workspace: Workspace) -> None:
-    """Where the kernel's overlay is refused, fuse-overlayfs reads the same deletions and opaque
-    folders, from the layer images and with their read cache's trees above them."""
+    """Where the kernel's overlay is refused, fuse-overlayfs shows the same tree: above the
+    reader's merged mount with the read cache's tree, and reading the deletions and opaque folders
+    itself from the layer images that squashfuse mounts one by one."""
     tmp_path = workspace.root / "layers"
     tmp_path.mkdir()
     tmp_path.chmod(0o755)
@@ -237,11 +255,40 @@ def test_fuse_overlayfs_stacks_layers_alike(workspace: Workspace) -> None:
     scratch.mkdir()
     scratch.chmod(0o777)
     kept = keep_layers(workspace.user, layered, scratch / "kept")
-    assert len(kept) == len(stack) and all(Path(tree, "a").is_dir() for tree in kept.values())
-    trees = view(workspace.user, {"merged": merged, "layered": layered, "kept": layered}, scratch, native=False,
-                 kept={"kept": kept})
+    assert kept is not None and sorted(os.listdir(kept)) == ["a", "b"] and sorted(os.listdir(Path(kept, "a"))) == ["x", "y", "z"]
+    trees = view(workspace.user, {"merged": merged, "layered": layered, "kept": layered, "stacked": layered}, scratch,
+                 native=False, kept={"kept": kept}, stacked=("stacked",))
     assert trees["layered"] == trees["merged"] == trees["kept"]
+    assert trees["stacked"]["nodes"] == trees["merged"]["nodes"]  # squashfuse: no hard links (docs/runtime.md)
     assert set(trees["layered"]["nodes"]) == {"a", "a/x", "a/y", "a/z", "b", "b/new"}
+
+
+def test_the_kept_tree_of_a_layered_image_has_its_folders_as_the_topmost_layer_has_them(
+        workspace: Workspace) -> None:
+    """A file of a lower layer image, kept: the folders above it in the tree get the mode and time
+    of the topmost layer that has them, as the container shows them, not those of the layer that
+    was unpacked."""
+    folder = workspace.root / "times"
+    folder.mkdir()
+    folder.chmod(0o755)
+    tars = []
+    for number, (mode, mtime, name) in enumerate([(0o755, 1_000_000_000, "x"), (0o750, 1_600_000_000, "y")]):
+        tars.append(folder / f"layer{number}.tar")
+        with tarfile.open(tars[-1], "w", format=tarfile.PAX_FORMAT) as tar:
+            for path, kind, data in (("a", tarfile.DIRTYPE, b""), (f"a/{name}", tarfile.REGTYPE, name.encode())):
+                info = tarfile.TarInfo(path)
+                info.type, info.mode, info.mtime, info.size = kind, mode if kind == tarfile.DIRTYPE else 0o644, mtime, len(data)
+                tar.addfile(info, io.BytesIO(data) if data else None)
+    _, layered = both_ways(tars, folder)
+    scratch = folder / "scratch"
+    scratch.mkdir()
+    scratch.chmod(0o777)
+    kept = keep_layers(workspace.user, layered, scratch / "kept", layers=(0,))  # a/x
+    assert kept is not None and os.listdir(Path(kept, "a")) == ["x"]
+    shown = Path(kept, "a").stat()
+    assert (stat.S_IMODE(shown.st_mode), shown.st_mtime) == (0o750, 1_600_000_000)
+    trees = view(workspace.user, {"layered": layered, "kept": layered}, scratch, kept={"kept": kept})
+    assert trees["kept"] == trees["layered"] and set(trees["kept"]["nodes"]) == {"a", "a/x", "a/y"}
 
 
 def test_a_hardlink_to_a_lower_layer_needs_the_merge(tmp_path: Path) -> None:

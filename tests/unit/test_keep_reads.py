@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hydria.container.read_cache import ReadCache, kept_trees, lock, restore_times
+from hydria.container.read_cache import ReadCache, kept_tree, lock, restore_times
 from hydria.container.unpack_behind import _literal, _move_into, _note_times
 
 # How unsquashfs matches each line of its -ef file against a name: glibc's fnmatch with these flags.
@@ -80,10 +80,10 @@ def test_a_start_leaves_the_times_of_a_batch_at_work_to_it(tmp_path: Path) -> No
     held = lock(cache, "KEY")
     assert held is not None
     try:
-        assert kept_trees(cache, [("image", "KEY")]) == {"image": str(folder / "KEY" / "root")}
+        assert kept_tree(cache, "KEY") == str(folder / "KEY" / "root")
         assert (folder / "KEY.times").exists() and (folder / "KEY" / "root" / "etc").stat().st_mtime_ns != 1_000_000_000
     finally:
         os.close(held)
-    kept_trees(cache, [("image", "KEY")])  # the batch was killed: its record is the start's to apply
+    kept_tree(cache, "KEY")  # the batch was killed: its record is the start's to apply
     assert not (folder / "KEY.times").exists()
     assert (folder / "KEY" / "root" / "etc").stat().st_mtime_ns == 1_000_000_000

@@ -1,11 +1,13 @@
 """What containers read of an image, kept on node-local disk, so that later starts of the same
 image on this node read those files at the disk's speed (docs/performance.md), while the node
-keeps no more than its tasks read (a task reads a few percent of a 20 GB image). A layered
-image's layer images are kept each on its own: the images that share a layer share its tree.
+keeps no more than its tasks read (a task reads a few percent of a 20 GB image).
 
-Every start mounts its image (each layer image) with hydria's reader, and the overlay stacks
-above each mount its tree here, which holds the files that earlier starts read, as the image
-has them: a file the tree holds is read from the disk, any other through the reader. The reader
+Every start mounts its image with hydria's reader (a layered image's layer images merged into one
+tree), and the overlay stacks above the mount its tree here, which holds the files that earlier
+starts read, as the image has them: a file the tree holds is read from the disk, any other
+through the reader. A layered image has one tree, not one per layer image: a tree above the
+merged mount must show only what this image shows, and a layer's file that another image read
+may be deleted or replaced by a layer above it here. The reader
 names in a read log each file whose bytes read reach half its size; when the container still
 runs ``UNPACK_AFTER`` seconds after its start (short starts never pay), a background process of
 the lowest CPU and I/O priority (``SCHED_IDLE``) unpacks those files beside the tree with
@@ -16,7 +18,8 @@ the daemon leaves; the next batch of that image removes what a stopped one left.
 
 The folder (``HYDRIA_READ_CACHE_PATH``) is the user's own, mode 0700, on a local disk:
 
-    KEY/root       what was read of the image (KEY: the image file and its superblock, image_key)
+    KEY/root       what was read of the image (KEY: the image file and its superblock, or a layered
+                   image's layer images: image_key)
     KEY/size       bytes the tree takes; KEY's modification time is its last start
     KEY.lock       held while files are added to KEY, or KEY is removed
     KEY.unpacking  a batch of files being unpacked
@@ -35,7 +38,7 @@ from hydria.paths import is_own_private_dir, private_dir_problem
 from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime.layered import is_layered
 from hydria.runtime.mountinfo import options_in_use
-from hydria.runtime.rootfs import LAYER_SEPARATOR, OPTION_SEPARATORS, SUPERBLOCK_SIZE
+from hydria.runtime.rootfs import LAYER_SEPARATOR, OPTION_SEPARATORS, SUPERBLOCK_SIZE, image_layers
 from hydria.trees import delete_tree
 
 if TYPE_CHECKING:
@@ -47,7 +50,6 @@ SETTING = "HYDRIA_READ_CACHE_PATH"
 MEMORY_TYPES = frozenset({"tmpfs", "ramfs"})
 FREE_RESERVE = 0.1  # the share of its file system that an unpack leaves free
 SHORT_OF_ROOM = ".short-of-room"  # marks that a start said the disk was below its reserve
-TREES_IN_OPTIONS = 2048  # bytes of kept trees' paths that one overlay's lower layers may name
 # Characters that the read cache's path may not hold: what an overlay's lowerdir= option cannot
 # carry (runtime/rootfs.py), and, stricter than the overlay, white space.
 _OPTION_CHARACTERS = OPTION_SEPARATORS | {LAYER_SEPARATOR} | frozenset(" \t\n")
@@ -111,34 +113,24 @@ def room(space: os.statvfs_result) -> tuple[int, int]:
     return space.f_bavail * space.f_frsize, int(usable * space.f_frsize * FREE_RESERVE)
 
 
-def image_key(image: str) -> str | None:
-    """The name of ``image``'s tree: the file itself (device, inode, modification time, size) and
-    a checksum of its superblock, read at each start without reading the image. Content alone
-    would not do: images built alike (tar2sqfs writes no creation time) can share their size and
-    whole superblock while a file differs. A copy of an image gets a tree of its own. None for a
-    layered image, whose layer images are kept each under its own key (``layer_keys``).
-    Raises OSError."""
+def image_key(image: str) -> str:
+    """The name of ``image``'s tree: for an image file, the file itself (device, inode,
+    modification time, size) and a checksum of its superblock, read at each start without reading
+    the image. Content alone would not do: images built alike (tar2sqfs writes no creation time)
+    can share their size and whole superblock while a file differs. A copy of an image gets a tree
+    of its own. For a layered image, a digest of its layer images' keys, the lowest first: the
+    layered images that stack the same layer image files share a tree, whatever file names them.
+    Raises OSError, InvalidImage."""
     import zlib
 
     with open(image, "rb") as handle:
         info = os.fstat(handle.fileno())
         superblock = handle.read(SUPERBLOCK_SIZE)
     if is_layered(superblock):
-        return None
+        from hashlib import sha256
+
+        return "layers-" + sha256(" ".join(image_key(layer) for layer in image_layers(image)).encode()).hexdigest()[:32]
     return f"{info.st_dev:x}-{info.st_ino:x}-{info.st_mtime_ns:x}-{info.st_size:x}-{zlib.crc32(superblock):08x}"
-
-
-def layer_keys(image: str) -> list[tuple[str, str | None]]:
-    """Each squashfs image that makes ``image`` with its key: itself, or each layer image of a
-    layered image, the lowest first (as the reader serves them), which is kept on its own, so that
-    the images sharing a layer share its tree (a new version reads its new layers). None for a
-    layered image named as a layer, which the mount refuses. Raises OSError, InvalidImage."""
-    from hydria.runtime.rootfs import image_layers
-
-    key = image_key(image)  # an image file is read once, as before layered images
-    if key is not None:
-        return [(image, key)]
-    return [(layer, image_key(layer)) for layer in image_layers(image)]
 
 
 def warn_once_without_room(cache: ReadCache) -> None:
@@ -163,37 +155,29 @@ def warn_once_without_room(cache: ReadCache) -> None:
                 "said once until there is room)", cache.folder, free / 2**30, reserve / 2**30, SETTING)
 
 
-def kept_trees(cache: ReadCache, layers: list[tuple[str, str | None]]) -> dict[str, str]:
-    """The trees that this user's folder holds of the squashfs images ``layers`` names (image and
-    key), by image; their use is recorded for pruning. At most ``TREES_IN_OPTIONS`` bytes of their
-    paths, the lowest layers first: the overlay's options, a page, also name the mounts. A folder
-    that is not the user's own and private is never trusted: it says so."""
+def kept_tree(cache: ReadCache, key: str) -> str | None:
+    """The tree that this user's folder holds of the image whose key is ``key``, or None; its use
+    is recorded for pruning. A folder that is not the user's own and private is never trusted: it
+    says so."""
     try:
         problem = private_dir_problem(os.lstat(cache.folder))
     except OSError:
-        return {}  # not made yet: the first batch makes it
+        return None  # not made yet: the first batch makes it
     if problem is not None:
         log.warning("%s (%s) %s: what containers read is not kept there for faster reads (remove it, or set %s to a "
                     "folder of yours)", cache.folder, SETTING, problem, SETTING)
-        return {}
-    trees, length = {}, 0
-    for image, key in layers:
-        if key is None:
-            continue
-        entry = os.path.join(cache.folder, key)
-        tree = os.path.join(entry, ROOT)
-        length += len(tree) + 1
-        if length > TREES_IN_OPTIONS:
-            break
-        try:
-            os.utime(entry)
-        except OSError:
-            continue
-        if os.path.isdir(tree):
-            if os.path.lexists(entry + TIMES):
-                _restore_times_left(cache, key)
-            trees[image] = tree
-    return trees
+        return None
+    entry = os.path.join(cache.folder, key)
+    tree = os.path.join(entry, ROOT)
+    try:
+        os.utime(entry)
+    except OSError:
+        return None
+    if not os.path.isdir(tree):
+        return None
+    if os.path.lexists(entry + TIMES):
+        _restore_times_left(cache, key)
+    return tree
 
 
 def _restore_times_left(cache: ReadCache, key: str) -> None:

@@ -235,8 +235,8 @@ def _check_overlay_folders(container: rootfs.Container, settings: Settings) -> N
 
 
 def _image_source(container: rootfs.Container, settings: Settings) -> tuple[rootfs.ImageSource, int | None]:
-    """The trees of what earlier starts of the image on this node read, where the read cache has
-    them (container/read_cache.py), stacked above the image's mount; and the process that keeps
+    """The tree of what earlier starts of the image on this node read, where the read cache has
+    it (container/read_cache.py), stacked above the image's mount; and the process that keeps
     what this start reads, for the next, with the ID of the child that forked it, to collect
     (unpack_behind.start_behind)."""
     cache = read_cache.configured(settings)
@@ -249,21 +249,21 @@ def _image_source(container: rootfs.Container, settings: Settings) -> tuple[root
     if not settings.fast_reader or installed_reader() is None:
         return rootfs.ImageSource(), None  # only hydria's reader names the files read (doctor says so)
     try:
-        layers = read_cache.layer_keys(container.image)
+        key = read_cache.image_key(container.image)
     except (OSError, HydriaError):
         return rootfs.ImageSource(), None  # the mount says what is wrong with it
-    trees = read_cache.kept_trees(cache, layers)
+    tree = read_cache.kept_tree(cache, key)
     from hydria.container import unpack_behind
 
     read_cache.warn_once_without_room(cache)
     default = settings.origins.get("HYDRIA_READ_CACHE_PATH") == "default"
     read_log = os.memfd_create("hydria-read-log", os.MFD_CLOEXEC)
     try:
-        alive, forker = unpack_behind.start_behind(cache, container.image, layers, read_log, default)
+        alive, forker = unpack_behind.start_behind(cache, container.image, key, read_log, default)
     except BaseException:
         os.close(read_log)
         raise
-    return rootfs.ImageSource(trees=trees, daemon_holds=alive, read_log=read_log), forker
+    return rootfs.ImageSource(tree=tree, daemon_holds=alive, read_log=read_log), forker
 
 
 def _hook_edits(context: edits.StartContext, options: StartOptions, devices: edits.Edits | None,

@@ -32,16 +32,13 @@ DONE, AGAIN, FAILED = "done", "again", "failed"  # how a batch ended
 GRACE = 600.0  # seconds: an image started this recently is not removed to make room
 POLL = 1.0  # seconds between looks at the read log when it had nothing new
 LOG_CHUNK = 1 << 20  # bytes of the read log read at once
-OVERLAY_ATTRIBUTES = "user.overlay."  # a layer's marks, which its mount below the tree already gives
+OVERLAY_ATTRIBUTES = "user.overlay."  # a layer image's marks, which the reader has read: never in the tree
 
 
-def start_behind(cache: rc.ReadCache, image: str, layers: list[tuple[str, str | None]], read_log: int,
-                 default_folder: bool) -> tuple[int, int]:
-    """Fork the process that keeps the files of ``image`` that the container's programs read.
-    ``layers``: the squashfs images that make it (itself, or a layered image's layer images, the
-    lowest first, as the reader serves them), each with its key (None: not to be kept);
-    ``read_log``: the descriptor that the reader names the files read in. ``default_folder``: the
-    folder is the built-in default, used only on a local disk.
+def start_behind(cache: rc.ReadCache, image: str, key: str, read_log: int, default_folder: bool) -> tuple[int, int]:
+    """Fork the process that keeps the files of ``image`` (its tree's name: ``key``) that the
+    container's programs read. ``read_log``: the descriptor that the reader names the files read
+    in. ``default_folder``: the folder is the built-in default, used only on a local disk.
 
     Returns the descriptor that the image's FUSE daemon must hold open while it serves
     (close-on-exec: nothing else keeps it), and the process ID of the child that forked the
@@ -53,15 +50,14 @@ def start_behind(cache: rc.ReadCache, image: str, layers: list[tuple[str, str | 
         try:
             os.close(alive_write)
             if os.fork() == 0:
-                _unpacker(cache, image, layers, read_log, default_folder, alive_read)
+                _unpacker(cache, image, key, read_log, default_folder, alive_read)
         finally:
             os._exit(0)
     os.close(alive_read)
     return alive_write, child
 
 
-def _unpacker(cache: rc.ReadCache, image: str, layers: list[tuple[str, str | None]], read_log: int,
-              default_folder: bool, alive: int) -> None:
+def _unpacker(cache: rc.ReadCache, image: str, key: str, read_log: int, default_folder: bool, alive: int) -> None:
     try:
         os.setsid()  # no terminal's signals: it ends with the container, by the pipe
         null = os.open(os.devnull, os.O_RDWR)
@@ -75,7 +71,7 @@ def _unpacker(cache: rc.ReadCache, image: str, layers: list[tuple[str, str | Non
         sc.prctl(sc.PR_SET_CHILD_SUBREAPER, 1)
         if _ended(alive, rc.UNPACK_AFTER) or (default_folder and rc.placement_problem(cache.folder)):
             return
-        _while_alive(alive, lambda: _keep_reads(cache, layers, read_log), title)
+        _while_alive(alive, lambda: _keep_reads(cache, image, key, read_log), title)
     except BaseException:  # noqa: BLE001 - a background helper: the container reads the image as before
         return
 
@@ -123,7 +119,7 @@ def _ended(alive: int, seconds: float) -> bool:
     return bool(readable)
 
 
-def _keep_reads(cache: rc.ReadCache, layers: list[tuple[str, str | None]], read_log: int) -> None:
+def _keep_reads(cache: rc.ReadCache, image: str, key: str, read_log: int) -> None:
     """Keep, batch after batch, the files that the reader names in ``read_log`` (container/read_cache.py),
     for as long as the container runs (the caller kills this process at its end)."""
     offset, rest = 0, b""
@@ -134,22 +130,23 @@ def _keep_reads(cache: rc.ReadCache, layers: list[tuple[str, str | None]], read_
             continue
         offset += len(chunk)
         lines, _, rest = (rest + chunk).rpartition(b"\n")
-        read: dict[int, set[int]] = {}
+        read = set()
         for line in lines.split(b"\n"):
-            place, _, number = line.partition(b" ")
-            if place.isdigit() and number.isdigit() and int(place) < len(layers):
-                read.setdefault(int(place), set()).add(int(number))
-        for layer, numbers in sorted(read.items()):
-            image, key = layers[layer]
-            if key is not None:
-                _keep(cache, image, key, numbers)
+            layer, _, number = line.partition(b" ")
+            if layer.isdigit() and number.isdigit():
+                read.add((int(layer), int(number)))
+        if read:
+            _keep(cache, image, key, read)
 
 
-def _keep(cache: rc.ReadCache, image: str, key: str, numbers: set[int]) -> None:
-    """Add to the tree of ``image`` (``key``) its files whose inode numbers ``numbers`` lists,
-    those that it does not hold yet: unpacked beside the tree, then each moved into it (a file, or
-    a folder the tree lacks, appears whole)."""
+def _keep(cache: rc.ReadCache, image: str, key: str, read: set[tuple[int, int]]) -> None:
+    """Add to the tree of ``image`` (``key``) its files that ``read`` names (each by its layer
+    image's place, from 0, and its inode number there, as the reader names them), those that it
+    does not hold yet: unpacked beside the tree, then each moved into it (a file, or a folder the
+    tree lacks, appears whole)."""
+    from hydria.errors import HydriaError
     from hydria.paths import ensure_dir, is_own_private_dir
+    from hydria.runtime.rootfs import image_layers
 
     ensure_dir(cache.folder, setting=rc.SETTING)
     if not is_own_private_dir(cache.folder):
@@ -158,25 +155,32 @@ def _keep(cache: rc.ReadCache, image: str, key: str, numbers: set[int]) -> None:
     assert held is not None
     try:
         entry = os.path.join(cache.folder, key)
-        if os.path.lexists(entry + rc.FAILED) or rc.image_key(image) != key:
-            return  # not to be unpacked; or rewritten since its start: the next start names it anew
+        try:
+            layers = image_layers(image)
+            if os.path.lexists(entry + rc.FAILED) or rc.image_key(image) != key:
+                return  # not to be unpacked; or rewritten since its start: the next start names it anew
+        except (OSError, HydriaError):
+            return  # removed since its start
         staging = entry + rc.UNPACKING
         if os.path.lexists(staging):
             rc.remove(staging)  # what a killed batch left
         rc.restore_times(cache, key)
         tree = os.path.join(entry, rc.ROOT)
-        wanted = [path for path in _paths(image, numbers) if not os.path.lexists(os.path.join(tree, path.name))]
-        files = [path for path in wanted if path.size is not None]
+        paths = _paths(layers, read)
+        files = [path for path in paths if path.size is not None and not os.path.lexists(os.path.join(tree, path.name))]
         need = sum(-(-path.size // BLOCK) * BLOCK for path in files if path.size is not None)
         if not files or not _make_room(cache, need):
             return
         os.mkdir(staging, 0o700)
         top = os.path.join(staging, rc.ROOT)
-        outcome, why = _run_unsquashfs(image, top, [path.name for path in files])
+        outcome, why = DONE, ""
+        for layer in sorted({path.layer for path in files}):
+            if outcome == DONE:
+                outcome, why = _run_unsquashfs(layers[layer], top, [path.name for path in files if path.layer == layer])
         if outcome == DONE and rc.image_key(image) != key:
             outcome = AGAIN  # rewritten while it was unpacked: not this image's files
         if outcome == DONE:
-            why = _restore_modes(top, wanted) or ""
+            why = _restore_attributes(top, [path for path in paths if path.size is None or path in files]) or ""
             outcome = FAILED if why else DONE
         if outcome == FAILED:
             _record_failure(entry, why)
@@ -203,17 +207,23 @@ def _record_failure(entry: str, why: str) -> None:
 
 class ImagePath(Record):
     """A regular file of an image (``size`` its bytes) or a folder that holds one (``size`` None),
-    with its mode, set-user-ID and set-group-ID bits included; ``name`` from the image's top."""
+    as the image's tree shows it: its mode, set-user-ID and set-group-ID bits included, and its
+    modification time; ``name`` from the tree's top ("": the top); ``layer``: the place of the
+    layer image that has it (a folder: the topmost that has it), 0 for an image file."""
 
     name: str
     mode: int
     size: int | None
+    mtime: int
+    layer: int
 
 
-def _paths(image: str, numbers: set[int]) -> list[ImagePath]:
-    """The regular files of ``image`` whose inode numbers ``numbers`` lists (every name of one with
-    hard links), then the folders that hold them, as the reader finds them. A name that holds a
-    line break is left out: unsquashfs's list of what to unpack could not name it. Raises OSError."""
+def _paths(layers: list[str], read: set[tuple[int, int]]) -> list[ImagePath]:
+    """The regular files of the tree that ``layers`` make (an image, or a layered image's layer
+    images, the lowest first) that ``read`` names (layer, inode number), every name of one with
+    hard links, then the folders that hold them, as the reader finds them, then the top. A name
+    that holds a line break is left out: unsquashfs's list of what to unpack could not name it.
+    Raises OSError."""
     import subprocess
 
     from hydria.runtime.reader import installed_reader
@@ -221,16 +231,18 @@ def _paths(image: str, numbers: set[int]) -> list[ImagePath]:
     reader = installed_reader()
     if reader is None:
         return []
-    listing = subprocess.run([reader, "--paths", image], input="\n".join(map(str, sorted(numbers))).encode(),
+    listing = subprocess.run([reader, "--paths", *layers],
+                             input="".join(f"{layer} {number}\n" for layer, number in sorted(read)).encode(),
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False)
     if listing.returncode != 0:
         return []
     found = []
     for line in listing.stdout.split(b"\0")[:-1]:
-        mode, size, name = line.split(b" ", 2)
+        layer, mode, size, mtime, name = line.split(b" ", 4)
         if b"\n" not in name:
             kind = int(mode, 8)
-            found.append(ImagePath(os.fsdecode(name), stat.S_IMODE(kind), None if stat.S_ISDIR(kind) else int(size)))
+            found.append(ImagePath(os.fsdecode(name), stat.S_IMODE(kind), None if stat.S_ISDIR(kind) else int(size),
+                                   int(mtime), int(layer)))
     return found
 
 
@@ -264,7 +276,8 @@ def _run_unsquashfs(image: str, target: str, names: list[str]) -> tuple[str, str
         # unsquashfs reads each line as a pattern: its special characters stand for themselves
         listed.write(b"".join(_literal(os.fsencode(name)) + b"\n" for name in names))
         listed.flush()
-        process = subprocess.run(["unsquashfs", "-no-progress", "-quiet", "-xattrs", "-d", target, "-ef", listed.name,
+        # -f: into the folders that an earlier layer image's files made (a layered image)
+        process = subprocess.run(["unsquashfs", "-no-progress", "-quiet", "-xattrs", "-f", "-d", target, "-ef", listed.name,
                                   image], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                  check=False,
                                  # this process has no other thread: preexec_fn is safe here
@@ -282,12 +295,13 @@ def _literal(name: bytes) -> bytes:
     return b"".join(b"\\" + bytes([c]) if c in b"\\*?[]+@!()" else bytes([c]) for c in name)
 
 
-def _restore_modes(top: str, paths: list[ImagePath]) -> str | None:
-    """Give the unpacked files and folders the modes that the image has, set-user-ID and
+def _restore_attributes(top: str, paths: list[ImagePath]) -> str | None:
+    """Give the unpacked files and folders the modes that the tree shows, set-user-ID and
     set-group-ID bits included, which unsquashfs, not running as root, leaves out (``sudo`` in a
-    ``--root`` container checks its own bit); and take off the overlay's marks (an opaque folder
-    of a layer image), which the layer's mount below the tree gives: on the tree they would hide
-    the files of that folder that it does not hold. None, or why it could not."""
+    ``--root`` container checks its own bit), and the folders its times (a layered image's folder
+    has the topmost layer's, where unsquashfs gave it the times of the layer it unpacked); and take
+    off the overlay's marks (an opaque folder of a layer image), which the tree must not carry: on
+    it they would hide the files of that folder that it does not hold. None, or why it could not."""
     for path in paths:
         full = os.path.join(top, path.name)
         try:
@@ -296,8 +310,10 @@ def _restore_modes(top: str, paths: list[ImagePath]) -> str | None:
                     os.removexattr(full, name, follow_symlinks=False)
             if stat.S_IMODE(os.lstat(full).st_mode) != path.mode:
                 os.chmod(full, path.mode)
+            if path.size is None:
+                os.utime(full, (path.mtime, path.mtime), follow_symlinks=False)
         except FileNotFoundError:
-            continue  # a file of a folder deeper than unsquashfs unpacks
+            continue  # a file of a folder deeper than unsquashfs unpacks, or a folder of no new file
         except OSError as e:
             return f"cannot give /{path.name} the image's mode: {e.strerror}"
     return None

@@ -160,11 +160,9 @@ def mount_layers(lowers: Sequence[str], base_images: Sequence[str], scratch: str
     else every one belongs to root."""
     folders = list(lowers)
     if base_images:
-        bases = [os.path.join(scratch, f"{name}.base{number}") for number in range(len(base_images))]
-        for base in bases:
-            os.makedirs(base, exist_ok=True)
-        rootfs.mount_images(list(base_images), bases, 0, 0, settings.fast_reader, keep_owners=owners)
-        folders.extend(reversed(bases))
+        base = os.path.join(scratch, f"{name}.base")
+        os.makedirs(base, exist_ok=True)
+        folders.extend(rootfs.mount_images(list(base_images), base, 0, 0, settings.fast_reader, keep_owners=owners))
     if not folders:
         empty = os.path.join(scratch, f"{name}.empty")
         os.makedirs(empty, exist_ok=True)

@@ -9,8 +9,9 @@ reference to the file system is the container's; when the last process of the co
 program, or Slurm tasks that joined it) has gone, the kernel aborts the FUSE connection and the
 daemon exits. Writes go to an
 overlay upper directory: on the runtime tmpfs for an image start, in the container's directory
-for a named container. A layered image (runtime/layered.py) mounts each of its layer images, all
-served by one reader, and the overlay stacks them as its lower layers.
+for a named container. A layered image (runtime/layered.py) is one mount too: hydria's reader
+serves its layer images merged into one tree (squashfuse, the fallback, mounts each, and the
+overlay stacks them).
 """
 
 from __future__ import annotations
@@ -126,69 +127,76 @@ def _squashfs_identity(path: str | os.PathLike[str], superblock: bytes, size: in
     return f"{size} {superblock.hex()}"
 
 
-def mount_squashfs(image: str, target: str, uid: int, gid: int, fast_reader: bool = True,
-                   keep_owners: bool = False, daemon_holds: int | None = None) -> None:
-    """Mount ``image`` read-only at ``target`` with hydria's reader or squashfuse
+def mount_squashfs(image: str, target: str, uid: int, gid: int, fast_reader: bool = True) -> None:
+    """Mount the squashfs image ``image`` read-only at ``target`` (mount_images). Raises HydriaError."""
+    mount_images([image], target, uid, gid, fast_reader)
+
+
+def mount_images(images: list[str], target: str, uid: int, gid: int, fast_reader: bool = True,
+                 keep_owners: bool = False, daemon_holds: int | None = None, read_log: int | None = None) -> list[str]:
+    """Mount the squashfs images ``images`` (one image, or a layered image's layer images, the
+    lowest first) read-only for an overlay's lower layers, with hydria's reader or squashfuse
     (runtime/reader.py), every file owned by ``uid``:``gid`` unless ``keep_owners`` (a build's
-    namespace that maps the image's IDs). ``daemon_holds``: a descriptor that the daemon keeps
-    open for as long as it serves (an unpack behind the container waits on it). Raises HydriaError."""
-    mount_images([image], [target], uid, gid, fast_reader, keep_owners, daemon_holds)
-
-
-def mount_images(images: list[str], targets: list[str], uid: int, gid: int, fast_reader: bool = True,
-                 keep_owners: bool = False, daemon_holds: int | None = None, read_log: int | None = None) -> None:
-    """mount_squashfs of each of ``images`` at its target, all served by one reader (squashfuse,
-    the fallback, serves one image: one daemon each). ``read_log``: a descriptor where hydria's
-    reader names the files that programs read (container/read_cache.py). Raises HydriaError."""
+    namespace that maps the image's IDs). Hydria's reader serves them merged into one tree at
+    ``target`` (squashfs_reader.c); squashfuse, the fallback, serves one image per daemon, each
+    mounted in a folder ``target/N`` for the overlay to stack. Returns the lower layers they make,
+    the topmost first: ``target``, or those folders. ``daemon_holds``: a descriptor that the daemon keeps open for as
+    long as it serves (an unpack behind the container waits on it); ``read_log``: one where
+    hydria's reader names the files that programs read (container/read_cache.py). Raises HydriaError."""
     binary = squashfs_server(fast_reader)
     owners = [] if keep_owners else ["-o", f"uid={uid},gid={gid}"]
-    ours = os.path.basename(binary) == READER
-    served = [(images, targets)] if ours else [([image], [target]) for image, target in zip(images, targets)]
-    held = tuple(fd for fd in (daemon_holds, read_log if ours else None) if fd is not None)
-    for some, at in served:
-        try:
-            _mount_fuse(some, at, "fuse.squashfuse", sc.MS_RDONLY, uid, gid, [binary, "-f", *owners],
-                        held=held, named=True, read_log=read_log if ours else None)
-        except OSError as e:
-            if e.errno == errno.ENOTCONN:  # the daemon could not read one, and said why above
-                raise InvalidImage(f"{' '.join(some)}: {os.path.basename(binary)} cannot read it",
-                                   hint="the file is damaged or not an image hydria can mount: import it again") from None
-            raise HydriaError(f"Failed to mount: {' '.join(some)}: {e.strerror}") from None
+    held = () if daemon_holds is None else (daemon_holds,)
+    if os.path.basename(binary) == READER:
+        _mount_images_with(binary, owners, images, target, uid, gid, (*held, *([] if read_log is None else [read_log])),
+                           read_log)
+        return [target]
+    if len(images) == 1:
+        _mount_images_with(binary, owners, images, target, uid, gid, held, None)
+        return [target]
+    for number, image in enumerate(images):
+        os.mkdir(f"{target}/{number}")
+        _mount_images_with(binary, owners, [image], f"{target}/{number}", uid, gid, held, None)
+    return [f"{target}/{number}" for number in reversed(range(len(images)))]
 
 
-def _mount_fuse(sources: list[str], targets: list[str], fstype: str, flags: int, uid: int, gid: int,
-                argv: list[str], capabilities: bool = False, held: tuple[int, ...] = (), named: bool = False,
-                read_log: int | None = None) -> None:
-    """Mount a FUSE file system at each of ``targets`` on a ``/dev/fuse`` descriptor of hydria's
-    own and fork one daemon for them all: ``argv`` plus, for each, ``/dev/fd/N`` (after its
-    source where ``named``); with ``capabilities``, those of the user namespace, as ambient ones;
-    ``held``: descriptors it inherits; ``read_log``: one of them, named in its environment
-    (``HYDRIA_READ_LOG_FD``). Raises HydriaError, OSError."""
-    fuses: list[int] = []
+def _mount_images_with(binary: str, owners: list[str], images: list[str], target: str, uid: int, gid: int,
+                       held: tuple[int, ...], read_log: int | None) -> None:
+    """One daemon of ``binary`` serving ``images`` at ``target``. Raises HydriaError."""
     try:
-        for source, target in zip(sources, targets):
-            try:
-                fuse = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
-            except OSError as e:
-                raise HydriaError(f"cannot open /dev/fuse: {e.strerror}",
-                                  hint="an administrator must make /dev/fuse usable by users (mode 0666); " + WITHOUT_FUSE) from None
-            fuses.append(fuse)
-            sc.mount(source, target, fstype, sc.MS_NOSUID | sc.MS_NODEV | flags,
-                     f"fd={fuse},rootmode=40000,user_id={uid},group_id={gid}")
+        # The mount's source, shown in mountinfo and df: the topmost image.
+        _mount_fuse(images[-1], target, "fuse.squashfuse", sc.MS_RDONLY, uid, gid, [binary, "-f", *owners, *images],
+                    held=held, read_log=read_log)
+    except OSError as e:
+        if e.errno == errno.ENOTCONN:  # the daemon could not read one, and said why above
+            raise InvalidImage(f"{' '.join(images)}: {os.path.basename(binary)} cannot read it",
+                               hint="the file is damaged or not an image hydria can mount: import it again") from None
+        raise HydriaError(f"Failed to mount: {' '.join(images)}: {e.strerror}") from None
+
+
+def _mount_fuse(source: str, target: str, fstype: str, flags: int, uid: int, gid: int, argv: list[str],
+                capabilities: bool = False, held: tuple[int, ...] = (), read_log: int | None = None) -> None:
+    """Mount a FUSE file system at ``target`` on a ``/dev/fuse`` descriptor of hydria's own and
+    fork its daemon: ``argv`` plus ``/dev/fd/N``; with ``capabilities``, those of the user
+    namespace, as ambient ones; ``held``: descriptors it inherits; ``read_log``: one of them, named
+    in its environment (``HYDRIA_READ_LOG_FD``). Raises HydriaError, OSError."""
+    try:
+        fuse = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
+    except OSError as e:
+        raise HydriaError(f"cannot open /dev/fuse: {e.strerror}",
+                          hint="an administrator must make /dev/fuse usable by users (mode 0666); " + WITHOUT_FUSE) from None
+    try:
+        sc.mount(source, target, fstype, sc.MS_NOSUID | sc.MS_NODEV | flags,
+                 f"fd={fuse},rootmode=40000,user_id={uid},group_id={gid}")
         if os.fork() == 0:
-            served = [word for source, fuse in zip(sources, fuses)
-                      for word in ((source,) if named else ()) + (f"/dev/fd/{fuse}",)]
             if read_log is not None:
                 os.environ["HYDRIA_READ_LOG_FD"] = str(read_log)
-            _become_daemon([*argv, *served], (*fuses, *held), targets, capabilities)
+            _become_daemon([*argv, f"/dev/fd/{fuse}"], (fuse, *held), target, capabilities)
     finally:
-        for fuse in fuses:
-            os.close(fuse)
-    for target in targets:
-        os.stat(target)  # answered once the daemon serves it; ENOTCONN when it failed (it said why)
+        os.close(fuse)
+    os.stat(target)  # answered once the daemon serves it; ENOTCONN when it failed (it said why)
 
 
-def _become_daemon(argv: list[str], kept: tuple[int, ...], targets: list[str], capabilities: bool) -> None:
+def _become_daemon(argv: list[str], kept: tuple[int, ...], target: str, capabilities: bool) -> None:
     """In the forked child: a session and a mount namespace of its own, without the FUSE mount,
     standard input and output on /dev/null, no other descriptors than ``kept`` (the FUSE one
     first) past standard error (as subprocess's close_fds: a caller's pipe must not stay open
@@ -203,8 +211,7 @@ def _become_daemon(argv: list[str], kept: tuple[int, ...], targets: list[str], c
         for fd in kept:
             os.set_inheritable(fd, True)
         sc.unshare(sc.CLONE_NEWNS)
-        for target in targets:
-            sc.umount2(target, sc.MNT_DETACH)
+        sc.umount2(target, sc.MNT_DETACH)
         if capabilities:
             sc.raise_ambient_capabilities()
         os.execv(argv[0], argv)
@@ -265,19 +272,18 @@ def mount_overlay(lowers: list[str], upper: str, work: str, target: str, uid: in
         # With the capabilities hydria holds in the namespace, as enroot runs it: the daemon
         # creates the mode-0000 mount points and copies up files its uid could not read.
         options = f"lowerdir={lower},upperdir={upper},workdir={work},squash_to_uid={uid},squash_to_gid={gid}"
-        _mount_fuse([source], [target], FUSE_OVERLAY, 0, uid, gid, [binary, "-f", "-o", options], capabilities=True)
+        _mount_fuse(source, target, FUSE_OVERLAY, 0, uid, gid, [binary, "-f", "-o", options], capabilities=True)
     except OSError as e:
         raise HydriaError(f"Failed to mount the container's overlay with fuse-overlayfs: {e.strerror}") from None
     return "fuse-overlayfs"
 
 
 class ImageSource(Record):
-    """How a start reads its image beyond its mount: the trees of the read cache
-    (container/read_cache.py) of the squashfs images that make it (itself, or a layered image's
-    layer images), each stacked right above its image's mount; a descriptor the images' daemon
-    keeps open; the read log that it names the files read in."""
+    """How a start reads its image beyond its mount: the tree of the read cache
+    (container/read_cache.py), stacked right above the image's mount; a descriptor the image's
+    daemon keeps open; the read log that it names the files read in."""
 
-    trees: dict[str, str] | None = None  # squashfs image (as image_layers names it) -> its tree
+    tree: str | None = None
     daemon_holds: int | None = None
     read_log: int | None = None
 
@@ -295,12 +301,18 @@ def mount_container(container: Container, area: str, uid: int, gid: int, native_
         lowers = [container.directory]
     else:
         assert container.image is not None
-        lowers = _lower_layers(image_layers(container.image), f"{area}/lower", uid, gid, fast_reader,
-                               source or ImageSource())
+        source = source or ImageSource()
+        lower = f"{area}/lower"
+        lowers = mount_images(image_layers(container.image), lower, uid, gid, fast_reader,
+                              daemon_holds=source.daemon_holds, read_log=source.read_log)
+        # Layer images that squashfuse serves one by one are named relative to the area: the
+        # mount's options are a page.
+        lowers = [path if path == lower else os.path.relpath(path, area) for path in lowers]
+        if source.tree is not None:
+            lowers.insert(0, source.tree)
     upper, work = f"{area}/upper", f"{area}/work"
     if container.home is not None:
         upper, work = f"{container.home}/upper", _instance_workdir(f"{container.home}/work")
-    # A layered image's layers are named relative to the area: the mount's options are a page.
     here = os.open(".", os.O_PATH | os.O_DIRECTORY)
     try:
         os.chdir(area)
@@ -309,25 +321,6 @@ def mount_container(container: Container, area: str, uid: int, gid: int, native_
         os.fchdir(here)
         os.close(here)
     return root
-
-
-def _lower_layers(layers: list[str], lower: str, uid: int, gid: int, fast_reader: bool,
-                  source: ImageSource) -> list[str]:
-    """The overlay's lower layers, the topmost first, for the squashfs images ``layers`` (the
-    lowest first): each one mounted at ``lower`` (one image) or in a folder under it (a layered
-    image's layers: named relative to ``lower``'s parent), with its read cache's tree right above
-    it where it has one."""
-    trees = source.trees or {}
-    folders = [lower] if len(layers) == 1 else [f"{lower}/{number}" for number in range(len(layers))]
-    if len(layers) > 1:
-        for folder in folders:
-            os.mkdir(folder)
-    mount_images(layers, folders, uid, gid, fast_reader, daemon_holds=source.daemon_holds, read_log=source.read_log)
-    named = folders if len(layers) == 1 else [f"{os.path.basename(lower)}/{number}" for number in range(len(layers))]
-    stacked: list[str] = []
-    for layer, folder in reversed(list(zip(layers, named))):
-        stacked += [trees[layer], folder] if layer in trees else [folder]
-    return stacked
 
 
 STALE_AFTER = 60  # seconds: a work directory this old that no mount uses is left from an ended start

@@ -1,7 +1,9 @@
 /*
  * hydria-squashfuse: serves squashfs images read-only over FUSE, for hydria's containers: one
- * image, or the layer images of a layered image, each on a mount of its own (the container's
- * overlay stacks them), all served by this one process.
+ * image, or the layer images of a layered image merged into one tree on one mount, as the
+ * kernel's overlay would stack them (a character device 0/0 deletes its name from the layers
+ * below, a folder marked user.overlay.opaque=y hides theirs), with one request per name however
+ * many layers the image has.
  *
  * Built by `hydria install-reader` against the node's libsquashfuse (its low-level library, as
  * Charliecloud's ch-run links it) and libfuse 3. What it adds to the library's own operations,
@@ -13,7 +15,7 @@
  *   - READDIRPLUS: a directory listing carries each entry's attributes, so the lookups that follow
  *     a listing (tar, Python's import system, find) cost no request each;
  *   - no OPEN, FLUSH or RELEASE requests where the kernel can do without them (FUSE_NO_OPEN), and
- *     no xattr requests for an image that holds no extended attributes;
+ *     no xattr requests for images that hold no extended attributes;
  *   - no OPENDIR or RELEASEDIR requests either (FUSE_NO_OPENDIR), which also has the kernel keep
  *     each listing in its page cache: a folder that every rank's Python lists is listed once;
  *   - entries and attributes cached for good, symlinks in the page cache: the image never changes;
@@ -29,6 +31,11 @@
  *     Where the runnable tasks outnumber the CPUs it may use, or another task wants its CPU, it
  *     sleeps at once, as before: spinning would take a CPU from the programs themselves.
  *
+ * The merged tree: a file, and a folder that one layer alone shows, is that layer's inode (its
+ * FUSE inode number says which layer, PLAIN_INO); a folder that several layers show is a node of
+ * this daemon's, which lists where each of those layers has it, the topmost first, and the merged
+ * listing once it was listed. Deletion marks and the overlay's extended attributes never show.
+ *
  * A read that fails (a truncated or damaged image) answers EIO to the program and says once on
  * standard error which image it was; the daemon never stops serving the rest of the image.
  *
@@ -38,13 +45,14 @@
  * squashfs inode number) to descriptor N, once per file. A file read in part (one page of a large
  * library) is never named: the read cache keeps at most twice what programs read.
  *
- * Usage (as hydria runs it): hydria-squashfuse -f [-o uid=N,gid=N] IMAGE /dev/fd/N [IMAGE /dev/fd/N]...
- * It ends when every mount has gone.
+ * Usage (as hydria runs it): hydria-squashfuse -f [-o uid=N,gid=N] IMAGE [IMAGE]... /dev/fd/N
+ * (the images the lowest first). It ends when the mount has gone.
  *
- * hydria-squashfuse --paths IMAGE: the paths of IMAGE's regular files whose inode numbers
- * standard input lists (one per line), each "MODE SIZE PATH" (MODE in octal: the type and every
- * permission bit; PATH from the image's top), ended by a NUL byte; every name of a file
- * with hard links; then each folder that holds one, with a SIZE of 0, after what it holds.
+ * hydria-squashfuse --paths IMAGE [IMAGE]...: the regular files of the merged tree whose "IMAGE
+ * INODE" standard input lists (one per line, as the read log names them), each "IMAGE MODE SIZE
+ * MTIME PATH" (MODE in octal: the type and every permission bit; PATH from the tree's top), ended
+ * by a NUL byte; every name of a file with hard links; then each folder that holds one, as the
+ * tree shows it (IMAGE its topmost layer's, SIZE 0), after what it holds; last the top (PATH "").
  */
 #define _GNU_SOURCE /* CPU_COUNT, RUSAGE_THREAD */
 #define FUSE_USE_VERSION 32
@@ -64,6 +72,8 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/resource.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -72,8 +82,13 @@
 #include <time.h>
 #include <unistd.h>
 
-/* In the library, but its header (stat.h) is not installed. */
+/* In the library, but their headers are not installed. */
 sqfs_err sqfs_stat(sqfs *fs, sqfs_inode *inode, struct stat *st);
+int sqfs_statfs(sqfs *sq, struct statvfs *st);
+int sqfs_listxattr(sqfs *fs, sqfs_inode *inode, char *buf, size_t *size);
+int sqfs_enoattr(void);
+
+_Static_assert(sizeof(fuse_ino_t) >= 8, "inode numbers carry the layer: 64-bit systems only");
 
 /* Seconds the kernel may keep entries and attributes: the image never changes. */
 static const double FOREVER = 1e9;
@@ -81,22 +96,25 @@ static const double FOREVER = 1e9;
 enum { FRAGMENT_BLOCKS = 32, DATA_BLOCKS = 8, METADATA_BLOCKS = 64 };
 /* Nanoseconds it keeps asking for the next request after one (single-threaded only). */
 enum { SPIN_NS = 1000000 };
-/* Images one daemon serves at most: the kernel's overlay stacks no more lower layers. */
+/* Images one daemon serves at most (runtime/layered.py's MAX_LAYERS). */
 enum { MAX_IMAGES = 500 };
+/* FUSE inode numbers: a layer's inode is (layer + 1) << LAYER_SHIFT | its squashfs inode ID (48
+ * bits); a merged folder is NODE_BASE + its node's index, the root FUSE_ROOT_ID (node 0). Both
+ * stay below 2^58, as the overlay above wants them. */
+enum { LAYER_SHIFT = 48 };
+static const fuse_ino_t NODE_BASE = (fuse_ino_t)1 << 57;
+static const char OPAQUE[] = "user.overlay.opaque";
 
 struct options {
 	unsigned int uid;
 	unsigned int gid;
-	int count;                        /* images, each with its mount point */
-	const char *image[MAX_IMAGES];
-	const char *mountpoint[MAX_IMAGES];
-	int dangling;                     /* an image without a mount point, or one too many */
+	int count;                        /* the images and the mount point, the last */
+	const char *argument[MAX_IMAGES + 1];
 };
 
-/* One image served on one mount: the library's state is each session's own (its user data). */
-struct served {
-	sqfs_ll *ll;
-	struct fuse_session *session;
+/* One image of the tree, the lowest first. */
+struct layer {
+	sqfs fs;
 	int has_xattrs;
 	int read_error_reported;
 	uint64_t *bytes_read;   /* by inode number, with the read log; NAMED once it is written */
@@ -106,32 +124,70 @@ struct served {
 /* bytes_read of a file whose line the read log has. */
 #define NAMED UINT64_MAX
 
+/* Where an inode is: which layer, and its squashfs inode ID there. */
+struct place {
+	int layer;
+	sqfs_inode_id id;
+};
+
+/* An entry of a merged folder's listing: its name and what the name stands for. */
+struct entry {
+	char *name;
+	fuse_ino_t ino;
+	struct place top;  /* the inode whose attributes it has */
+	mode_t type;
+	sqfs_inode_num number; /* a file's squashfs inode number, as the read log names it */
+};
+
+/* A folder that several layers show: where each has it, the topmost first (down to an opaque
+ * one), and its listing, made at its first. */
+struct node {
+	int depth;
+	struct place *places;
+	struct entry *listing;
+	size_t listed;           /* entries */
+	int has_listing;
+};
+
 static struct options opts;
-static struct served served[MAX_IMAGES];
+static struct layer layers[MAX_IMAGES];
+static int layer_count;
+static struct fuse_session *session;
 static int kernel_opens;          /* 0 once the kernel handles opens itself (FUSE_NO_OPEN) */
 static int kernel_opens_dirs;     /* 0 once it opens directories itself and keeps their listings */
 static int read_log = -1;         /* HYDRIA_READ_LOG_FD: where the files programs read are named */
+static int any_xattrs;            /* whether an image holds extended attributes */
 
-/* The image whose library state is `ll`. */
-static int image_of(const sqfs_ll *ll)
+/* The nodes, and a table from each one's topmost place (as PLAIN_INO) to its index + 1. */
+static struct node **nodes;
+static size_t node_count, node_room;
+static struct {
+	fuse_ino_t key;
+	size_t index;
+} *node_table;
+static size_t table_room;
+
+#ifdef SQFS_MULTITHREADED
+static pthread_mutex_t nodes_lock = PTHREAD_MUTEX_INITIALIZER;
+#define LOCK_NODES() pthread_mutex_lock(&nodes_lock)
+#define UNLOCK_NODES() pthread_mutex_unlock(&nodes_lock)
+#else
+#define LOCK_NODES() ((void)0)
+#define UNLOCK_NODES() ((void)0)
+#endif
+
+static fuse_ino_t PLAIN_INO(struct place place)
 {
-	int i;
-
-	for (i = 0; i < opts.count; i++)
-		if (served[i].ll == ll)
-			return i;
-	return 0;
+	return ((fuse_ino_t)(place.layer + 1) << LAYER_SHIFT) | place.id;
 }
 
-static void report_read_error(const sqfs_ll *ll, const char *what)
+static void report_read_error(int layer, const char *what)
 {
-	int i = image_of(ll);
-
-	if (served[i].read_error_reported)
+	if (layers[layer].read_error_reported)
 		return;
-	served[i].read_error_reported = 1;
+	layers[layer].read_error_reported = 1;
 	fprintf(stderr, "hydria-squashfuse: %s: cannot read %s: the image is damaged or cut short "
-		"(programs get an I/O error); import it again\n", opts.image[i], what);
+		"(programs get an I/O error); import it again\n", opts.argument[layer], what);
 }
 
 #define IMAGE_OWNERS ((unsigned int)-1) /* no -o uid=/gid=: the image's own */
@@ -144,23 +200,453 @@ static void own(struct stat *st)
 		st->st_gid = opts.gid;
 }
 
-/* The entry for `entry` (found in a directory) with its attributes; 0, or an errno. */
-static int fill_entry(sqfs_ll *ll, sqfs_dir_entry *entry, struct fuse_entry_param *param)
+/* --- The merged tree ------------------------------------------------------------------------ */
+
+static int is_node(fuse_ino_t ino)
+{
+	return ino == FUSE_ROOT_ID || ino >= NODE_BASE;
+}
+
+/* The places of folder (or file) `ino`, the topmost first: its node's, or its own one, which
+ * `own` receives. Their count; 0 for an inode number this daemon never gave. */
+static int stack_of(fuse_ino_t ino, struct place *own, const struct place **places)
+{
+	if (is_node(ino)) {
+		size_t index = ino == FUSE_ROOT_ID ? 0 : (size_t)(ino - NODE_BASE);
+		struct node *node;
+
+		LOCK_NODES();
+		node = index < node_count ? nodes[index] : NULL;
+		UNLOCK_NODES();
+		if (node == NULL)
+			return 0;
+		*places = node->places;
+		return node->depth;
+	}
+	own->layer = (int)(ino >> LAYER_SHIFT) - 1;
+	own->id = ino & (((fuse_ino_t)1 << LAYER_SHIFT) - 1);
+	if (own->layer < 0 || own->layer >= layer_count)
+		return 0;
+	*places = own;
+	return 1;
+}
+
+static size_t table_slot(fuse_ino_t key)
+{
+	return (size_t)((key * 0x9E3779B97F4A7C15ULL) >> 20) & (table_room - 1);
+}
+
+/* Index `index` under `key` in the table, which has room. */
+static void table_put(fuse_ino_t key, size_t index)
+{
+	size_t slot = table_slot(key);
+
+	while (node_table[slot].key != 0)
+		slot = (slot + 1) & (table_room - 1);
+	node_table[slot].key = key;
+	node_table[slot].index = index;
+}
+
+/* Make the table twice as large; 0, or -1 without memory. */
+static int grow_table(void)
+{
+	size_t old_room = table_room, i;
+	typeof(node_table) old = node_table;
+
+	table_room = old_room ? old_room * 2 : 1024;
+	node_table = calloc(table_room, sizeof(*node_table));
+	if (node_table == NULL) {
+		node_table = old;
+		table_room = old_room;
+		return -1;
+	}
+	for (i = 0; i < old_room; i++)
+		if (old[i].key != 0)
+			table_put(old[i].key, old[i].index);
+	free(old);
+	return 0;
+}
+
+/* Make room for twice as many nodes; 0, or -1 without memory. */
+static int grow_nodes(void)
+{
+	size_t room = node_room ? 2 * node_room : 256;
+	struct node **more = realloc(nodes, room * sizeof(*nodes));
+
+	if (more == NULL)
+		return -1;
+	nodes = more;
+	node_room = room;
+	return 0;
+}
+
+static fuse_ino_t node_ino_of(size_t index)
+{
+	return index == 0 ? FUSE_ROOT_ID : NODE_BASE + index;
+}
+
+/* The inode number of the merged folder that `places` (`depth`, the topmost first) make: the node
+ * made for it before, or a new one. 0 without memory. */
+static fuse_ino_t node_ino(const struct place *places, int depth)
+{
+	fuse_ino_t key = PLAIN_INO(places[0]), ino = 0;
+	struct node *node = NULL;
+	size_t slot;
+
+	LOCK_NODES();
+	if (table_room > 0)
+		for (slot = table_slot(key); node_table[slot].key != 0; slot = (slot + 1) & (table_room - 1))
+			if (node_table[slot].key == key) {
+				ino = node_ino_of(node_table[slot].index);
+				goto done;
+			}
+	if ((2 * (node_count + 1) > table_room && grow_table() != 0) || (node_count == node_room && grow_nodes() != 0)
+	    || (node = calloc(1, sizeof(*node))) == NULL
+	    || (node->places = malloc((size_t)depth * sizeof(*places))) == NULL) {
+		free(node);
+		goto done; /* out of memory */
+	}
+	memcpy(node->places, places, (size_t)depth * sizeof(*places));
+	node->depth = depth;
+	nodes[node_count] = node;
+	table_put(key, node_count);
+	ino = node_ino_of(node_count++);
+done:
+	UNLOCK_NODES();
+	return ino;
+}
+
+static int get_inode(struct place place, sqfs_inode *inode)
+{
+	if (sqfs_inode_get(&layers[place.layer].fs, inode, place.id) == SQFS_OK)
+		return 0;
+	report_read_error(place.layer, "an inode");
+	return EIO;
+}
+
+static int is_deletion(const sqfs_inode *inode)
+{
+	return S_ISCHR(inode->base.mode) && inode->xtra.dev.major == 0 && inode->xtra.dev.minor == 0;
+}
+
+/* Whether the folder at `place` hides what lower layers have at its path. */
+static int is_opaque(struct place place)
+{
+	sqfs_inode inode;
+	char value[8];
+	size_t size = sizeof(value);
+
+	if (!layers[place.layer].has_xattrs || get_inode(place, &inode) != 0
+	    || sqfs_xattr_lookup(&layers[place.layer].fs, &inode, OPAQUE, value, &size) != SQFS_OK)
+		return 0;
+	return size == 1 && value[0] == 'y';
+}
+
+/* A name as one layer's folder has it. */
+struct candidate {
+	struct place place;
+	mode_t type;
+	sqfs_inode_num number;
+};
+
+/* What a name stands for, given what each layer that has it there has (`candidates`, `count`,
+ * the topmost first), as the overlay decides: the topmost one, unless it is a deletion (ENOENT),
+ * and a folder merged with the folders right below it, down to one that is opaque. 0, or an
+ * errno. `found->name` is left as it is. */
+static int settle(const struct candidate *candidates, int count, struct entry *found)
+{
+	struct place folders[MAX_IMAGES];
+	int depth = 0;
+
+	if (count < 1)
+		return ENOENT;
+	found->top = candidates[0].place;
+	found->type = candidates[0].type;
+	found->number = candidates[0].number;
+	if (!S_ISDIR(found->type)) {
+		sqfs_inode inode;
+		int err;
+
+		if (S_ISCHR(found->type)) {
+			if ((err = get_inode(found->top, &inode)) != 0)
+				return err;
+			if (is_deletion(&inode))
+				return ENOENT;
+		}
+		found->ino = PLAIN_INO(found->top);
+		return 0;
+	}
+	/* A file or a deletion below a folder is hidden by it; an opaque folder hides what is below. */
+	do {
+		folders[depth] = candidates[depth].place;
+	} while (!is_opaque(folders[depth++]) && depth < count && S_ISDIR(candidates[depth].type));
+	found->ino = depth == 1 ? PLAIN_INO(found->top) : node_ino(folders, depth);
+	return found->ino != 0 ? 0 : ENOMEM;
+}
+
+/* What `name` stands for in the folder whose places are `stack` (`depth`). 0, ENOENT, or an errno. */
+static int lookup_name(const struct place *stack, int depth, const char *name, struct entry *found)
+{
+	struct candidate candidates[MAX_IMAGES];
+	int count = 0, i;
+
+	for (i = 0; i < depth; i++) {
+		sqfs *fs = &layers[stack[i].layer].fs;
+		sqfs_inode folder;
+		sqfs_name namebuf;
+		sqfs_dir_entry entry;
+		bool hit;
+
+		if (get_inode(stack[i], &folder) != 0)
+			return EIO;
+		if (!S_ISDIR(folder.base.mode))
+			return ENOTDIR;
+		sqfs_dentry_init(&entry, namebuf);
+		if (sqfs_dir_lookup(fs, &folder, name, strlen(name), &entry, &hit) != SQFS_OK) {
+			report_read_error(stack[i].layer, "a directory");
+			return EIO;
+		}
+		if (!hit)
+			continue;
+		candidates[count].place.layer = stack[i].layer;
+		candidates[count].place.id = sqfs_dentry_inode(&entry);
+		candidates[count].type = sqfs_dentry_mode(&entry) & S_IFMT;
+		candidates[count].number = sqfs_dentry_inode_num(&entry);
+		if (!S_ISDIR(candidates[count++].type))
+			break; /* it hides what the layers below have */
+	}
+	return count == 0 ? ENOENT : settle(candidates, count, found);
+}
+
+/* A name of one layer's folder, for a merged listing: its candidate and its layer's rank. */
+struct listed {
+	char *name;
+	struct candidate candidate;
+	int rank;
+};
+
+static int by_name_then_rank(const void *a, const void *b)
+{
+	const struct listed *x = a, *y = b;
+	int order = strcmp(x->name, y->name);
+
+	return order != 0 ? order : x->rank - y->rank;
+}
+
+/* Gather every name of each folder of `node` into `*all` (`*count`); 0, or an errno. */
+static int gather(const struct node *node, struct listed **all, size_t *count)
+{
+	size_t room = 0;
+	int i;
+
+	*all = NULL;
+	*count = 0;
+	for (i = 0; i < node->depth; i++) {
+		sqfs *fs = &layers[node->places[i].layer].fs;
+		sqfs_inode folder;
+		sqfs_dir dir;
+		sqfs_name namebuf;
+		sqfs_dir_entry entry;
+		sqfs_err err = SQFS_OK;
+
+		if (get_inode(node->places[i], &folder) != 0 || sqfs_dir_open(fs, &folder, &dir, 0) != SQFS_OK)
+			return EIO;
+		sqfs_dentry_init(&entry, namebuf);
+		while (sqfs_dir_next(fs, &dir, &entry, &err)) {
+			struct listed *name;
+
+			if (*count == room) {
+				struct listed *more = realloc(*all, (room = room ? 2 * room : 64) * sizeof(**all));
+
+				if (more == NULL)
+					return ENOMEM;
+				*all = more;
+			}
+			name = &(*all)[*count];
+			if ((name->name = strdup(sqfs_dentry_name(&entry))) == NULL)
+				return ENOMEM;
+			name->candidate.place.layer = node->places[i].layer;
+			name->candidate.place.id = sqfs_dentry_inode(&entry);
+			name->candidate.type = sqfs_dentry_mode(&entry) & S_IFMT;
+			name->candidate.number = sqfs_dentry_inode_num(&entry);
+			name->rank = i;
+			(*count)++;
+		}
+		if (err != SQFS_OK) {
+			report_read_error(node->places[i].layer, "a directory");
+			return EIO;
+		}
+	}
+	return 0;
+}
+
+/* Make `node`'s listing: each name that its layers have, once, as the overlay shows it, in the
+ * order of names (a squashfs folder's own). 0, or an errno (it is tried again at the next). */
+static int make_listing(struct node *node)
+{
+	struct listed *all;
+	struct candidate candidates[MAX_IMAGES];
+	size_t count, first, next, listed = 0, k;
+	int err = gather(node, &all, &count);
+
+	if (err == 0 && count > 0) {
+		qsort(all, count, sizeof(*all), by_name_then_rank);
+		if ((node->listing = calloc(count, sizeof(*node->listing))) == NULL)
+			err = ENOMEM;
+	}
+	for (first = 0; err == 0 && first < count; first = next) {
+		struct entry *entry = &node->listing[listed];
+		int found;
+
+		for (next = first; next < count && strcmp(all[next].name, all[first].name) == 0; next++)
+			candidates[next - first] = all[next].candidate;
+		found = settle(candidates, (int)(next - first), entry);
+		if (found == ENOENT)
+			continue;
+		err = found;
+		if (err == 0) {
+			entry->name = all[first].name;
+			all[first].name = NULL;
+			listed++;
+		}
+	}
+	for (k = 0; k < count; k++)
+		free(all[k].name);
+	free(all);
+	if (err != 0) {
+		for (k = 0; k < listed; k++)
+			free(node->listing[k].name);
+		free(node->listing);
+		node->listing = NULL;
+		return err;
+	}
+	node->listed = listed;
+	node->has_listing = 1;
+	return 0;
+}
+
+#ifdef SQFS_MULTITHREADED
+static pthread_mutex_t listing_lock = PTHREAD_MUTEX_INITIALIZER;
+#endif
+
+/* `node`'s listing, made at its first; 0, or an errno. */
+static int listing_of(struct node *node)
+{
+	int err = 0;
+
+#ifdef SQFS_MULTITHREADED
+	pthread_mutex_lock(&listing_lock);
+#endif
+	if (!node->has_listing)
+		err = make_listing(node);
+#ifdef SQFS_MULTITHREADED
+	pthread_mutex_unlock(&listing_lock);
+#endif
+	return err;
+}
+
+/* Called for each entry of a folder with the offset after it; nonzero stops the listing. */
+typedef int (*visitor)(void *context, const struct entry *entry, off_t next);
+
+/* Visit the entries of folder `ino` from `offset` on (0: the first), in order; a deletion is no
+ * entry. 0, or an errno. */
+static int each_entry(fuse_ino_t ino, off_t offset, visitor visit, void *context)
+{
+	struct place own, place;
+	const struct place *stack;
+	sqfs *fs;
+	sqfs_inode folder;
+	sqfs_dir dir;
+	sqfs_name namebuf;
+	sqfs_dir_entry entry;
+	sqfs_err err = SQFS_OK;
+	struct entry visited;
+	int depth = stack_of(ino, &own, &stack);
+
+	if (depth == 0)
+		return ESTALE;
+	if (is_node(ino)) {
+		struct node *node;
+		size_t k;
+		int failed;
+
+		LOCK_NODES();
+		node = nodes[ino == FUSE_ROOT_ID ? 0 : (size_t)(ino - NODE_BASE)];
+		UNLOCK_NODES();
+		if ((failed = listing_of(node)) != 0)
+			return failed;
+		for (k = (size_t)offset; k < node->listed; k++)
+			if (visit(context, &node->listing[k], (off_t)k + 1))
+				break;
+		return 0;
+	}
+	/* A folder of one layer: its squashfs listing, offsets and all. */
+	fs = &layers[own.layer].fs;
+	if (get_inode(own, &folder) != 0)
+		return EIO;
+	if (!S_ISDIR(folder.base.mode))
+		return ENOTDIR;
+	if (sqfs_dir_open(fs, &folder, &dir, offset) != SQFS_OK)
+		return EINVAL;
+	sqfs_dentry_init(&entry, namebuf);
+	place.layer = own.layer;
+	while (sqfs_dir_next(fs, &dir, &entry, &err)) {
+		place.id = sqfs_dentry_inode(&entry);
+		visited.type = sqfs_dentry_mode(&entry) & S_IFMT;
+		if (S_ISCHR(visited.type)) {
+			sqfs_inode inode;
+
+			if (get_inode(place, &inode) != 0)
+				return EIO;
+			if (is_deletion(&inode))
+				continue;
+		}
+		visited.name = (char *)sqfs_dentry_name(&entry);
+		visited.top = place;
+		visited.ino = PLAIN_INO(place);
+		visited.number = sqfs_dentry_inode_num(&entry);
+		if (visit(context, &visited, sqfs_dentry_next_offset(&entry)))
+			break;
+	}
+	if (err != SQFS_OK) {
+		report_read_error(own.layer, "a directory");
+		return EIO;
+	}
+	return 0;
+}
+
+/* The attributes of the inode at `place`, as `ino`. 0, or an errno. */
+static int attributes(struct place place, fuse_ino_t ino, struct stat *st)
 {
 	sqfs_inode inode;
 
-	memset(param, 0, sizeof(*param));
-	if (sqfs_inode_get(&ll->fs, &inode, sqfs_dentry_inode(entry)) != SQFS_OK
-	    || sqfs_stat(&ll->fs, &inode, &param->attr) != SQFS_OK) {
-		report_read_error(ll, "an inode");
+	if (get_inode(place, &inode) != 0)
+		return EIO;
+	if (sqfs_stat(&layers[place.layer].fs, &inode, st) != SQFS_OK) {
+		report_read_error(place.layer, "an inode");
 		return EIO;
 	}
-	param->attr_timeout = param->entry_timeout = FOREVER;
-	param->ino = ll->ino_register(ll, entry);
-	param->attr.st_ino = param->ino;
-	own(&param->attr);
+	st->st_ino = ino;
+	own(st);
 	return 0;
 }
+
+/* The root: each layer's root folder, the topmost first, down to an opaque one. 0, or -1. */
+static int make_root(void)
+{
+	struct place roots[MAX_IMAGES];
+	int depth = 0, i;
+
+	for (i = layer_count - 1; i >= 0; i--) {
+		roots[depth].layer = i;
+		roots[depth].id = sqfs_inode_root(&layers[i].fs);
+		if (is_opaque(roots[depth++]))
+			break;
+	}
+	return node_ino(roots, depth) == FUSE_ROOT_ID ? 0 : -1;
+}
+
+/* --- FUSE's requests ------------------------------------------------------------------------ */
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
@@ -171,159 +657,190 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	kernel_opens_dirs = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) == 0;
 }
 
+/* The topmost place of `ino`; 0, or ESTALE for a number this daemon never gave. */
+static int top_of(fuse_ino_t ino, struct place *top)
+{
+	const struct place *stack;
+
+	if (stack_of(ino, top, &stack) == 0)
+		return ESTALE;
+	*top = stack[0];
+	return 0;
+}
+
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	sqfs_ll_i lli;
+	struct place top;
 	struct stat st;
+	int err;
 
 	(void)fi;
-	if (sqfs_ll_iget(req, &lli, ino) != SQFS_OK)
-		return; /* it answered */
-	if (sqfs_stat(&lli.ll->fs, &lli.inode, &st) != SQFS_OK) {
-		report_read_error(lli.ll, "an inode");
-		fuse_reply_err(req, EIO);
-		return;
-	}
-	st.st_ino = ino;
-	own(&st);
-	fuse_reply_attr(req, &st, FOREVER);
+	if ((err = top_of(ino, &top)) != 0 || (err = attributes(top, ino, &st)) != 0)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_attr(req, &st, FOREVER);
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	sqfs_ll_i lli;
-	sqfs_name namebuf;
-	sqfs_dir_entry entry;
+	struct place own;
+	const struct place *stack;
+	struct entry found;
 	struct fuse_entry_param param;
-	bool found;
-	int err;
+	int depth = stack_of(parent, &own, &stack), err;
 
-	if (sqfs_ll_iget(req, &lli, parent) != SQFS_OK)
-		return;
-	if (!S_ISDIR(lli.inode.base.mode)) {
-		fuse_reply_err(req, ENOTDIR);
-		return;
-	}
-	sqfs_dentry_init(&entry, namebuf);
-	if (sqfs_dir_lookup(&lli.ll->fs, &lli.inode, name, strlen(name), &entry, &found) != SQFS_OK) {
-		report_read_error(lli.ll, "a directory");
-		fuse_reply_err(req, EIO);
+	memset(&param, 0, sizeof(param));
+	param.attr_timeout = param.entry_timeout = FOREVER;
+	if (depth == 0) {
+		fuse_reply_err(req, ESTALE);
 		return;
 	}
-	if (!found) { /* a negative entry, cached as long as the others */
-		memset(&param, 0, sizeof(param));
-		param.entry_timeout = FOREVER;
+	err = lookup_name(stack, depth, name, &found);
+	if (err == ENOENT) { /* a negative entry, cached as long as the others */
 		fuse_reply_entry(req, &param);
 		return;
 	}
-	err = fill_entry(lli.ll, &entry, &param);
-	if (err)
+	if (err == 0)
+		err = attributes(found.top, found.ino, &param.attr);
+	if (err != 0) {
 		fuse_reply_err(req, err);
-	else
-		fuse_reply_entry(req, &param);
+		return;
+	}
+	param.ino = found.ino;
+	fuse_reply_entry(req, &param);
+}
+
+/* A listing being answered: the buffer and what is left of it. */
+struct answer {
+	fuse_req_t req;
+	char *pos;
+	size_t size;
+	int plus;
+	int failed;
+};
+
+static int add_entry(void *context, const struct entry *entry, off_t next)
+{
+	struct answer *answer = context;
+	size_t used;
+
+	if (answer->plus) {
+		struct fuse_entry_param param;
+
+		/* Measure first: an entry handed to the kernel counts as looked up. */
+		if (fuse_add_direntry_plus(answer->req, NULL, 0, entry->name, NULL, 0) > answer->size)
+			return 1;
+		memset(&param, 0, sizeof(param));
+		if (attributes(entry->top, entry->ino, &param.attr) != 0) {
+			answer->failed = 1;
+			return 1;
+		}
+		param.ino = entry->ino;
+		param.attr_timeout = param.entry_timeout = FOREVER;
+		used = fuse_add_direntry_plus(answer->req, answer->pos, answer->size, entry->name, &param, next);
+	} else {
+		struct stat type;
+
+		memset(&type, 0, sizeof(type));
+		type.st_ino = entry->ino;
+		type.st_mode = entry->type;
+		used = fuse_add_direntry(answer->req, answer->pos, answer->size, entry->name, &type, next);
+		if (used > answer->size)
+			return 1;
+	}
+	answer->pos += used;
+	answer->size -= used;
+	return 0;
 }
 
 /* The entries of directory `ino` from `offset` on, as many as `size` bytes hold; with `plus`,
  * each with its attributes. */
-static void list_directory(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
-			   struct fuse_file_info *fi, int plus)
+static void list_directory(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, int plus)
 {
-	sqfs_ll_i own_lli, *lli = (sqfs_ll_i *)(intptr_t)fi->fh; /* made by the library's opendir */
-	sqfs_dir dir;
-	sqfs_name namebuf;
-	sqfs_dir_entry entry;
-	sqfs_err err = SQFS_OK;
-	struct fuse_entry_param param; /* an entry with its attributes (plus) */
-	struct stat type;              /* an entry's inode number and type (plain) */
-	char *buf, *pos;
-	int failed = 0;
+	char *buf = malloc(size ? size : 1);
+	struct answer answer = {req, buf, size, plus, 0};
+	int err;
 
-	if (lli == NULL) { /* the kernel opened the directory itself */
-		if (sqfs_ll_iget(req, &own_lli, ino) != SQFS_OK)
-			return; /* it answered */
-		lli = &own_lli;
-	}
-	if (sqfs_dir_open(&lli->ll->fs, &lli->inode, &dir, offset) != SQFS_OK) {
-		fuse_reply_err(req, EINVAL);
-		return;
-	}
-	buf = pos = malloc(size);
 	if (buf == NULL) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	sqfs_dentry_init(&entry, namebuf);
-	while (sqfs_dir_next(&lli->ll->fs, &dir, &entry, &err)) {
-		const char *name = sqfs_dentry_name(&entry);
-		off_t next = sqfs_dentry_next_offset(&entry);
-		size_t used;
-
-		if (plus) {
-			/* Measure first: an entry handed to the kernel counts as looked up. */
-			if (fuse_add_direntry_plus(req, NULL, 0, name, NULL, 0) > size)
-				break;
-			if (fill_entry(lli->ll, &entry, &param) != 0) {
-				failed = 1;
-				break;
-			}
-			used = fuse_add_direntry_plus(req, pos, size, name, &param, next);
-		} else {
-			memset(&type, 0, sizeof(type));
-			type.st_ino = lli->ll->ino_fuse_num(lli->ll, &entry);
-			type.st_mode = sqfs_dentry_mode(&entry);
-			used = fuse_add_direntry(req, pos, size, name, &type, next);
-			if (used > size)
-				break;
-		}
-		pos += used;
-		size -= used;
-	}
-	if (err != SQFS_OK)
-		report_read_error(lli->ll, "a directory");
-	if ((failed || err != SQFS_OK) && pos == buf)
-		fuse_reply_err(req, EIO);
+	err = each_entry(ino, offset, add_entry, &answer);
+	if ((err != 0 || answer.failed) && answer.pos == buf)
+		fuse_reply_err(req, err != 0 ? err : EIO);
 	else /* what was read; the next call starts after it and meets the error again */
-		fuse_reply_buf(req, buf, pos - buf);
+		fuse_reply_buf(req, buf, answer.pos - buf);
 	free(buf);
 }
 
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
 		       struct fuse_file_info *fi)
 {
-	list_directory(req, ino, size, offset, fi, 0);
+	(void)fi;
+	list_directory(req, ino, size, offset, 0);
 }
 
 static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
 			   struct fuse_file_info *fi)
 {
-	list_directory(req, ino, size, offset, fi, 1);
+	(void)fi;
+	list_directory(req, ino, size, offset, 1);
 }
 
 /* Without OPENDIR, the kernel keeps each listing in its page cache (FOPEN_CACHE_DIR, its default
  * then): a directory that many processes list (every rank's Python) is read from the image once. */
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct place top;
+	sqfs_inode inode;
+	int err;
+
 	if (!kernel_opens_dirs) {
 		fuse_reply_err(req, ENOSYS);
 		return;
 	}
-	sqfs_ll_op_opendir(req, ino, fi);
+	if ((err = top_of(ino, &top)) != 0 || (err = get_inode(top, &inode)) != 0)
+		fuse_reply_err(req, err);
+	else if (!S_ISDIR(inode.base.mode))
+		fuse_reply_err(req, ENOTDIR);
+	else
+		fuse_reply_open(req, fi);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct place top;
+	sqfs_inode inode;
+	int err;
+
 	if (!kernel_opens) {
 		fuse_reply_err(req, ENOSYS); /* the kernel opens files itself from now on */
 		return;
 	}
-	sqfs_ll_op_open(req, ino, fi);
+	if (fi->flags & (O_WRONLY | O_RDWR))
+		fuse_reply_err(req, EROFS);
+	else if ((err = top_of(ino, &top)) != 0 || (err = get_inode(top, &inode)) != 0)
+		fuse_reply_err(req, err);
+	else if (!S_ISREG(inode.base.mode))
+		fuse_reply_err(req, EISDIR);
+	else {
+		fi->keep_cache = 1;
+		fuse_reply_open(req, fi);
+	}
 }
 
-/* Count `length` bytes read from `file`; name it in the read log once they reach half its size.
- * A line the log could not take is written at the file's next read. */
-static void note_read(const sqfs_ll *ll, const sqfs_inode *file, uint64_t length)
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct served *image = &served[image_of(ll)];
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+/* Count `length` bytes read from `file` of `layer`; name it in the read log once they reach half
+ * its size. A line the log could not take is written at the file's next read. */
+static void note_read(int layer, const sqfs_inode *file, uint64_t length)
+{
+	struct layer *image = &layers[layer];
 	sqfs_inode_num number = file->base.inode_number;
 	uint64_t *count, total;
 	char line[32];
@@ -337,64 +854,183 @@ static void note_read(const sqfs_ll *ll, const sqfs_inode *file, uint64_t length
 	total = __atomic_add_fetch(count, length, __ATOMIC_RELAXED);
 	if (total < (uint64_t)file->xtra.reg.file_size / 2 + 1)
 		return;
-	size = snprintf(line, sizeof(line), "%d %u\n", image_of(ll), (unsigned int)number);
+	size = snprintf(line, sizeof(line), "%d %u\n", layer, (unsigned int)number);
 	if (write(read_log, line, (size_t)size) == size)
 		__atomic_store_n(count, NAMED, __ATOMIC_RELAXED);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, struct fuse_file_info *fi)
 {
-	sqfs_ll *ll = fuse_req_userdata(req);
-	sqfs_inode inode, *file = (sqfs_inode *)(intptr_t)fi->fh; /* NULL without opens */
+	struct place top;
+	sqfs_inode file;
 	off_t length = (off_t)size;
 	char *buf;
+	int err;
 
-	if (file == NULL) {
-		if (sqfs_ll_inode(ll, &inode, ino) != SQFS_OK) {
-			report_read_error(ll, "an inode");
-			fuse_reply_err(req, EIO);
-			return;
-		}
-		file = &inode;
+	(void)fi;
+	if ((err = top_of(ino, &top)) != 0 || (err = get_inode(top, &file)) != 0) {
+		fuse_reply_err(req, err);
+		return;
 	}
 	buf = malloc(size ? size : 1);
 	if (buf == NULL) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	if (sqfs_read_range(&ll->fs, file, offset, &length, buf) != SQFS_OK) {
-		report_read_error(ll, "a file's data");
+	if (sqfs_read_range(&layers[top.layer].fs, &file, offset, &length, buf) != SQFS_OK) {
+		report_read_error(top.layer, "a file's data");
 		fuse_reply_err(req, EIO);
 	} else {
 		fuse_reply_buf(req, buf, (size_t)length);
-		note_read(ll, file, (uint64_t)length);
+		note_read(top.layer, &file, (uint64_t)length);
 	}
 	free(buf);
 }
 
-/* Whether the image that `req` asks about holds extended attributes (a layer image's opaque
- * folders do: the overlay reads them). */
-static int has_xattrs(fuse_req_t req)
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
-	return served[image_of(fuse_req_userdata(req))].has_xattrs;
+	struct place top;
+	sqfs_inode inode;
+	size_t size;
+	char *target;
+	int err;
+
+	if ((err = top_of(ino, &top)) != 0 || (err = get_inode(top, &inode)) != 0) {
+		fuse_reply_err(req, err);
+		return;
+	}
+	if (!S_ISLNK(inode.base.mode)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (sqfs_readlink(&layers[top.layer].fs, &inode, NULL, &size) != SQFS_OK
+	    || (target = malloc(size + 1)) == NULL) {
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	if (sqfs_readlink(&layers[top.layer].fs, &inode, target, &size) != SQFS_OK)
+		fuse_reply_err(req, EIO);
+	else
+		fuse_reply_readlink(req, target);
+	free(target);
+}
+
+/* The overlay's own attributes of a layer image (its opaque folders' marks), which the merged
+ * tree has interpreted: never shown. */
+static int is_overlay_attribute(const char *name)
+{
+	return strncmp(name, "user.overlay.", 13) == 0 || strncmp(name, "trusted.overlay.", 16) == 0;
+}
+
+/* The inode of `ino` where its layer holds extended attributes: 0; else ENOSYS (no image holds
+ * any: the kernel stops asking) or the library's "no such attribute". */
+static int xattr_inode(fuse_ino_t ino, struct place *top, sqfs_inode *inode)
+{
+	int err;
+
+	if (!any_xattrs)
+		return ENOSYS;
+	if ((err = top_of(ino, top)) != 0)
+		return err;
+	if (!layers[top->layer].has_xattrs)
+		return sqfs_enoattr();
+	return get_inode(*top, inode);
 }
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
-	if (!has_xattrs(req)) {
-		fuse_reply_err(req, ENOSYS); /* the kernel stops asking */
+	struct place top;
+	sqfs_inode inode;
+	size_t real = size;
+	char *buf;
+	int err = xattr_inode(ino, &top, &inode);
+
+	if (err == 0 && is_overlay_attribute(name))
+		err = sqfs_enoattr();
+	if (err != 0) {
+		fuse_reply_err(req, err);
 		return;
 	}
-	sqfs_ll_op_getxattr(req, ino, name, size);
+	if ((buf = malloc(size ? size : 1)) == NULL)
+		fuse_reply_err(req, ENOMEM);
+	else if (sqfs_xattr_lookup(&layers[top.layer].fs, &inode, name, buf, &real) != SQFS_OK)
+		fuse_reply_err(req, EIO);
+	else if (real == 0)
+		fuse_reply_err(req, sqfs_enoattr());
+	else if (size == 0)
+		fuse_reply_xattr(req, real);
+	else if (size < real)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, buf, real);
+	free(buf);
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	if (!has_xattrs(req)) {
-		fuse_reply_err(req, ENOSYS);
+	struct place top;
+	sqfs_inode inode;
+	size_t all = 0, kept = 0, at, length;
+	char *names = NULL;
+	int err = xattr_inode(ino, &top, &inode);
+
+	if (err == sqfs_enoattr()) { /* a layer without extended attributes: none */
+		fuse_reply_xattr(req, 0);
 		return;
 	}
-	sqfs_ll_op_listxattr(req, ino, size);
+	if (err == 0 && (err = sqfs_listxattr(&layers[top.layer].fs, &inode, NULL, &all)) == 0
+	    && all > 0 && (names = malloc(all)) == NULL)
+		err = ENOMEM;
+	if (err == 0 && names != NULL)
+		err = sqfs_listxattr(&layers[top.layer].fs, &inode, names, &all);
+	if (err != 0) {
+		fuse_reply_err(req, err);
+		free(names);
+		return;
+	}
+	for (at = 0; at < all; at += length) { /* NUL-ended names, the overlay's left out */
+		length = strlen(names + at) + 1;
+		if (!is_overlay_attribute(names + at)) {
+			memmove(names + kept, names + at, length);
+			kept += length;
+		}
+	}
+	if (size == 0)
+		fuse_reply_xattr(req, kept);
+	else if (size < kept)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, names, kept);
+	free(names);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	(void)ino;
+	(void)nlookup;
+	fuse_reply_none(req); /* nodes are kept for the daemon's life; other inodes need nothing */
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs total, one;
+	int i, err;
+
+	(void)ino;
+	memset(&total, 0, sizeof(total));
+	for (i = 0; i < layer_count; i++) {
+		if ((err = sqfs_statfs(&layers[i].fs, &one)) != 0) {
+			fuse_reply_err(req, err);
+			return;
+		}
+		if (i == 0)
+			total = one;
+		else {
+			total.f_blocks += one.f_blocks * one.f_frsize / total.f_frsize;
+			total.f_files += one.f_files;
+		}
+	}
+	fuse_reply_statfs(req, &total);
 }
 
 #ifdef OWN_ZSTD_CONTEXT
@@ -427,25 +1063,49 @@ static int enlarge_caches(sqfs *fs)
 	return 0;
 }
 
-static int take_argument(void *data, const char *arg, int key, struct fuse_args *outargs)
+/* Open the images opts.argument[0 .. count - 1] as the layers, the lowest first, and make the
+ * root; 0, or 1 after saying why not. */
+static int open_layers(int count)
 {
-	struct options *o = data;
+	int i;
 
-	(void)outargs;
-	if (key != FUSE_OPT_KEY_NONOPT)
-		return 1; /* libfuse's own option: keep it */
-	if (o->count == MAX_IMAGES) {
-		o->dangling = 1;
-		return -1;
+	for (i = 0; i < count; i++) {
+		struct layer *layer = &layers[i];
+
+		if (sqfs_open_image(&layer->fs, opts.argument[i], 0) != SQFS_OK) /* it says why */
+			return 1;
+		layer_count = i + 1;
+		if (enlarge_caches(&layer->fs) != 0) {
+			fprintf(stderr, "hydria-squashfuse: out of memory for its caches\n");
+			return 1;
+		}
+#ifdef OWN_ZSTD_CONTEXT
+		if (layer->fs.sb.compression == ZSTD_COMPRESSION)
+			layer->fs.decompressor = zstd_decompress;
+#endif
+		layer->has_xattrs = layer->fs.sb.xattr_id_table_start != (uint64_t)SQUASHFS_INVALID_BLK;
+		any_xattrs |= layer->has_xattrs;
+		layer->inodes = layer->fs.sb.inodes;
+		if (read_log >= 0 && (layer->bytes_read = calloc((size_t)layer->inodes + 1, sizeof(uint64_t))) == NULL) {
+			fprintf(stderr, "hydria-squashfuse: out of memory for its read log\n");
+			return 1;
+		}
 	}
-	if (!o->dangling) {
-		o->image[o->count] = arg;
-		o->dangling = 1;
-	} else {
-		o->mountpoint[o->count++] = arg;
-		o->dangling = 0;
+	if (make_root() != 0) {
+		fprintf(stderr, "hydria-squashfuse: cannot read the images' root folders, or out of memory\n");
+		return 1;
 	}
 	return 0;
+}
+
+static void close_layers(void)
+{
+	int i;
+
+	for (i = 0; i < layer_count; i++) {
+		sqfs_destroy(&layers[i].fs);
+		free(layers[i].bytes_read);
+	}
 }
 
 #ifndef SQFS_MULTITHREADED
@@ -484,14 +1144,14 @@ static long preemptions(void)
 	return getrusage(RUSAGE_THREAD, &usage) == 0 ? usage.ru_nivcsw : 0;
 }
 
-/* Answer one request of image `i` if one is waiting; 1 when it did, 0 when none was there, -1
- * when its mount has gone (or failed: `*status` says how). */
-static int serve_one(int i, struct fuse_buf *request, int *status)
+/* Answer one request if one is waiting; 1 when it did, 0 when none was there, -1 when the mount
+ * has gone (or failed: `*status` says how). */
+static int serve_one(struct fuse_buf *request, int *status)
 {
-	int received = fuse_session_receive_buf(served[i].session, request);
+	int received = fuse_session_receive_buf(session, request);
 
 	if (received > 0) {
-		fuse_session_process_buf(served[i].session, request);
+		fuse_session_process_buf(session, request);
 		return 1;
 	}
 	if (received == -EAGAIN || received == -EINTR)
@@ -501,164 +1161,69 @@ static int serve_one(int i, struct fuse_buf *request, int *status)
 	return -1; /* 0: unmounted, the session has exited */
 }
 
-/* fuse_session_loop over every image's session, except that after each request it keeps asking
- * for the next for SPIN_NS where a CPU is to spare, and stops as soon as another task wants its
- * CPU. A daemon asleep costs each request a wake-up of its CPU: tens of microseconds on a virtual
- * machine's idle CPU, more than serving a small file. Asleep, it waits in poll() for the next
- * request or the end of a mount. The session that answered last is asked first. */
+/* fuse_session_loop, except that after each request it keeps asking for the next for SPIN_NS
+ * where a CPU is to spare, and stops as soon as another task wants its CPU. A daemon asleep costs
+ * each request a wake-up of its CPU: tens of microseconds on a virtual machine's idle CPU, more
+ * than serving a small file. Asleep, it waits in poll() for the next request or the end of the
+ * mount. */
 static int serve(void)
 {
 	struct fuse_buf request = {.mem = NULL};
-	struct pollfd devices[MAX_IMAGES];
-	int loadavg = -1, cpus = 1, status = 0, open_mounts = opts.count, spinnable = 1, last = 0, i;
+	struct pollfd device = {.fd = fuse_session_fd(session), .events = POLLIN};
+	int loadavg = -1, cpus = 1, status = 0, answered;
 	long long spin_until = 0;
 	long preempted = 0; /* set after each request */
 	cpu_set_t allowed;
 
-	for (i = 0; i < opts.count; i++) {
-		devices[i].fd = fuse_session_fd(served[i].session);
-		devices[i].events = POLLIN;
-		if (fcntl(devices[i].fd, F_SETFL, fcntl(devices[i].fd, F_GETFL) | O_NONBLOCK) != 0)
-			spinnable = 0; /* it then reads a session only when poll() says it has a request */
-	}
 	/* Without either, it never spins: it sleeps after every request. */
-	if (spinnable)
+	if (fcntl(device.fd, F_SETFL, fcntl(device.fd, F_GETFL) | O_NONBLOCK) == 0)
 		loadavg = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
 	if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0)
 		cpus = CPU_COUNT(&allowed);
-	while (open_mounts > 0) {
-		int ready;
-
-		if (spin_until != 0 && devices[last].fd >= 0) {
-			/* The image that answered last is asked directly: a program's next request is
-			 * most often for it, and a poll() first would cost each request one call more.
-			 * The others are polled when it has none. */
-			int answered = serve_one(last, &request, &status);
-
-			if (answered > 0) {
-				spin_until = cpu_to_spare(loadavg, cpus) ? now_ns() + SPIN_NS : 0;
-				preempted = preemptions();
+	for (;;) {
+		if (spin_until == 0 && poll(&device, 1, -1) < 0) {
+			if (errno == EINTR)
 				continue;
-			}
-			if (answered < 0) {
-				devices[last].fd = -1;
-				open_mounts--;
-				continue;
-			}
-			if (open_mounts == 1) { /* no other image to poll */
-				if (preemptions() != preempted || now_ns() > spin_until)
-					spin_until = 0;
-				continue;
-			}
-		}
-		ready = poll(devices, opts.count, spin_until != 0 ? 0 : -1);
-		if (ready < 0 && errno != EINTR) {
 			status = -errno;
 			break;
 		}
-		if (ready <= 0) {
-			if (spin_until != 0 && (preemptions() != preempted || now_ns() > spin_until))
-				spin_until = 0;
-			continue;
+		answered = serve_one(&request, &status);
+		if (answered < 0)
+			break;
+		if (answered > 0) {
+			spin_until = loadavg >= 0 && cpu_to_spare(loadavg, cpus) ? now_ns() + SPIN_NS : 0;
+			preempted = preemptions();
+		} else if (spin_until != 0 && (preemptions() != preempted || now_ns() > spin_until)) {
+			spin_until = 0;
 		}
-		for (i = 0; i < opts.count; i++) {
-			int answered;
-
-			if (devices[i].fd < 0 || devices[i].revents == 0)
-				continue;
-			last = i;
-			while ((answered = serve_one(i, &request, &status)) > 0 && spinnable)
-				; /* the next request of the same image, if it is there already */
-			if (answered < 0) {
-				devices[i].fd = -1; /* poll() passes it over from now on */
-				open_mounts--;
-			}
-		}
-		spin_until = loadavg >= 0 && cpu_to_spare(loadavg, cpus) ? now_ns() + SPIN_NS : 0;
-		preempted = preemptions();
 	}
 	free(request.mem);
 	if (loadavg >= 0)
 		close(loadavg);
-	for (i = 0; i < opts.count; i++)
-		fuse_session_reset(served[i].session);
+	fuse_session_reset(session);
 	return status;
 }
 #else
-static void *serve_image(void *session)
+/* The library's threads answer, until the mount has gone. */
+static int serve(void)
 {
 	struct fuse_loop_config loop = {.clone_fd = 0, .max_idle_threads = 10};
 
-	return (void *)(intptr_t)fuse_session_loop_mt(session, &loop);
-}
-
-/* Each image's session served by the library's threads, until every mount has gone. */
-static int serve(void)
-{
-	pthread_t threads[MAX_IMAGES];
-	int status = 0, i;
-	void *result;
-
-	for (i = 1; i < opts.count; i++)
-		if (pthread_create(&threads[i], NULL, serve_image, served[i].session) != 0)
-			return -errno;
-	status = (int)(intptr_t)serve_image(served[0].session);
-	for (i = 1; i < opts.count; i++)
-		if (pthread_join(threads[i], &result) == 0 && (intptr_t)result != 0)
-			status = (int)(intptr_t)result;
-	return status;
+	return fuse_session_loop_mt(session, &loop);
 }
 #endif
 
-/* Open image `i` and mount its session; 0, or 1 after saying why not. */
-static int open_image(int i, struct fuse_args *args, const struct fuse_lowlevel_ops *ops)
+static int take_argument(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
-	struct fuse_args own = FUSE_ARGS_INIT(0, NULL);
-	sqfs_ll *ll = sqfs_ll_open(opts.image[i], 0); /* says why on standard error when it cannot */
-	int k;
+	struct options *o = data;
 
-	if (ll == NULL)
-		return 1;
-	served[i].ll = ll;
-	if (enlarge_caches(&ll->fs) != 0) {
-		fprintf(stderr, "hydria-squashfuse: out of memory for its caches\n");
-		return 1;
-	}
-#ifdef OWN_ZSTD_CONTEXT
-	if (ll->fs.sb.compression == ZSTD_COMPRESSION)
-		ll->fs.decompressor = zstd_decompress;
-#endif
-	served[i].has_xattrs = ll->fs.sb.xattr_id_table_start != (uint64_t)SQUASHFS_INVALID_BLK;
-	served[i].inodes = ll->fs.sb.inodes;
-	if (read_log >= 0 && (served[i].bytes_read = calloc((size_t)served[i].inodes + 1, sizeof(uint64_t))) == NULL) {
-		fprintf(stderr, "hydria-squashfuse: out of memory for its read log\n");
-		return 1;
-	}
-	for (k = 0; k < args->argc; k++) /* each session parses the options afresh */
-		if (fuse_opt_add_arg(&own, args->argv[k]) != 0)
-			return 1;
-	served[i].session = fuse_session_new(&own, ops, sizeof(*ops), ll);
-	fuse_opt_free_args(&own);
-	if (served[i].session == NULL)
-		return 1;
-	return fuse_session_mount(served[i].session, opts.mountpoint[i]) != 0;
-}
-
-static void close_images(void)
-{
-	int i;
-
-	for (i = 0; i < opts.count; i++) {
-		if (served[i].session != NULL) {
-			fuse_session_unmount(served[i].session);
-			fuse_session_destroy(served[i].session);
-		}
-		if (served[i].ll != NULL) {
-			sqfs_ll_destroy(served[i].ll);
-			free(served[i].ll);
-		}
-		free(served[i].bytes_read);
-	}
+	(void)outargs;
+	if (key != FUSE_OPT_KEY_NONOPT)
+		return 1; /* libfuse's own option: keep it */
+	if (o->count == MAX_IMAGES + 1)
+		return -1;
+	o->argument[o->count++] = arg;
+	return 0;
 }
 
 /* The read log's descriptor from HYDRIA_READ_LOG_FD, or -1. */
@@ -676,92 +1241,123 @@ static int read_log_descriptor(void)
 	return (int)fd;
 }
 
-/* Which inode numbers standard input lists: a table by number (1 for each), or NULL. */
-static unsigned char *wanted_inodes(uint32_t inodes)
+/* --- hydria-squashfuse --paths (see the top) --------------------------------------------------- */
+
+/* Which files standard input lists ("IMAGE INODE" lines): a table by inode number for each
+ * layer (1 for each), or -1 without memory. */
+static int read_wanted(unsigned char **wanted)
 {
-	unsigned char *wanted = calloc((size_t)inodes + 1, 1);
-	unsigned long number;
+	unsigned long layer, number;
+	int i;
 
-	if (wanted == NULL)
-		return NULL;
-	while (scanf("%lu", &number) == 1)
-		if (number >= 1 && number <= inodes)
-			wanted[number] = 1;
-	return wanted;
-}
-
-/* Print "MODE SIZE PATH\0" for each wanted regular file below `folder`, whose path is `path`
- * (`length` bytes, in a buffer of PATH_BYTES), and after them each folder that holds one. The
- * number of lines printed, or -1 when the image could not be read. */
-enum { PATH_BYTES = 65536 };
-static long print_wanted(sqfs *fs, sqfs_inode *folder, char *path, size_t length, const unsigned char *wanted,
-			 uint32_t inodes)
-{
-	sqfs_dir dir;
-	sqfs_name name;
-	sqfs_dir_entry entry;
-	sqfs_err err = SQFS_OK;
-	sqfs_inode child;
-	long printed = 0, below;
-
-	if (sqfs_dir_open(fs, folder, &dir, 0) != SQFS_OK)
-		return -1;
-	sqfs_dentry_init(&entry, name);
-	while (sqfs_dir_next(fs, &dir, &entry, &err)) {
-		size_t size = sqfs_dentry_name_size(&entry);
-		sqfs_inode_num number = sqfs_dentry_inode_num(&entry);
-		int is_dir = sqfs_dentry_is_dir(&entry);
-
-		if (!is_dir && !(S_ISREG(sqfs_dentry_mode(&entry)) && number >= 1 && number <= inodes && wanted[number]))
-			continue;
-		if (length + size + 2 > PATH_BYTES)
-			continue; /* deeper than any path the kernel resolves */
-		if (sqfs_inode_get(fs, &child, sqfs_dentry_inode(&entry)) != SQFS_OK)
+	for (i = 0; i < layer_count; i++)
+		if ((wanted[i] = calloc((size_t)layers[i].inodes + 1, 1)) == NULL)
 			return -1;
-		memcpy(path + length, sqfs_dentry_name(&entry), size);
-		path[length + size] = '\0';
-		if (is_dir) {
-			path[length + size] = '/';
-			below = print_wanted(fs, &child, path, length + size + 1, wanted, inodes);
-			if (below < 0)
-				return -1;
-			path[length + size] = '\0';
-			if (below == 0)
-				continue;
-			printed += below;
-			printf("%o 0 %s%c", (unsigned int)child.base.mode, path, '\0');
-		} else {
-			printf("%o %llu %s%c", (unsigned int)child.base.mode,
-			       (unsigned long long)child.xtra.reg.file_size, path, '\0');
-		}
-		printed++;
-	}
-	return err == SQFS_OK ? printed : -1;
+	while (scanf("%lu %lu", &layer, &number) == 2)
+		if (layer < (unsigned long)layer_count && number >= 1 && number <= layers[layer].inodes)
+			wanted[layer][number] = 1;
+	return 0;
 }
 
-/* hydria-squashfuse --paths IMAGE (see the top); the exit status. */
-static int print_paths(const char *image)
-{
-	sqfs fs;
-	sqfs_inode root;
-	unsigned char *wanted;
-	char *path = malloc(PATH_BYTES);
-	int status = 1;
+enum { PATH_BYTES = 65536 };
 
-	if (path == NULL || sqfs_open_image(&fs, image, 0) != SQFS_OK) /* it says why */
+/* A walk below one folder: its path (`length` bytes of a buffer of PATH_BYTES), the lines
+ * printed, or -1 once the image could not be read. */
+struct walk {
+	char *path;
+	size_t length;
+	unsigned char **wanted;
+	long printed;
+};
+
+static int print_line(const struct entry *entry, const char *path, uint64_t size)
+{
+	sqfs_inode inode;
+
+	if (get_inode(entry->top, &inode) != 0)
+		return -1;
+	printf("%d %o %llu %lu %s%c", entry->top.layer, (unsigned int)inode.base.mode, (unsigned long long)size,
+	       (unsigned long)inode.base.mtime, path, '\0');
+	return 0;
+}
+
+static long print_wanted(fuse_ino_t folder, char *path, size_t length, unsigned char **wanted);
+
+/* Print `entry` when it is a wanted file, and the wanted files of a folder, then the folder. */
+static int print_entry(void *context, const struct entry *entry, off_t next)
+{
+	struct walk *walk = context;
+	size_t size = strlen(entry->name);
+	int is_dir = S_ISDIR(entry->type);
+	long below;
+
+	(void)next;
+	if (!is_dir && !(S_ISREG(entry->type) && walk->wanted[entry->top.layer][entry->number]))
+		return 0;
+	if (walk->length + size + 2 > PATH_BYTES)
+		return 0; /* deeper than any path the kernel resolves */
+	memcpy(walk->path + walk->length, entry->name, size + 1);
+	if (is_dir) {
+		walk->path[walk->length + size] = '/';
+		below = print_wanted(entry->ino, walk->path, walk->length + size + 1, walk->wanted);
+		walk->path[walk->length + size] = '\0';
+		if (below <= 0) {
+			walk->printed = below < 0 ? -1 : walk->printed;
+			return below < 0;
+		}
+		walk->printed += below;
+		if (print_line(entry, walk->path, 0) != 0) {
+			walk->printed = -1;
+			return 1;
+		}
+	} else {
+		sqfs_inode inode;
+
+		if (get_inode(entry->top, &inode) != 0 || print_line(entry, walk->path, inode.xtra.reg.file_size) != 0) {
+			walk->printed = -1;
+			return 1;
+		}
+	}
+	walk->printed++;
+	return 0;
+}
+
+/* Print the wanted files below `folder` (whose path is `path`, `length` bytes) and after them
+ * each folder that holds one. The number of lines printed, or -1 when the image could not be read. */
+static long print_wanted(fuse_ino_t folder, char *path, size_t length, unsigned char **wanted)
+{
+	struct walk walk = {path, length, wanted, 0};
+
+	if (each_entry(folder, 0, print_entry, &walk) != 0)
+		return -1;
+	return walk.printed;
+}
+
+/* hydria-squashfuse --paths IMAGE... (see the top); the exit status. */
+static int print_paths(int count)
+{
+	unsigned char *wanted[MAX_IMAGES] = {NULL};
+	char *path = malloc(PATH_BYTES);
+	int status = 1, i;
+	long printed;
+
+	if (path == NULL || open_layers(count) != 0)
 		return 1;
-	wanted = wanted_inodes(fs.sb.inodes);
-	if (wanted != NULL && sqfs_inode_get(&fs, &root, fs.sb.root_inode) == SQFS_OK
-	    && print_wanted(&fs, &root, path, 0, wanted, fs.sb.inodes) >= 0)
-		status = 0;
-	else
-		fprintf(stderr, "hydria-squashfuse: %s: cannot read its directories: the image is damaged or cut short\n",
-			image);
+	if (read_wanted(wanted) == 0 && (printed = print_wanted(FUSE_ROOT_ID, path, 0, wanted)) >= 0) {
+		struct entry root = {.ino = FUSE_ROOT_ID, .type = S_IFDIR};
+
+		path[0] = '\0';
+		if (printed == 0 || (top_of(FUSE_ROOT_ID, &root.top) == 0 && print_line(&root, path, 0) == 0))
+			status = 0;
+	}
+	if (status != 0)
+		fprintf(stderr, "hydria-squashfuse: cannot read the images' folders: an image is damaged or cut short\n");
 	if (fflush(stdout) != 0)
 		status = 1;
-	free(wanted);
+	for (i = 0; i < layer_count; i++)
+		free(wanted[i]);
 	free(path);
-	sqfs_destroy(&fs);
+	close_layers();
 	return status;
 }
 
@@ -777,40 +1373,46 @@ int main(int argc, char *argv[])
 	struct fuse_lowlevel_ops ops;
 	int status = 1, i;
 
-	if (argc == 3 && strcmp(argv[1], "--paths") == 0)
-		return print_paths(argv[2]);
+	if (argc >= 3 && argc - 2 <= MAX_IMAGES && strcmp(argv[1], "--paths") == 0) {
+		for (i = 2; i < argc; i++)
+			opts.argument[i - 2] = argv[i];
+		return print_paths(argc - 2);
+	}
 	read_log = read_log_descriptor();
 	opts.uid = IMAGE_OWNERS;
 	opts.gid = IMAGE_OWNERS;
-	if (fuse_opt_parse(&args, &opts, spec, take_argument) == -1 || opts.count == 0 || opts.dangling) {
-		fprintf(stderr, "usage: %s [-f] [-o uid=N,gid=N] IMAGE MOUNTPOINT [IMAGE MOUNTPOINT]... "
-			"(%d images at most)\n", argv[0], MAX_IMAGES);
+	if (fuse_opt_parse(&args, &opts, spec, take_argument) == -1 || opts.count < 2) {
+		fprintf(stderr, "usage: %s [-f] [-o uid=N,gid=N] IMAGE [IMAGE]... MOUNTPOINT (%d images at most, "
+			"the lowest first)\n       %s --paths IMAGE [IMAGE]...\n", argv[0], MAX_IMAGES, argv[0]);
 		return 2;
 	}
 	memset(&ops, 0, sizeof(ops));
 	ops.init = op_init;
 	ops.lookup = op_lookup;
 	ops.getattr = op_getattr;
-	ops.forget = sqfs_ll_op_forget;
+	ops.forget = op_forget;
 	ops.opendir = op_opendir;
 	ops.readdir = op_readdir;
 	ops.readdirplus = op_readdirplus;
-	ops.releasedir = sqfs_ll_op_releasedir;
+	ops.releasedir = op_release;
 	ops.open = op_open;
 	ops.read = op_read;
-	ops.release = sqfs_ll_op_release;
-	ops.readlink = sqfs_ll_op_readlink;
+	ops.release = op_release;
+	ops.readlink = op_readlink;
 	ops.getxattr = op_getxattr;
 	ops.listxattr = op_listxattr;
-	ops.statfs = stfs_ll_op_statfs;
+	ops.statfs = op_statfs;
 
-	for (i = 0; i < opts.count; i++)
-		if (open_image(i, &args, &ops) != 0)
-			break;
-	/* Until the kernel ends every connection: the last process of the container has gone. */
-	if (i == opts.count)
-		status = serve() < 0 ? 1 : 0;
-	close_images();
+	if (open_layers(opts.count - 1) == 0
+	    && (session = fuse_session_new(&args, &ops, sizeof(ops), NULL)) != NULL) {
+		if (fuse_session_mount(session, opts.argument[opts.count - 1]) == 0) {
+			/* Until the kernel ends the connection: the last process of the container has gone. */
+			status = serve() < 0 ? 1 : 0;
+			fuse_session_unmount(session);
+		}
+		fuse_session_destroy(session);
+	}
+	close_layers();
 	fuse_opt_free_args(&args);
 	return status;
 }
