@@ -204,6 +204,13 @@ def both_ways(tars: list[Path], folder: Path) -> tuple[Path, Path]:
 @example(stack=[[("file", "b", "one"), ("dir", "b/x", 0o755)], [("dir", "b", 0o755)]])  # found by Hypothesis
 @example(stack=[[("dir", "b/x", 0o755)], [("file", "b", "one")], [("dir", "b", 0o755)]])  # found by Hypothesis
 @example(stack=[[("dir", "a", 0o755), ("file", "a", "one"), ("hardlink", "b", "a")]])  # found by Hypothesis
+# A folder that 8 layers and more have: the reader finds its names in the folder's merged listing.
+@example(stack=[[("file", "a/x", "one")], [("file", "a/y", "one")], [("file", "a/c/z", "one")], [("whiteout", "a/x")],
+                [("dir", "a/c", 0o700)], [("file", "a/y", "two")], [("whiteout", "a/c")], [("file", "a/c", "three")],
+                [("file", "a/x", "two")], [("link", "b", "a/x")]])
+@example(stack=[[("file", "a/x", "one"), ("file", "b/x", "one")], [("file", "a/y", "one")], [("file", "a/c/z", "one")],
+                [("file", "a/x", "two")], [("file", "a/y", "two")], [("file", "a/c/z", "two")], [("whiteout", "a/y")],
+                [("file", "a/x", "three")], [("opaque", "a"), ("file", "a/c/z", "three")], [("whiteout", "b/x")]])
 def test_stacked_layers_show_the_merged_tree(stack: list[list[Entry]], workspace: Workspace) -> None:
     folder = workspace.root / uuid.uuid4().hex
     folder.mkdir()

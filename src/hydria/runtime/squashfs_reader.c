@@ -102,6 +102,8 @@ enum { MAX_IMAGES = 500 };
  * bits); a merged folder is NODE_BASE + its node's index, the root FUSE_ROOT_ID (node 0). Both
  * stay below 2^58, as the overlay above wants them. */
 enum { LAYER_SHIFT = 48 };
+/* Layers that have a folder from which a name is found in its merged listing (find_name). */
+enum { LISTED_DEPTH = 8 };
 static const fuse_ino_t NODE_BASE = (fuse_ino_t)1 << 57;
 static const char OPAQUE[] = "user.overlay.opaque";
 
@@ -229,6 +231,17 @@ static int stack_of(fuse_ino_t ino, struct place *own, const struct place **plac
 		return 0;
 	*places = own;
 	return 1;
+}
+
+/* The node of merged folder `ino` (is_node), which stack_of found. */
+static struct node *node_of(fuse_ino_t ino)
+{
+	struct node *node;
+
+	LOCK_NODES();
+	node = nodes[ino == FUSE_ROOT_ID ? 0 : (size_t)(ino - NODE_BASE)];
+	UNLOCK_NODES();
+	return node;
 }
 
 static size_t table_slot(fuse_ino_t key)
@@ -379,7 +392,8 @@ static int settle(const struct candidate *candidates, int count, struct entry *f
 	/* A file or a deletion below a folder is hidden by it; an opaque folder hides what is below. */
 	do {
 		folders[depth] = candidates[depth].place;
-	} while (!is_opaque(folders[depth++]) && depth < count && S_ISDIR(candidates[depth].type));
+		depth++;
+	} while (depth < count && S_ISDIR(candidates[depth].type) && !is_opaque(folders[depth - 1]));
 	found->ino = depth == 1 ? PLAIN_INO(found->top) : node_ino(folders, depth);
 	return found->ino != 0 ? 0 : ENOMEM;
 }
@@ -521,7 +535,7 @@ static int make_listing(struct node *node)
 		return err;
 	}
 	node->listed = listed;
-	node->has_listing = 1;
+	__atomic_store_n(&node->has_listing, 1, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -537,12 +551,46 @@ static int listing_of(struct node *node)
 #ifdef SQFS_MULTITHREADED
 	pthread_mutex_lock(&listing_lock);
 #endif
-	if (!node->has_listing)
+	if (!__atomic_load_n(&node->has_listing, __ATOMIC_ACQUIRE))
 		err = make_listing(node);
 #ifdef SQFS_MULTITHREADED
 	pthread_mutex_unlock(&listing_lock);
 #endif
 	return err;
+}
+
+static int by_name(const void *name, const void *entry)
+{
+	return strcmp(name, ((const struct entry *)entry)->name);
+}
+
+/* What `name` stands for in folder `ino`: found in the folder's merged listing where it has one,
+ * or where so many layers have the folder that asking each would cost more than listing them all
+ * once (the listing is kept; a folder is looked up in far more often than it is listed); else
+ * asked of each layer that has the folder. 0, ENOENT, or an errno. */
+static int find_name(fuse_ino_t ino, const char *name, struct entry *found)
+{
+	struct place own;
+	const struct place *stack;
+	const struct entry *listed;
+	int depth = stack_of(ino, &own, &stack), err;
+
+	if (depth == 0)
+		return ESTALE;
+	if (is_node(ino)) {
+		struct node *node = node_of(ino);
+
+		if (depth >= LISTED_DEPTH || __atomic_load_n(&node->has_listing, __ATOMIC_ACQUIRE)) {
+			if ((err = listing_of(node)) != 0)
+				return err;
+			listed = bsearch(name, node->listing, node->listed, sizeof(*listed), by_name);
+			if (listed == NULL)
+				return ENOENT;
+			*found = *listed;
+			return 0;
+		}
+	}
+	return lookup_name(stack, depth, name, found);
 }
 
 /* Called for each entry of a folder with the offset after it; nonzero stops the listing. */
@@ -566,13 +614,10 @@ static int each_entry(fuse_ino_t ino, off_t offset, visitor visit, void *context
 	if (depth == 0)
 		return ESTALE;
 	if (is_node(ino)) {
-		struct node *node;
+		struct node *node = node_of(ino);
 		size_t k;
 		int failed;
 
-		LOCK_NODES();
-		node = nodes[ino == FUSE_ROOT_ID ? 0 : (size_t)(ino - NODE_BASE)];
-		UNLOCK_NODES();
 		if ((failed = listing_of(node)) != 0)
 			return failed;
 		for (k = (size_t)offset; k < node->listed; k++)
@@ -683,19 +728,12 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct place own;
-	const struct place *stack;
 	struct entry found;
 	struct fuse_entry_param param;
-	int depth = stack_of(parent, &own, &stack), err;
+	int err = find_name(parent, name, &found);
 
 	memset(&param, 0, sizeof(param));
 	param.attr_timeout = param.entry_timeout = FOREVER;
-	if (depth == 0) {
-		fuse_reply_err(req, ESTALE);
-		return;
-	}
-	err = lookup_name(stack, depth, name, &found);
 	if (err == ENOENT) { /* a negative entry, cached as long as the others */
 		fuse_reply_entry(req, &param);
 		return;
