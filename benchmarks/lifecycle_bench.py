@@ -3,6 +3,7 @@
 Rows measured so far (issue 38 lists the others: the bytes a task reads, the first start of a
 never-seen image):
 
+* **a first import**: the image's first version, nothing of it in the cache, merged against layered.
 * **a new version**: an image whose only new layer is 3 MB, imported after the version before it
   (its layers' blobs in the cache). hydria merged into one file (``hydria import -o``, every layer
   merged and squashed again) against a layered import (``HYDRIA_LAYERED_IMAGES``: what a Slurm
@@ -63,10 +64,14 @@ def new_layer(workdir: Path) -> Image:
     return Image([make_layer(tar, workdir)], {"Cmd": ["/bin/sh"]})
 
 
-def layered(uri: str, output: Path, env: dict[str, str]) -> Path:
+def layered_s(uri: str, output: Path, env: dict[str, str]) -> tuple[Path, float]:
+    """A Slurm step's import of ``uri``: the layered image, and the seconds it took."""
+    os.sync()
+    prefault(PREFAULT_GIB)  # as timed() does before each of the others
+    began = time.perf_counter()
     done = subprocess.run([*AS_USER, sys.executable, "-c", LAYERED_IMPORT, uri, str(output)], env=env,
                           capture_output=True, text=True, check=True, cwd=output.parent)
-    return Path(done.stdout.strip())
+    return Path(done.stdout.strip()), time.perf_counter() - began
 
 
 def start_ms(image: Path, env: dict[str, str], runs: int = 20) -> float:
@@ -135,17 +140,15 @@ def one_round(registry: Registry, workdir: Path, number: int) -> dict[str, float
         home = user_home(workdir / f"{kind}{number}", "out")
         env = user_env(home, HYDRIA_DATA_PATH=str(home / "data"), HYDRIA_LAYERED_IMAGES="y", HYDRIA_READ_CACHE_SIZE="0")
         if kind == "merged":
-            assert timed("v1", [[*AS_USER, HYDRIA, "import", "-q", "-o", str(home / "out/v1.sqsh"), f"{uri}:v1"]], env).ok
+            first = timed("v1", [[*AS_USER, HYDRIA, "import", "-q", "-o", str(home / "out/v1.sqsh"), f"{uri}:v1"]], env)
+            assert first.ok
             measure = timed("v2", [[*AS_USER, HYDRIA, "import", "-q", "-o", str(home / "out/v2.sqsh"), f"{uri}:v2"]], env)
             assert measure.ok
+            results[f"{kind} first import"] = first.wall
             results[f"{kind} import"], image = measure.wall, home / "out/v2.sqsh"
         else:
-            layered(f"{uri}:v1", home / "out/v1.sqsh", env)
-            os.sync()
-            prefault(PREFAULT_GIB)  # as timed() does before each of the others
-            began = time.perf_counter()
-            image = layered(f"{uri}:v2", home / "out/v2.sqsh", env)
-            results[f"{kind} import"] = time.perf_counter() - began
+            results[f"{kind} first import"] = layered_s(f"{uri}:v1", home / "out/v1.sqsh", env)[1]
+            image, results[f"{kind} import"] = layered_s(f"{uri}:v2", home / "out/v2.sqsh", env)
         results[f"{kind} start ms"] = start_ms(image, env)
         results[f"{kind} cold read"] = cold_read_s(image, env)
     results["limit"] = limit_s(registry, workdir, number)
@@ -217,6 +220,10 @@ def main() -> int:
         if key in median:
             ratio = f"  ({median[key] / against:.1f}x the limit)" if against else ""
             print(f"  {label + ':':36} {median[key]:6.2f} s{ratio}")
+    if "merged first import" in median:
+        print(f"  first import, merged / layered:    {median['merged first import']:.2f} s / "
+              f"{median['layered first import']:.2f} s "
+              f"({median['layered first import'] / median['merged first import']:.2f}x)")
     if "merged start ms" in median:
         print(f"  start, merged / layered:           {median['merged start ms']:.0f} ms / "
               f"{median['layered start ms']:.0f} ms")
