@@ -975,6 +975,17 @@ static int xattr_inode(fuse_ino_t ino, struct place *top, sqfs_inode *inode)
 	return get_inode(*top, inode);
 }
 
+/* Answer an xattr request for `size` bytes (0: how many it needs) with the `length` at `value`. */
+static void reply_sized(fuse_req_t req, const char *value, size_t length, size_t size)
+{
+	if (size == 0)
+		fuse_reply_xattr(req, length);
+	else if (size < length)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, value, length);
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct place top;
@@ -995,12 +1006,8 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		fuse_reply_err(req, EIO);
 	else if (real == 0)
 		fuse_reply_err(req, sqfs_enoattr());
-	else if (size == 0)
-		fuse_reply_xattr(req, real);
-	else if (size < real)
-		fuse_reply_err(req, ERANGE);
 	else
-		fuse_reply_buf(req, buf, real);
+		reply_sized(req, buf, real, size);
 	free(buf);
 }
 
@@ -1033,12 +1040,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 			kept += length;
 		}
 	}
-	if (size == 0)
-		fuse_reply_xattr(req, kept);
-	else if (size < kept)
-		fuse_reply_err(req, ERANGE);
-	else
-		fuse_reply_buf(req, names, kept);
+	reply_sized(req, names, kept, size);
 	free(names);
 }
 
