@@ -140,18 +140,16 @@ def mount_images(images: list[str], target: str, uid: int, gid: int, fast_reader
     namespace that maps the image's IDs). Hydria's reader serves them merged into one tree at
     ``target`` (squashfs_reader.c); squashfuse, the fallback, serves one image per daemon, each
     mounted in a folder ``target/N`` for the overlay to stack. Returns the lower layers they make,
-    the topmost first: ``target``, or those folders. ``daemon_holds``: a descriptor that the daemon keeps open for as
-    long as it serves (an unpack behind the container waits on it); ``read_log``: one where
-    hydria's reader names the files that programs read (container/read_cache.py). Raises HydriaError."""
+    the topmost first: ``target``, or those folders. ``daemon_holds``: a descriptor that the daemon
+    keeps open for as long as it serves (an unpack behind the container waits on it); ``read_log``:
+    one where hydria's reader names the files that programs read (container/read_cache.py).
+    Raises HydriaError."""
     binary = squashfs_server(fast_reader)
     owners = [] if keep_owners else ["-o", f"uid={uid},gid={gid}"]
     held = () if daemon_holds is None else (daemon_holds,)
-    if os.path.basename(binary) == READER:
-        _mount_images_with(binary, owners, images, target, uid, gid, (*held, *([] if read_log is None else [read_log])),
-                           read_log)
-        return [target]
-    if len(images) == 1:
-        _mount_images_with(binary, owners, images, target, uid, gid, held, None)
+    ours = os.path.basename(binary) == READER
+    if ours or len(images) == 1:
+        _mount_images_with(binary, owners, images, target, uid, gid, held, read_log if ours else None)
         return [target]
     for number, image in enumerate(images):
         os.mkdir(f"{target}/{number}")
@@ -177,8 +175,8 @@ def _mount_fuse(source: str, target: str, fstype: str, flags: int, uid: int, gid
                 capabilities: bool = False, held: tuple[int, ...] = (), read_log: int | None = None) -> None:
     """Mount a FUSE file system at ``target`` on a ``/dev/fuse`` descriptor of hydria's own and
     fork its daemon: ``argv`` plus ``/dev/fd/N``; with ``capabilities``, those of the user
-    namespace, as ambient ones; ``held``: descriptors it inherits; ``read_log``: one of them, named
-    in its environment (``HYDRIA_READ_LOG_FD``). Raises HydriaError, OSError."""
+    namespace, as ambient ones; ``held``: descriptors it inherits; ``read_log``: one more that it
+    inherits, named in its environment (``HYDRIA_READ_LOG_FD``). Raises HydriaError, OSError."""
     try:
         fuse = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
     except OSError as e:
@@ -190,6 +188,7 @@ def _mount_fuse(source: str, target: str, fstype: str, flags: int, uid: int, gid
         if os.fork() == 0:
             if read_log is not None:
                 os.environ["HYDRIA_READ_LOG_FD"] = str(read_log)
+                held = (*held, read_log)
             _become_daemon([*argv, f"/dev/fd/{fuse}"], (fuse, *held), target, capabilities)
     finally:
         os.close(fuse)
