@@ -397,16 +397,22 @@ def test_evicted_images_take_only_their_own_layer_images(busybox: PublishedImage
 def test_a_named_container_keeps_its_layers(busybox: PublishedImage, registry: Registry,
                                             workspace: Workspace, tmp_path: Path) -> None:
     tmp_path.chmod(0o755)
-    own = _layer(tmp_path, "own", {"opt/own": b"own\n"})
+    old = _layer(tmp_path, "old", {"opt/old": b"old\n"})
+    own = _layer(tmp_path, "own", {"opt/own": b"own\n"}, whiteouts=("opt/old",))
     repository = f"hydria/named{uuid.uuid4().hex[:12]}"
-    push([Image([*busybox.image.layers, own], {"Cmd": ["/bin/sh"]})], registry.address, repository, "v1",
+    push([Image([*busybox.image.layers, old, own], {"Cmd": ["/bin/sh"]})], registry.address, repository, "v1",
          workspace.root)
     imported = layered_import(workspace, f"docker://{registry.address}#{repository}:v1")
     assert imported.returncode == 0, imported.stderr
     stack = imported.stdout.strip()
     assert workspace.run("create", "--name", "layered", stack).returncode == 0
-    refused = workspace.run("create", "--unpack", "--name", "unpacked", stack)
-    assert refused.returncode != 0 and "layered image" in refused.stderr and "without --unpack" in refused.stderr
+    unpacked = workspace.run("create", "--unpack", "--name", "unpacked", stack)  # the merged tree, as a start shows
+    assert unpacked.returncode == 0, unpacked.stderr
+    rootfs = workspace.root / "data" / "unpacked" / "rootfs"
+    assert sorted(path.name for path in (rootfs / "opt").iterdir()) == ["own"], "the deletion holds, unmarked"
+    assert [path.name for path in (workspace.root / "data" / "unpacked").iterdir()] == ["rootfs"], "nothing else left there"
+    shown = workspace.run("start", "unpacked", "sh", "-c", "cat /opt/own; head -1 /etc/rc")
+    assert shown.returncode == 0 and shown.stdout.startswith("own\n"), shown.stderr
     bundled = workspace.run("bundle", "-o", "layered.run", stack)  # its layer images merged into the bundle
     assert bundled.returncode == 0, bundled.stderr
     assert sorted(path.name for path in workspace.out.iterdir()) == ["layered.run"], "nothing else left there"

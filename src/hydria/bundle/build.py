@@ -24,14 +24,13 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-from hydria.anonfile import anonymous_file
 from hydria.config import Settings
 from hydria.errors import HydriaError, MissingTool
-from hydria.image.merged_layers import write_merged
+from hydria.image.merged_layers import one_file
 from hydria.image.squashfs import squash_plan
 from hydria.paths import output_file, staging_file, umask
 from hydria.record import Record
-from hydria.runtime.rootfs import check_image, image_layers
+from hydria.runtime.rootfs import check_image
 from hydria.version import __version__
 
 HEADER = Path(__file__).with_name("header.sh")
@@ -76,20 +75,10 @@ def build(options: BundleOptions, settings: Settings) -> Path:
     if shutil.which("sqfs2tar") is None:
         raise MissingTool("sqfs2tar", hint="install squashfs-tools-ng")
     with ExitStack() as stack:
-        image, held = _one_image(options.image, output, settings, stack)
+        image, held = one_file(options.image, output, squash_plan(settings.squash_options, settings.max_processors),
+                               stack)
         _write_bundle(options, settings, image, held, output)
     return output
-
-
-def _one_image(image: Path, output: Path, settings: Settings, stack: ExitStack) -> tuple[Path, tuple[int, ...]]:
-    """``image``; or where it is a layered image (a ``hydria build -t`` output, a Slurm step's kept
-    image), the image merged into one file without a name in the output's folder, for as long as
-    ``stack`` lasts, with the descriptor that a process reading it must inherit."""
-    if image_layers(str(image)) == [str(image)]:
-        return image, ()
-    merged = stack.enter_context(anonymous_file(output))
-    write_merged(str(image), merged, squash_plan(settings.squash_options, settings.max_processors))
-    return Path(merged.path), (merged.fd,)
 
 
 def _write_bundle(options: BundleOptions, settings: Settings, image: Path, held: tuple[int, ...],

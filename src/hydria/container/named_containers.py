@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 
 from hydria.anonfile import link_or_copy
@@ -53,9 +54,6 @@ class NamedContainers:
         check_image(image)
         layers = image_layers(str(image))
         layered = layers != [str(image)]
-        if layered and unpack:
-            raise HydriaError(f"cannot unpack {image}: it is a layered image, which create --unpack does not "
-                              "unpack yet", hint="create it without --unpack: its layers are then mounted as they are")
         taken = {IMAGE, IDENTITY, ROOTFS, "upper", "work"} & {os.path.basename(layer) for layer in layers if layered}
         if taken:
             raise InvalidImage(f"{image} names a layer image {min(taken)!r}, a name a container keeps for "
@@ -78,7 +76,7 @@ class NamedContainers:
         try:
             staging.mkdir(mode=0o700)
             if unpack:
-                _unsquash(image, staging / ROOTFS)
+                _unpack(image, staging / ROOTFS, self.settings)
             else:
                 if layered:  # its layer images beside it, as in the cache
                     for layer in dict.fromkeys(layers):  # an image may have one layer twice
@@ -186,12 +184,19 @@ def _pid_of_leftover(name: str, node: str) -> int | None:
     return None
 
 
-def _unsquash(image: Path, target: Path) -> None:
+def _unpack(image: Path, target: Path, settings: Settings) -> None:
+    """Unpack ``image`` into the new folder ``target``; a layered image is merged into one file
+    beside ``target`` first (what a start of it shows), which goes when the unpack ends."""
+    from hydria.image.merged_layers import one_file
+    from hydria.image.squashfs import squash_plan
     from hydria.tools import ToolFailed, run_tool
 
     try:
-        run_tool(["unsquashfs", "-no-progress", "-quiet", "-user-xattrs", "-d", str(target), str(image)],
-                 f"unsquashfs {image} failed", hint="install the Debian package squashfs-tools")
+        with ExitStack() as stack:
+            squashfs, held = one_file(image, target, squash_plan(settings.squash_options, settings.max_processors),
+                                      stack)
+            run_tool(["unsquashfs", "-no-progress", "-quiet", "-user-xattrs", "-d", str(target), str(squashfs)],
+                     f"unsquashfs {image} failed", hint="install the Debian package squashfs-tools", pass_fds=held)
     except ToolFailed as e:
         if "File name too long" not in e.message:
             raise

@@ -1,6 +1,6 @@
 """One self-contained image file made of a layered image (image/layered_import.py), for where one
 file is asked for: ``hydria import -o`` of an image that the image store or the cache keeps
-layered, and ``hydria bundle`` of a layered image.
+layered, ``hydria bundle`` and ``hydria create --unpack`` of a layered image.
 
 Each layer image is read as a tar by ``sqfs2tar`` (squashfs-tools-ng), the topmost first, and
 image/flatten.py merges them as an import merges a registry image's layers, reading the overlay's
@@ -14,16 +14,18 @@ from __future__ import annotations
 import subprocess
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from functools import partial
+from pathlib import Path
 from typing import cast
 
-from hydria.anonfile import AnonymousFile
+from hydria.anonfile import AnonymousFile, anonymous_file
 from hydria.errors import InvalidImage, MissingTool
 from hydria.image.flatten import LayerContent, LayerStream, flatten
 from hydria.image.squashfs import SquashPlan, squash_tar, squashed
 from hydria.log import Logger
 from hydria.runtime.layered import LayeredImageError, layer_paths
+from hydria.runtime.rootfs import image_layers
 
 log = Logger(__name__)
 
@@ -48,6 +50,20 @@ def write_merged(layered: str, image: AnonymousFile, options: SquashPlan) -> Non
     log.info("Merging the %d layer images of %s into one image file", len(layers), layered)
     squashed(image, options, lambda file, tar2sqfs: squash_tar(
         file.path, tar2sqfs, (file.fd,), lambda stdin: flatten(layers, [], stdin)))
+
+
+def one_file(image: Path, near: Path, options: SquashPlan, stack: ExitStack) -> tuple[Path, tuple[int, ...]]:
+    """``image`` as one squashfs file: itself; or where it is a layered image, the image merged
+    into a file without a name in ``near``'s folder, for as long as ``stack`` lasts. Also the
+    descriptors that a process reading the file must inherit.
+
+    Raises: as :func:`write_merged`.
+    """
+    if image_layers(str(image)) == [str(image)]:
+        return image, ()
+    merged = stack.enter_context(anonymous_file(near))
+    write_merged(str(image), merged, options)
+    return Path(merged.path), (merged.fd,)
 
 
 @contextmanager
