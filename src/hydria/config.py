@@ -67,7 +67,7 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("SQUASH_OPTIONS", "str", "-comp zstd -Xcompression-level 1", "Compression options of the squashfs images hydria writes"),
     SettingSpec("MAX_PROCESSORS", "int", "${HYDRIA_NPROC}", "Parallelism of squashfs tools and decompression (0: unlimited)"),
     SettingSpec("CACHE_IMAGES", "int", "2", "Registry images each user keeps in the cache, so that importing one again is a hardlink or copy (0: none)"),
-    SettingSpec("LAYERED_IMAGES", "bool", "false", "Keep the registry images that Slurm steps import, and builds' base images, as layered images in the cache: each layer squashed once, shared by the images that have it, so that a new version costs its new layers; hydria build -t writes a layered image, so a rebuild costs its changed steps; hydria store import keeps layered images in the image store"),
+    SettingSpec("LAYERED_IMAGES", "bool", "true", "Keep the registry images that Slurm steps import, and builds' base images, as layered images in the cache: each layer squashed once, shared by the images that have it, so that a new version costs its new layers; hydria build -t writes a layered image, so a rebuild costs its changed steps; hydria store import keeps layered images in the image store (n: one image file per image, as enroot)"),
     SettingSpec("MAX_CONNECTIONS", "int", "10", "Concurrent blob downloads (0: unlimited)"),
     SettingSpec("CONNECT_TIMEOUT", "int", "30", "Seconds to wait for a registry connection"),
     SettingSpec("TRANSFER_TIMEOUT", "int", "0", "Seconds a single transfer may take (0: unlimited)"),

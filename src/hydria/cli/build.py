@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the Dockerfile (default: CONTEXT/Dockerfile)")
     parser.add_argument("-t", "--tag", metavar="NAME[:TAG]",
                         help="name the image; the image file is NAME+TAG.sqsh unless -o names another "
-                             "(a layered image with HYDRIA_LAYERED_IMAGES)")
+                             "(a layered image unless HYDRIA_LAYERED_IMAGES=n)")
     parser.add_argument("-o", "--output", metavar="IMAGE.sqsh",
                         help="write the image as this squashfs file (always one self-contained file)")
     parser.add_argument("--oci", metavar="DIR", help="write the image as an OCI image layout in DIR")
