@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from hydria.runtime.rootfs import image_layers
 from testbed.publish import PublishedImage
 from testbed.tlsproxy import BODY, TlsInspectingProxy
 from testbed.tree import snapshot
@@ -121,7 +122,9 @@ CMD ["cat", "/srv/app/made.txt"]
                         "test -e /srv/app/src/secret.key || echo no-secret; test -e /onbuild.txt || echo no-trigger")
     assert out.stdout.splitlines() == ["heredoc", "python heredoc", "a", "b", "packed", "no-script", "no-secret",
                                        "no-trigger"], out.stderr
-    listing = subprocess.run(["unsquashfs", "-lln", str(image)], capture_output=True, text=True, check=True).stdout
+    assert image.read_bytes().startswith(b"hydria layered image 1\n"), "-t writes a layered image by default"
+    listing = "".join(subprocess.run(["unsquashfs", "-lln", layer], capture_output=True, text=True, check=True).stdout
+                      for layer in image_layers(str(image)))
     assert "-rw-r----- 1234/55" in next(line for line in listing.splitlines() if line.endswith("/opt/owned.txt"))
     assert "7/7" in next(line for line in listing.splitlines() if line.endswith("/opt/data/inside.txt"))
     assert "/proc/" not in listing.replace("squashfs-root/proc\n", "")  # no mount point leaked into a layer

@@ -468,6 +468,55 @@ def _old_and_new(busybox: PublishedImage, registry: Registry, workspace: Workspa
     return f"docker://{registry.address}#{repository}"
 
 
+@pytest.mark.parametrize("fault", ["replaced", "removed", "truncated"])
+def test_a_layer_image_changed_under_a_running_container(fault: str, busybox: PublishedImage, registry: Registry,
+                                                         workspace: Workspace, tmp_path: Path) -> None:
+    """A layer image of a running container replaced (a new file renamed over it), removed, or
+    cut short in place: the container goes on reading the file it started with, or gets an I/O
+    error for the bytes that are gone; it never hangs. The next start names the layer image."""
+    uri = _old_and_new(busybox, registry, workspace, tmp_path, "underneath")
+    images = {}
+    for tag in ("old", "new"):
+        imported = layered_import(workspace, f"{uri}:{tag}")
+        assert imported.returncode == 0, imported.stderr
+        images[tag] = Path(imported.stdout.strip())
+    layer = images["old"].parent / images["old"].read_text().splitlines()[-2]  # the layer of /opt/old
+    other = images["new"].parent / images["new"].read_text().splitlines()[-2]
+    uncached = {"HYDRIA_READ_CACHE_SIZE": "0"}  # every byte through the reader
+    expected = workspace.run("start", str(images["old"]), "sha256sum", "/opt/old", **uncached)
+    assert expected.returncode == 0, expected.stderr
+    signal_folder = tmp_path / "signal"
+    signal_folder.mkdir(mode=0o777)
+    signal_folder.chmod(0o777)
+    script = ("head -c 4096 /opt/old > /dev/null && echo ready && "
+              "while [ ! -e /signal/go ]; do sleep 0.1; done; sha256sum /opt/old")
+    container = workspace.popen("start", "--mount", f"{signal_folder}:/signal:none:bind", str(images["old"]),
+                                "sh", "-c", script, **uncached)
+    assert container.stdout is not None
+    assert container.stdout.readline() == "ready\n", container.communicate(timeout=30)
+    if fault == "replaced":
+        shutil.copyfile(other, layer.with_name("replacement"))
+        os.rename(layer.with_name("replacement"), layer)
+    elif fault == "removed":
+        layer.unlink()
+    else:
+        os.truncate(layer, layer.stat().st_size // 2)
+    (signal_folder / "go").touch()
+    output, errors = container.communicate(timeout=60)
+    if fault == "truncated":
+        assert container.returncode != 0 and "I/O error" in errors, (output, errors)
+    else:
+        assert container.returncode == 0 and output == expected.stdout, errors
+    assert "Traceback" not in errors
+    if fault != "replaced":
+        again = workspace.run("start", str(images["old"]), "true", **uncached)
+        assert again.returncode != 0 and layer.name in again.stderr and "Traceback" not in again.stderr, again.stderr
+        remade = layered_import(workspace, f"{uri}:old")  # the next import makes the layer image again
+        assert remade.returncode == 0, remade.stderr
+        shown = workspace.run("start", str(images["old"]), "sha256sum", "/opt/old", **uncached)
+        assert shown.returncode == 0 and shown.stdout == expected.stdout, shown.stderr
+
+
 def test_cache_prune_keeps_the_layers_an_image_needs(busybox: PublishedImage, registry: Registry,
                                                      workspace: Workspace, tmp_path: Path) -> None:
     """``hydria cache prune`` weighs a layered image with the layer images only it names; a
@@ -569,6 +618,54 @@ def test_a_build_in_its_context_leaves_the_layer_folder_out(busybox: PublishedIm
     assert (context / ".hydria-layers").is_dir()
     listed = workspace.run("start", str(context / "app+1.sqsh"), "ls", "-a", "/all")
     assert listed.returncode == 0 and ".hydria-layers" not in listed.stdout, listed.stdout
+
+
+def test_a_build_killed_at_any_point_of_its_output_leaves_a_whole_image(busybox: PublishedImage,
+                                                                        workspace: Workspace, tmp_path: Path) -> None:
+    """``hydria build -t`` killed (SIGKILL, by strace at its Nth link, rename or removal) while it
+    replaces a layered output: the output is the old image or the new one, whole (each layer image
+    it names is there), and starts; the next build finishes and leaves nothing of the killed one."""
+    context, site, warm = (workspace.out / name for name in ("context", "site", "warm"))
+    for folder in (context, site, warm):
+        folder.mkdir()
+        os.chown(folder, workspace.user.uid, workspace.user.gid)
+    calls = "link,linkat,unlink,unlinkat,rename,renameat,renameat2"
+
+    def build(version: str, cwd: Path, killed_at: int | None = None) -> int:
+        dockerfile = context / "Dockerfile"
+        dockerfile.write_text(f"FROM {busybox.registry}/{busybox.repository}:{busybox.tag}\n"
+                              f"RUN echo {version} > /version\n")
+        os.chown(dockerfile, workspace.user.uid, workspace.user.gid)
+        inject = ["strace", "-qq", "-o", "/dev/null", "-e", f"trace={calls}",
+                  "-e", f"inject={calls}:signal=KILL:when={killed_at}"] if killed_at else []
+        return run_as(workspace.user, [*inject, workspace.hydria, "build", "-t", "app:1", str(context)],
+                      env=workspace.env(), cwd=cwd, timeout=600).returncode
+
+    assert build("2", warm) == 0  # its step and layer image made: a killed build only writes the output
+    assert build("1", site) == 0
+    saved = tmp_path / "saved"
+    shutil.copytree(site, saved, symlinks=True)
+    image = site / "app+1.sqsh"
+
+    def named() -> set[str]:
+        return {name.removeprefix(".hydria-layers/") for name in image.read_text().splitlines()[1:]}
+
+    killed = 0
+    for point in range(1, 80):
+        shutil.rmtree(site)
+        shutil.copytree(saved, site, symlinks=True)
+        subprocess.run(["chown", "-R", f"{workspace.user.uid}:{workspace.user.gid}", str(site)], check=True)
+        if build("2", site, point) == 0:
+            break  # fewer calls than that: every point was tried
+        killed += 1
+        assert all((site / ".hydria-layers" / name).is_file() for name in named()), point
+        shown = workspace.run("start", str(image), "cat", "/version")
+        assert shown.returncode == 0 and shown.stdout in ("1\n", "2\n"), (point, shown.stderr)
+        assert build("2", site) == 0, point
+        assert workspace.run("start", str(image), "cat", "/version").stdout == "2\n", point
+        assert sorted(path.name for path in site.iterdir()) == [".hydria-layers", "app+1.sqsh"], point
+        assert {path.name for path in (site / ".hydria-layers").iterdir()} == named() | {".lock"}, point
+    assert killed >= 3, "the output's links, its rename and the removal of the old step's layer image at least"
 
 
 def test_the_store_keeps_layered_images_that_every_user_starts(busybox: PublishedImage, registry: Registry,

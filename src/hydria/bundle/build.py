@@ -26,7 +26,7 @@ from typing import BinaryIO, Protocol
 
 from hydria.config import Settings
 from hydria.errors import HydriaError, MissingTool
-from hydria.image.merged_layers import one_file
+from hydria.image.merged_layers import one_file, squashfs_tar
 from hydria.image.squashfs import squash_plan
 from hydria.paths import output_file, staging_file, umask
 from hydria.record import Record
@@ -181,21 +181,9 @@ def _compress_rootfs(codec: Codec, image: Path, held: tuple[int, ...], output: B
                      settings: Settings) -> tuple[int, int]:
     """Stream the image as a tar archive through the compressor; returns the uncompressed and the
     compressed size."""
-    reader = subprocess.Popen(["sqfs2tar", "--no-xattr", str(image)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, pass_fds=held)
-    assert reader.stdout is not None and reader.stderr is not None
-    counted = _Counting(reader.stdout)
-    try:
+    with squashfs_tar(str(image), "the image", xattrs=False, held=held) as tar:
+        counted = _Counting(tar)
         size = _compress(codec, [counted], output, settings)
-    except BaseException:  # interrupted, or the compressor failed: sqfs2tar has nothing more to do
-        reader.kill()
-        raise
-    finally:
-        reader.stdout.close()
-        errors = reader.stderr.read().decode(errors="replace").strip()
-        reader.wait()
-    if reader.returncode != 0:
-        raise HydriaError(f"cannot read {image}: {errors or f'sqfs2tar exited with {reader.returncode}'}")
     return counted.count, size
 
 

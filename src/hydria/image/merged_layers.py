@@ -6,7 +6,8 @@ Each layer image is read as a tar by ``sqfs2tar`` (squashfs-tools-ng), the topmo
 image/flatten.py merges them as an import merges a registry image's layers, reading the overlay's
 marks (a character device 0/0, ``user.overlay.opaque``) as the deletions and opaque folders they
 are; tar2sqfs squashes the result. Nothing is downloaded, nothing unpacked to disk: the file shows
-what a start of the layered image shows.
+what a start of the layered image shows. ``squashfs_tar`` reads any image file so (a bundle's
+root file system is one).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from __future__ import annotations
 import subprocess
 import tempfile
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from functools import partial
+from io import BufferedReader
 from pathlib import Path
 from typing import cast
 
@@ -66,24 +68,32 @@ def one_file(image: Path, near: Path, options: SquashPlan, stack: ExitStack) -> 
     return Path(merged.path), (merged.fd,)
 
 
+def _layer_tar(path: str) -> AbstractContextManager[LayerContent]:
+    return squashfs_tar(path, "the layer image",
+                        hint="the image's layer images are damaged or missing: import the image again")
+
+
 @contextmanager
-def _layer_tar(path: str) -> Iterator[LayerContent]:
-    """The layer image ``path`` as an uncompressed tar, read from sqfs2tar as it writes it.
+def squashfs_tar(path: str, what: str, *, xattrs: bool = True, held: tuple[int, ...] = (),
+                 hint: str | None = None) -> Iterator[BufferedReader]:
+    """The squashfs image ``path`` (``what`` it is, for errors) as an uncompressed tar, read from
+    sqfs2tar as it writes it, with its extended attributes unless ``xattrs`` is false; ``held``:
+    the descriptors sqfs2tar must inherit to open ``path``.
 
     Raises:
-        InvalidImage: sqfs2tar cannot read it (a layer image missing, truncated or damaged).
+        InvalidImage: sqfs2tar cannot read it (missing, truncated or damaged).
         MissingTool: sqfs2tar is not installed.
     """
     with tempfile.TemporaryFile() as errors:
         try:
-            reader = subprocess.Popen([LAYER_READER, path], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                      stderr=errors)
+            reader = subprocess.Popen([LAYER_READER, *(() if xattrs else ("--no-xattr",)), path],
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, pass_fds=held)
         except FileNotFoundError:
             raise MissingTool(LAYER_READER, hint="install the Debian package squashfs-tools-ng") from None
         assert reader.stdout is not None
         with reader.stdout:
             try:
-                yield cast("LayerContent", reader.stdout)  # a BufferedReader: it has read1
+                yield cast(BufferedReader, reader.stdout)
                 reader.stdout.read()  # what follows the archive's end: sqfs2tar must not stop writing
             except BaseException:
                 reader.kill()
@@ -92,6 +102,6 @@ def _layer_tar(path: str) -> Iterator[LayerContent]:
         if reader.wait() != 0:
             errors.seek(0)
             said = errors.read().decode(errors="replace").strip().splitlines()
-            raise InvalidImage(f"cannot read the layer image {path}: "
+            raise InvalidImage(f"cannot read {what} {path}: "
                                f"{said[-1] if said else f'{LAYER_READER} exited with {reader.returncode}'}",
-                               hint="the image's layer images are damaged or missing: import the image again")
+                               hint=hint)

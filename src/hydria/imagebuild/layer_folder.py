@@ -20,6 +20,7 @@ from pathlib import Path
 
 from hydria.anonfile import link_or_copy
 from hydria.errors import HydriaError
+from hydria.partial import partial_path
 from hydria.runtime.layered import (
     LAYER_FOLDER,
     MAGIC,
@@ -45,7 +46,7 @@ def publish_layered(entry: Path, target: Path) -> None:
                 link_or_copy(layer, folder / os.path.basename(layer))
             except FileExistsError:
                 pass  # the same layer (a name is its content's key), from an earlier output
-        partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+        partial = partial_path(target)
         try:
             partial.write_bytes(layered_text([f"{LAYER_FOLDER}/{os.path.basename(layer)}" for layer in layers]))
             os.replace(partial, target)

@@ -29,6 +29,7 @@ from hydria.imagebuild.cache import BuildCache, key_of
 from hydria.imagebuild.layer_folder import publish_layered
 from hydria.imagebuild.state import StageImage, now
 from hydria.log import Logger
+from hydria.partial import partial_path
 
 log = Logger(__name__)
 
@@ -102,7 +103,7 @@ def write_squashfs(image: StageImage, cache: BuildCache, target: Path, uri: str,
             write_image(resolved, kept, squash_plan(settings.squash_options, settings.max_processors))
         except OutputExists:
             pass  # another build of the same image made it first
-    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    partial = partial_path(target)
     try:
         link_or_copy(kept, partial)
         os.replace(partial, target)
@@ -142,7 +143,7 @@ def write_oci_layout(image: StageImage, cache: BuildCache, folder: Path, referen
     if folder.exists() and not (folder / "oci-layout").is_file() and any(folder.iterdir()):
         raise HydriaError(f"--oci {folder}: the folder holds something other than an OCI image layout",
                           hint="give a new or empty folder")
-    partial = folder.with_name(f".{folder.name}.{os.getpid()}.partial")
+    partial = partial_path(folder)
     blobs = partial / "blobs" / "sha256"
     blobs.mkdir(parents=True)
     try:
@@ -180,9 +181,12 @@ def record_name(image: StageImage, cache: BuildCache, name: str) -> None:
     """Remember the image built as ``-t NAME``, for ``hydria push NAME``."""
     record = build_record(image, name)
     path = cache.named_image(name)
-    partial = path.with_name(f".{path.name}.{os.getpid()}")
-    partial.write_bytes(_json(record))
-    os.replace(partial, path)
+    partial = partial_path(path)
+    try:
+        partial.write_bytes(_json(record))
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def named(cache: BuildCache, name: str) -> dict[str, Any] | None:
