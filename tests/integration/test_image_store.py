@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from hydria.runtime.rootfs import image_layers
 from testbed.authproxy import AuthProxy
 from testbed.publish import PublishedImage, push_as
 from testbed.registry import Registry
@@ -33,7 +34,40 @@ def store_run(owner: Workspace, store: Path, *args: str) -> subprocess.Completed
     return owner.run("store", *args, HYDRIA_STORE_PATH=str(store))
 
 
-def test_one_import_serves_every_user(busybox: PublishedImage, registry: Registry, store: Path,
+@pytest.fixture(params=["layered", "one image file"])
+def layout(request: pytest.FixtureRequest, store_workspace: Workspace) -> str:
+    """How the store's owner keeps images (HYDRIA_LAYERED_IMAGES in the owner's settings):
+    layered, the default, or one image file each."""
+    return _owner_keeps(store_workspace, request.param)
+
+
+@pytest.fixture
+def one_file_layout(store_workspace: Workspace) -> str:
+    return _owner_keeps(store_workspace, "one image file")
+
+
+def _owner_keeps(owner: Workspace, layout: str) -> str:
+    conf = owner.root / "config" / "hydria.conf"
+    conf.write_text(f"HYDRIA_LAYERED_IMAGES {'y' if layout == 'layered' else 'n'}\n")
+    os.chown(conf, owner.user.uid, owner.user.gid)
+    return layout
+
+
+def from_the_store(result: subprocess.CompletedProcess[str], entry: Path) -> bool:
+    """Whether a user's ``import -o`` made its file of the store's ``entry``: a link or copy of
+    an image file, or a layered entry merged (no download either way)."""
+    if entry.name.endswith(".layers"):
+        return f"Merging the {len(image_layers(str(entry)))} layer images of {entry}" in result.stderr
+    return f"Found the image in the image store: {entry}" in result.stderr
+
+
+def listing_of(image: Path) -> str:
+    """``unsquashfs -l`` of an image file, or of each layer image of a layered one."""
+    return "".join(subprocess.run(["unsquashfs", "-l", layer], capture_output=True, text=True, check=True).stdout
+                   for layer in image_layers(str(image)))
+
+
+def test_one_import_serves_every_user(busybox: PublishedImage, registry: Registry, store: Path, layout: str,
                                       store_workspace: Workspace, workspace: Workspace,
                                       other_workspace: Workspace) -> None:
     uri = push_as(busybox, registry, "stored", store_workspace.root)
@@ -46,14 +80,18 @@ def test_one_import_serves_every_user(busybox: PublishedImage, registry: Registr
     for user in (workspace, other_workspace):
         result = user.run("import", "-o", "mine.sqsh", uri, HYDRIA_STORE_PATH=str(store))
         assert result.returncode == 0, result.stderr
-        assert f"Found the image in the image store: {entry}" in result.stderr
-        assert (user.out / "mine.sqsh").read_bytes() == entry.read_bytes()
+        assert from_the_store(result, entry), result.stderr
+        if layout == "layered":
+            assert "squashfs-root/bin/busybox" in listing_of(user.out / "mine.sqsh")
+        else:
+            assert (user.out / "mine.sqsh").read_bytes() == entry.read_bytes()
     assert registry.blob_fetches("hydria/stored") == served  # no blob again: only the manifest requests
     for attack in (f"echo x >> {entry}", f"touch {store}/images/new.sqsh", f"rm -f {entry}"):
         assert run_as(workspace.user, ["sh", "-c", attack]).returncode != 0, attack
     assert run_as(workspace.user, ["ls", str(store / "images")]).returncode != 0  # names are not listed
     listing = json.loads(store_run(store_workspace, store, "list", "--json").stdout)
-    assert [(e["path"], e["size"]) for e in listing] == [(str(entry), entry.stat().st_size)]
+    weight = sum(os.stat(path).st_size for path in {str(entry), *image_layers(str(entry))})  # with its layer images
+    assert [(e["path"], e["size"]) for e in listing] == [(str(entry), weight)]
     assert listing[0]["uri"].endswith("hydria/stored:latest")
     refused = workspace.run("store", "list", HYDRIA_STORE_PATH=str(store))
     assert refused.returncode == 1 and "only hydria-store and root list the image store" in refused.stderr
@@ -128,7 +166,8 @@ def test_a_private_image_never_enters_the_store(mode: str, busybox: PublishedIma
 
 
 def test_a_public_image_behind_anonymous_tokens_is_stored(busybox: PublishedImage, registry: Registry, store: Path,
-                                                          store_workspace: Workspace, workspace: Workspace) -> None:
+                                                          layout: str, store_workspace: Workspace,
+                                                          workspace: Workspace) -> None:
     """A registry that hands anonymous tokens (Docker Hub, nvcr.io) serves public images to anyone:
     those the store keeps, whatever credentials its owner has."""
     push_as(busybox, registry, "public", store_workspace.root)
@@ -139,13 +178,13 @@ def test_a_public_image_behind_anonymous_tokens_is_stored(busybox: PublishedImag
         stored = store_run(store_workspace, store, "import", uri)
         assert stored.returncode == 0, stored.stderr
         result = workspace.run("import", "-o", "mine.sqsh", uri, HYDRIA_STORE_PATH=str(store))
-    assert result.returncode == 0 and f"Found the image in the image store: {stored.stdout.strip()}" in result.stderr
+    assert result.returncode == 0 and from_the_store(result, Path(stored.stdout.strip())), result.stderr
 
 
 def test_entries_of_an_older_version_are_sealed(busybox: PublishedImage, debian: PublishedImage,
-                                                registry: Registry, store: Path, store_workspace: Workspace,
-                                                workspace: Workspace) -> None:
-    """An older hydria stored images with its owner's credentials and marked none public: the
+                                                registry: Registry, store: Path, one_file_layout: str,
+                                                store_workspace: Workspace, workspace: Workspace) -> None:
+    """An older hydria stored images (one file each) with its owner's credentials and marked none public: the
     owner's next import or init makes every such entry (and one without a record, left by an
     import that died long ago) unreadable to users, and says so."""
     uri = push_as(busybox, registry, "legacy", store_workspace.root)
@@ -204,17 +243,17 @@ def test_importers_wait_for_the_one_that_runs(debian: PublishedImage, registry: 
     assert waited and all(", which imports " in err for err in waited)
 
 
-def test_a_dead_importers_lock_is_taken_over(busybox: PublishedImage, registry: Registry, store: Path,
+def test_a_dead_importers_lock_is_taken_over(busybox: PublishedImage, registry: Registry, store: Path, layout: str,
                                              store_workspace: Workspace) -> None:
     """An importer that died leaves its lock (never touched again) and, on NFS, a partial file:
     the next import takes over, removes both, and writes the whole entry."""
     uri = push_as(busybox, registry, "dead", store_workspace.root)
     assert store_run(store_workspace, store, "init").returncode == 0
     entry = Path(store_run(store_workspace, store, "import", uri).stdout.strip())
-    key = entry.name.removesuffix(".sqsh")
+    key = entry.name.rpartition(".")[0]
     for path in (entry, store / "meta" / f"{key}.json"):
         path.unlink()
-    lock, partial = store / "locks" / f"{key}.lock", store / "images" / f".{key}.sqsh.deadnode.4242.ab.partial"
+    lock, partial = store / "locks" / f"{key}.lock", store / "images" / f".{entry.name}.deadnode.4242.ab.partial"
     for path, text in ((lock, "deadnode.4242\n"), (partial, "half an image")):
         path.write_text(text)
         os.utime(path, (time.time() - 600, time.time() - 600))
@@ -224,12 +263,12 @@ def test_a_dead_importers_lock_is_taken_over(busybox: PublishedImage, registry: 
     assert entry.is_file() and not partial.exists() and list((store / "locks").iterdir()) == []
 
 
-def test_a_live_importers_lock_is_waited_for(busybox: PublishedImage, registry: Registry, store: Path,
+def test_a_live_importers_lock_is_waited_for(busybox: PublishedImage, registry: Registry, store: Path, layout: str,
                                             store_workspace: Workspace) -> None:
     uri = push_as(busybox, registry, "live", store_workspace.root)
     assert store_run(store_workspace, store, "init").returncode == 0
     entry = Path(store_run(store_workspace, store, "import", uri).stdout.strip())
-    key = entry.name.removesuffix(".sqsh")
+    key = entry.name.rpartition(".")[0]
     entry.unlink()
     lock = store / "locks" / f"{key}.lock"
     lock.write_text("othernode.77\n")
@@ -250,8 +289,10 @@ def age(path: Path, days: float) -> None:
 
 
 def test_prune_removes_the_least_recently_used_images_but_none_in_use(
-        busybox: PublishedImage, debian: PublishedImage, registry: Registry, store: Path,
+        busybox: PublishedImage, debian: PublishedImage, registry: Registry, store: Path, layout: str,
         store_workspace: Workspace, workspace: Workspace) -> None:
+    """The old and the mounted image are alike but for their name: layered, they share every layer
+    image but the top one (the runtime files), and the old one goes with its own."""
     uris = {name: push_as(image, registry, f"pruned-{name}", store_workspace.root)
             for name, image in (("old", busybox), ("mounted", busybox), ("new", debian))}
     assert store_run(store_workspace, store, "init").returncode == 0
@@ -262,8 +303,9 @@ def test_prune_removes_the_least_recently_used_images_but_none_in_use(
                                 str(entries["mounted"]), "sleep", "60"], stdout=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
-        while str(entries["mounted"]) not in subprocess.run(["pgrep", "-a", "squashfuse"], capture_output=True,
-                                                            text=True, check=False).stdout \
+        served = image_layers(str(entries["mounted"]))[-1]  # the image file, or its top layer image
+        while served not in subprocess.run(["pgrep", "-a", "squashfuse"], capture_output=True, text=True,
+                                           check=False).stdout \
                 and time.monotonic() < deadline:
             time.sleep(0.1)
         refused = workspace.run("store", "prune", "--to", "0", HYDRIA_STORE_PATH=str(store))
@@ -299,7 +341,8 @@ def test_an_import_prunes_the_store_past_its_high_watermark(busybox: PublishedIm
 
 
 def test_a_killed_importer_leaves_no_entry_and_is_taken_over(busybox: PublishedImage, registry: Registry,
-                                                             store: Path, store_workspace: Workspace) -> None:
+                                                             store: Path, layout: str,
+                                                             store_workspace: Workspace) -> None:
     """SIGKILL while a layer downloads (the registry stalls it): nothing appears in the store; the
     lock stays, and the next import on this node takes it over at once (its holder's process is
     gone), not after the stale period that another node's importer gets. The killed importer is
@@ -316,7 +359,7 @@ def test_a_killed_importer_leaves_no_entry_and_is_taken_over(busybox: PublishedI
         while Path(f"/proc/{importing.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
             time.sleep(0.01)
         [lock] = list((store / "locks").iterdir())
-        assert list((store / "images").glob("*.sqsh")) == []
+        assert [path.name for path in (store / "images").iterdir() if not path.name.startswith(".")] == []
         front.how = "none"  # the registry answers again: every request is forwarded
         started = time.monotonic()
         result = store_run(store_workspace, store, "import", uri)
@@ -325,9 +368,7 @@ def test_a_killed_importer_leaves_no_entry_and_is_taken_over(busybox: PublishedI
     assert f"Taking over the import of {lock.name[:12]}: node " in result.stderr
     assert f"process {importing.pid} is gone (killed)" in result.stderr
     assert "Waiting for" not in result.stderr and time.monotonic() - started < 60
-    listing = subprocess.run(["unsquashfs", "-l", result.stdout.strip()], capture_output=True, text=True,
-                             check=True).stdout
-    assert "squashfs-root/bin/busybox" in listing and list((store / "locks").iterdir()) == []
+    assert "squashfs-root/bin/busybox" in listing_of(Path(result.stdout.strip())) and list((store / "locks").iterdir()) == []
 
 
 def test_a_stored_image_is_not_served_for_another_architecture(busybox: PublishedImage, registry: Registry,

@@ -59,9 +59,16 @@ def layer_users(folder: Path, entries: list[Path]) -> dict[str, list[Path]]:
 
 
 def layered_in_use(folder: Path, entries: list[Path], mounted: set[str]) -> set[str]:
-    """The layered images among ``entries`` (real paths) that name one of the ``mounted`` files."""
-    return {os.path.realpath(path) for name, paths in layer_users(folder, entries).items()
-            if os.path.realpath(folder / name) in mounted for path in paths}
+    """The layered images among ``entries`` (real paths) whose layer images are all ``mounted``:
+    a start mounts every layer image of its image. One that shares some of its layer images
+    with a running container's image is not in use: removing it leaves those to the other."""
+    found = set()
+    for path in entries:
+        if path.name.endswith(LAYERED_SUFFIX):
+            names = names_in(path)
+            if names and all(os.path.realpath(folder / name) in mounted for name in names):
+                found.add(os.path.realpath(path))
+    return found
 
 
 def weigh(folder: Path, entries: list[Path], owner: int | None) -> tuple[list[Item], int]:
