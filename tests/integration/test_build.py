@@ -47,8 +47,8 @@ def build(workspace: Workspace, *args: str, **env: str) -> subprocess.CompletedP
     return workspace.run("build", *args, timeout=600, **env)
 
 
-def built(workspace: Workspace, *args: str) -> str:
-    result = build(workspace, *args)
+def built(workspace: Workspace, *args: str, **env: str) -> str:
+    result = build(workspace, *args, **env)
     assert result.returncode == 0, result.stderr
     return result.stderr
 
@@ -115,7 +115,8 @@ CMD ["cat", "/srv/app/made.txt"]
     })
     log = built(workspace, "-t", "app:1", "--oci", "layout", str(context))
     image = workspace.out / "app+1.sqsh"
-    assert workspace.run("start", str(image)).stdout == "hello from the builder\n"
+    started = workspace.run("start", str(image))
+    assert started.stdout == "hello from the builder\n", started.stderr
     out = workspace.run("start", str(image), "sh", "-c",
                         "cat /srv/app/heredoc.txt /srv/app/python.txt /srv/app/src/a.txt /srv/app/src/nested/b.txt "
                         "/opt/data/inside.txt; test -e /.hydria-build-script || echo no-script;"
@@ -584,24 +585,30 @@ RUN install -d -o app -m 700 /var/other && touch /var/other/x && chown app /var/
     assert not list((workspace.cache / "build" / "trees").iterdir())
 
 
-def test_hydria_cache_lists_and_prunes_the_build_cache(debian: PublishedImage, workspace: Workspace) -> None:
+@pytest.mark.parametrize("layered", ["y", "n"])
+def test_hydria_cache_lists_and_prunes_the_build_cache(debian: PublishedImage, workspace: Workspace,
+                                                       layered: str) -> None:
+    """The base image is kept as layer images in the image cache (layered images, the default),
+    or merged into one file in the build cache; a prune takes either."""
     context = make_context(workspace, {"Dockerfile": f"""FROM {base_of(debian)}
 RUN --mount=type=cache,target=/root/.cache echo data > /root/.cache/kept && echo layer > /layer.txt
 """})
-    built(workspace, "-o", "one.sqsh", str(context))
+    built(workspace, "-o", "one.sqsh", str(context), HYDRIA_LAYERED_IMAGES=layered)
     listed = json.loads(workspace.run("cache", "list", "--json").stdout)
-    assert listed["build"] == {"layer": 1, "base": 1, "output": 1, "mount": 1} and listed["build_bytes"] > 0
+    base = 1 if layered == "n" else 0
+    assert listed["build"] == {"layer": 1, "base": base, "output": 1, "mount": 1} and listed["build_bytes"] > 0
+    assert listed["images"] == 1 - base, listed  # the base's layered image
     fresh = workspace.run("cache", "prune")
     assert fresh.returncode == 0 and "removed 0 file(s)" in fresh.stdout  # all used in the last minutes
     long_ago = time.time() - 3600
-    for path in (workspace.cache / "build").glob("*/*"):
+    for path in (*(workspace.cache / "build").glob("*/*"), *workspace.cache.glob("images.*/*")):
         os.utime(path, (long_ago, long_ago), follow_symlinks=False)
     pruned = workspace.run("cache", "prune")
     assert pruned.returncode == 0, pruned.stderr
-    assert json.loads(workspace.run("cache", "list", "--json").stdout)["build"] == {
-        "layer": 0, "base": 0, "output": 0, "mount": 0}
+    after = json.loads(workspace.run("cache", "list", "--json").stdout)
+    assert after["build"] == {"layer": 0, "base": 0, "output": 0, "mount": 0} and after["images"] == 0, after
     assert not list((workspace.cache / "build" / "trees").iterdir())
-    again = built(workspace, "-o", "one.sqsh", str(context))
+    again = built(workspace, "-o", "one.sqsh", str(context), HYDRIA_LAYERED_IMAGES=layered)
     assert "CACHED" not in again and " DONE " in again
 
 

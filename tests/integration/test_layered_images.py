@@ -371,6 +371,20 @@ def test_a_new_version_squashes_only_its_new_layers(busybox: PublishedImage, reg
     assert started.returncode == 0 and started.stdout == "old\n", started.stderr
 
 
+def test_a_volume_the_layers_lack_is_made_at_start(busybox: PublishedImage, registry: Registry,
+                                                     workspace: Workspace) -> None:
+    """A layered image holds only what its layers made (image builders write no folder for a
+    VOLUME): the start makes it (the fstab's x-create=dir), 0755 as a merged import adds it."""
+    repository = f"hydria/volume{uuid.uuid4().hex[:12]}"
+    config = {"Cmd": ["/bin/sh"], "Env": ["PATH=/bin"], "Volumes": {"/data/vol": {}}}
+    push([Image(busybox.image.layers, config)], registry.address, repository, "v1", workspace.root)
+    imported = layered_import(workspace, f"docker://{registry.address}#{repository}:v1")
+    assert imported.returncode == 0, imported.stderr
+    shown = workspace.run("start", imported.stdout.strip(), "sh", "-c",
+                          "stat -c %a /data/vol; echo kept > /data/vol/file && cat /data/vol/file")
+    assert shown.returncode == 0 and shown.stdout == "755\nkept\n", shown.stderr
+
+
 def test_evicted_images_take_only_their_own_layer_images(busybox: PublishedImage, registry: Registry,
                                                          workspace: Workspace, tmp_path: Path) -> None:
     tmp_path.chmod(0o755)
@@ -474,23 +488,18 @@ def test_a_layer_image_changed_under_a_running_container(fault: str, busybox: Pu
     """A layer image of a running container replaced (a new file renamed over it), removed, or
     cut short in place: the container goes on reading the file it started with, or gets an I/O
     error for the bytes that are gone; it never hangs. The next start names the layer image."""
-    uri = _old_and_new(busybox, registry, workspace, tmp_path, "underneath")
-    images = {}
-    for tag in ("old", "new"):
-        imported = layered_import(workspace, f"{uri}:{tag}")
-        assert imported.returncode == 0, imported.stderr
-        images[tag] = Path(imported.stdout.strip())
+    uri, images = _old_and_new_imported(busybox, registry, workspace, tmp_path, "underneath")
     layer = images["old"].parent / images["old"].read_text().splitlines()[-2]  # the layer of /opt/old
     other = images["new"].parent / images["new"].read_text().splitlines()[-2]
     uncached = {"HYDRIA_READ_CACHE_SIZE": "0"}  # every byte through the reader
     expected = workspace.run("start", str(images["old"]), "sha256sum", "/opt/old", **uncached)
     assert expected.returncode == 0, expected.stderr
-    signal_folder = tmp_path / "signal"
+    signal_folder = workspace.root / "signal"
     signal_folder.mkdir(mode=0o777)
     signal_folder.chmod(0o777)
     script = ("head -c 4096 /opt/old > /dev/null && echo ready && "
               "while [ ! -e /signal/go ]; do sleep 0.1; done; sha256sum /opt/old")
-    container = workspace.popen("start", "--mount", f"{signal_folder}:/signal:none:bind", str(images["old"]),
+    container = workspace.popen("start", "--mount", f"{signal_folder}:/signal:none:x-create=dir,bind", str(images["old"]),
                                 "sh", "-c", script, **uncached)
     assert container.stdout is not None
     assert container.stdout.readline() == "ready\n", container.communicate(timeout=30)
@@ -515,6 +524,19 @@ def test_a_layer_image_changed_under_a_running_container(fault: str, busybox: Pu
         assert remade.returncode == 0, remade.stderr
         shown = workspace.run("start", str(images["old"]), "sha256sum", "/opt/old", **uncached)
         assert shown.returncode == 0 and shown.stdout == expected.stdout, shown.stderr
+
+
+def _old_and_new_imported(busybox: PublishedImage, registry: Registry, workspace: Workspace, tmp_path: Path,
+                          name: str) -> tuple[str, dict[str, Path]]:
+    """:func:`_old_and_new`, both tags imported as a Slurm step imports them: the reference and
+    the layered image of each tag."""
+    uri = _old_and_new(busybox, registry, workspace, tmp_path, name)
+    images = {}
+    for tag in ("old", "new"):
+        imported = layered_import(workspace, f"{uri}:{tag}")
+        assert imported.returncode == 0, imported.stderr
+        images[tag] = Path(imported.stdout.strip())
+    return uri, images
 
 
 def test_cache_prune_keeps_the_layers_an_image_needs(busybox: PublishedImage, registry: Registry,
@@ -962,12 +984,7 @@ def test_a_prune_killed_at_any_removal_leaves_whole_images_and_the_next_finishes
     """``hydria cache prune`` killed (SIGKILL, by strace at its Nth removal) at every point:
     each layered image left names only layer images that are there, and starts; the next prune
     ends where an uninterrupted one does."""
-    uri = _old_and_new(busybox, registry, workspace, tmp_path, "killprune")
-    paths = {}
-    for tag in ("old", "new"):
-        imported = layered_import(workspace, f"{uri}:{tag}")
-        assert imported.returncode == 0, imported.stderr
-        paths[tag] = Path(imported.stdout.strip())
+    _, paths = _old_and_new_imported(busybox, registry, workspace, tmp_path, "killprune")
     kept = paths["new"].parent
     saved = tmp_path / "saved"
     shutil.copytree(kept, saved)

@@ -63,16 +63,22 @@ def local_scratch(workspace: Workspace) -> Iterator[Path]:
     subprocess.run(["umount", "--lazy", str(mount)], check=True)
 
 
+@pytest.mark.parametrize("layered", ["y", "n"])
 def test_a_kept_image_on_another_file_system_is_used_where_it_is(srun: Srun, busybox: PublishedImage,
-                                                                  local_scratch: Path) -> None:
-    """The first step imports into its scratch (and the image is kept in the cache); later steps
-    start from the kept image instead of copying it into their scratch."""
+                                                                  local_scratch: Path, layered: str) -> None:
+    """One image file each (HYDRIA_LAYERED_IMAGES=n): the first step imports into its scratch (and
+    the image is kept in the cache); later steps start from the kept image instead of copying it
+    into their scratch. Layered images (the default) are made in the cache and used there: no step
+    writes its scratch."""
     image = busybox.docker_uri.removeprefix("docker://")
     look = ("sh", "-c", "find /scratch -name '*.sqsh'; cat /etc/os-release")
     options = (f"--container-image={image}", f"--container-mounts={local_scratch}:/scratch")
-    first = srun.ok(*options, *look, HYDRIA_TESTBED_TEMP=str(local_scratch))
-    assert first.startswith("/scratch/hydria-slurm-") and "/image.sqsh\n" in first  # imported there
-    second = srun.ok(*options, *look, HYDRIA_TESTBED_TEMP=str(local_scratch))
+    first = srun.ok(*options, *look, HYDRIA_TESTBED_TEMP=str(local_scratch), HYDRIA_LAYERED_IMAGES=layered)
+    if layered == "n":
+        assert first.startswith("/scratch/hydria-slurm-") and "/image.sqsh\n" in first  # imported there
+    else:
+        assert first.startswith("PRETTY_NAME=") and any(srun.workspace.cache.glob("images.*/*.layers")), first
+    second = srun.ok(*options, *look, HYDRIA_TESTBED_TEMP=str(local_scratch), HYDRIA_LAYERED_IMAGES=layered)
     assert ".sqsh" not in second  # no copy this time
     assert "hydria busybox test image" in second
 

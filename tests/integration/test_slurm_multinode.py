@@ -157,7 +157,7 @@ def test_a_step_takes_over_a_dead_importers_store_lock(cluster: None, busybox: P
         image = f"{front.address}#hydria/orphaned:latest"
         digest = store_workspace.run("digest", f"docker://{image}").stdout.strip()
         key = ImageStore.key(parse(f"docker://{image}").uri, digest, SPEC_BY_NAME["SQUASH_OPTIONS"].default,
-                            parse_platform(None))
+                             parse_platform(None), layered=True)  # the store's default layout
         lock = site_store / "locks" / f"{key}.lock"
         lock.write_text("crashed-node.4242\n")
         os.chown(lock, store_workspace.user.uid, store_workspace.user.gid)
@@ -168,7 +168,7 @@ def test_a_step_takes_over_a_dead_importers_store_lock(cluster: None, busybox: P
     assert sorted(result.stdout.split()) == NODES
     assert "hydria: Taking over the import of" in result.stderr, result.stderr
     assert "node crashed-node, process 4242 has not touched its lock" in result.stderr
-    assert (site_store / "images" / f"{key}.sqsh").is_file() and not lock.exists()
+    assert (site_store / "images" / f"{key}.layers").is_file() and not lock.exists()
 
 
 def test_stage_broadcasts_an_image_to_every_node(nodes: slurm.Submitter, busybox: PublishedImage,

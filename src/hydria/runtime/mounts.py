@@ -188,6 +188,12 @@ def mount_entry(entry: MountEntry, root: str, cwd: str) -> None:
         source = os.path.join(cwd, entry.source)
         inside = _inside(root, source)
         if inside is not None:
+            create = entry.option_value("x-create")
+            if create is not None and resolve_in_root(root, inside) == target:
+                # a self-bind (an image's VOLUME) of a folder the image lacks (a layered image's
+                # layers hold only what the image's own layers made): the mount point is the
+                # source, made 0755 as a merged import adds it
+                _create(target, create, None, entry.target, mode=0o755)
             fd = open_in_root(root, inside)
             try:
                 _mount_entry(entry, f"/proc/self/fd/{fd}", target)
@@ -288,18 +294,21 @@ def _unknown_bind_options(entry: MountEntry, data: str) -> None:
     log.warning("%s (from %s): ignored", message.removeprefix("failed to mount: "), entry.origin or "an fstab")
 
 
-def _create(target: str, kind: str, source: str | None, shown: str) -> None:
-    """Create the mount point ``target`` (``shown``: its path in the container, for messages)."""
+def _create(target: str, kind: str, source: str | None, shown: str, mode: int = 0) -> None:
+    """Create the mount point ``target`` (``shown``: its path in the container, for messages).
+    A new mount point gets ``mode`` 0000, as enroot's do: export leaves such placeholders out."""
     if kind == "auto":
         kind = "file" if source and not os.path.isdir(source) else "dir"
-    try:  # a new mount point gets mode 0000, as enroot's do: export leaves such placeholders out
+    try:
         if kind == "dir":
             if not os.path.isdir(target):
                 os.makedirs(os.path.dirname(target), exist_ok=True)
-                os.mkdir(target, 0)
+                os.mkdir(target, mode)
+                if mode:
+                    os.chmod(target, mode)  # whatever the umask
         elif not os.path.lexists(target):
             os.makedirs(os.path.dirname(target), exist_ok=True)
-            os.close(os.open(target, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0))
+            os.close(os.open(target, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, mode))
         elif stat.S_ISDIR(os.stat(target).st_mode):
             raise MountFailed(f"failed to create file: {shown} in the container: it is a directory")
     except OSError as e:
