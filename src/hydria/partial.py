@@ -27,9 +27,13 @@ def partial_path(target: Path) -> Path:
         return mine
     for entry in found:
         pid = entry.name[len(node_prefix):]
-        if pid.isdigit() and not pid_exists(int(pid)):
-            try:
-                delete_tree(entry.path) if entry.is_dir(follow_symlinks=False) else os.unlink(entry.path)
-            except FileNotFoundError:
-                continue  # another writer removed it first
+        if not pid.isdigit() or pid_exists(int(pid)):
+            continue
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                delete_tree(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            continue  # another writer removed it first, or it is not ours to remove (a shared folder)
     return mine

@@ -2,8 +2,8 @@
 merged and squashed, the runtime files from the config), or as an OCI image layout (the layers as
 they are, a config and a manifest), which ``hydria import oci://DIR``, podman and skopeo read.
 
-With ``HYDRIA_LAYERED_IMAGES`` (the default), ``-t NAME`` writes a layered image instead, whose layer images
-(imagebuild/layer_folder.py) the images built into the same folder share.
+With ``HYDRIA_LAYERED_IMAGES`` (the default), ``-t NAME`` writes a layered image instead, whose
+layer images (imagebuild/layer_folder.py) the images built into the same folder share.
 
 Outputs replace an earlier build's (as ``docker build -t`` moves a tag), but only once complete:
 an interrupted build leaves the earlier file or layout as it was.

@@ -295,8 +295,8 @@ def _unknown_bind_options(entry: MountEntry, data: str) -> None:
 
 
 def _create(target: str, kind: str, source: str | None, shown: str, mode: int = 0) -> None:
-    """Create the mount point ``target`` (``shown``: its path in the container, for messages).
-    A new mount point gets ``mode`` 0000, as enroot's do: export leaves such placeholders out."""
+    """Create the mount point ``target`` (``shown``: its path in the container, for messages)
+    with ``mode``: by default 0000, as enroot's mount points, which export leaves out."""
     if kind == "auto":
         kind = "file" if source and not os.path.isdir(source) else "dir"
     try:
