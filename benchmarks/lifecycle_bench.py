@@ -12,22 +12,33 @@ never-seen image):
 * **a rebuild**: ``hydria build`` of a Dockerfile ``FROM`` the image whose last ``RUN`` changed,
   after a build of the version before (the base image and the unchanged steps in the caches).
   Written as one file (``-o``: every layer merged and squashed again) against a layered image
-  (``-t`` with ``HYDRIA_LAYERED_IMAGES``: the changed step's layer squashed), beside the limit:
-  the changed step's own time, as the build shows it (``#N DONE 0.1s``).
+  (``-t``, the default: the changed step's layer squashed), beside the limit: the changed step's
+  own time, as the build shows it (``#N DONE 0.1s``), and ``podman build`` (root, chroot
+  isolation, its base image pulled by the first build) of the same two Dockerfiles.
 * **a new version in the image store**: ``hydria store import`` of the new version after the
   version before, by the store's owner: one image file (``HYDRIA_LAYERED_IMAGES=n``) against a
   layered store (``=y``: docs/store.md), beside the same limit as the first row.
 * **a start** of the new version (``hydria start IMAGE true``, median of 20) and **a cold read**
   of all its data (``cat`` of every file after dropping the page cache), merged against layered.
 
-Run as root: python benchmarks/lifecycle_bench.py [--size-mb 2048] [--rounds 3] [--rows import,store,rebuild]
+Two shapes of image (``--shape``): ``test``, the import benchmark's 7 layers of text-like and
+random data; ``ngc``, shaped like NGC's framework images: a dozen small layers (environment,
+configuration), an OS layer of many small files, a layer of shared libraries of 2-64 MiB, one of
+Python packages (many small files), and one layer of half the image in large files (a framework's
+libraries, weights), the libraries compressible about 2x. enroot is compared where a real enroot is
+installed; this machine has none (its sources need submodules that cannot be fetched here).
+
+Run as root: python benchmarks/lifecycle_bench.py [--shape test|ngc] [--size-mb 2048] [--rounds 3]
+[--rows import,store,rebuild]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -41,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from import_bench import HYDRIA, PREFAULT_GIB, big_image, prefault, timed
 
 from testbed.oci import Image, make_layer, push
-from testbed.recipes import get_image
+from testbed.recipes import DEFAULT_CACHE, get_image
 from testbed.registry import Registry
 from testbed.tarbuild import LayerTar
 from testbed.users import TEST_USERS, User
@@ -54,6 +65,45 @@ NEW_LAYER_MB = 3
 LAYERED_IMPORT = ("import sys; from pathlib import Path; from hydria.config import load_settings; "
                   "from hydria.image.importer import import_image; "
                   "print(import_image(sys.argv[1], load_settings(), output=sys.argv[2], in_place=True))")
+
+
+def ngc_image(size_mb: int, workdir: Path) -> Image:
+    """An image shaped like NGC's framework images (see the module's docstring), ``size_mb`` in
+    all; its layer tars are kept in the test bed's cache for the next run."""
+    cache = DEFAULT_CACHE / f"ngc-{size_mb}"
+    cache.mkdir(parents=True, exist_ok=True)
+    total = size_mb << 20
+    rng = random.Random(7)
+    # (name, share of the image, file sizes, compressible)
+    plan = [*((f"etc{index}", 0.0001, (4 << 10, 64 << 10), True) for index in range(12)),
+            ("os", 0.06, (4 << 10, 64 << 10), True),
+            ("libraries", 0.25, (2 << 20, 64 << 20), True),
+            ("python", 0.14, (4 << 10, 1 << 20), True),
+            ("framework", 0.55, (64 << 20, 512 << 20), False)]
+    layers = []
+    for name, share, (smallest, largest), compressible in plan:
+        tar_path = cache / f"{name}.tar"
+        if not tar_path.exists():
+            partial = tar_path.with_suffix(".partial")
+            with LayerTar(partial) as layer:
+                layer.directory(name)
+                written, number, budget = 0, 0, max(int(total * share), smallest)
+                while written < budget:
+                    size = min(rng.randint(smallest, largest), budget - written)
+                    layer.file(f"{name}/f{number:06d}", _filler(rng, size, compressible))
+                    written += size
+                    number += 1
+            partial.rename(tar_path)
+        layers.append(make_layer(tar_path, workdir))
+    return Image(layers, {"Env": ["PATH=/usr/bin:/bin"], "Cmd": ["/bin/sh"]})
+
+
+def _filler(rng: random.Random, size: int, compressible: bool) -> bytes:
+    """``size`` bytes: random, or half random and half zeros in 4 KiB blocks (about 2x with gzip)."""
+    if not compressible:
+        return rng.randbytes(size)
+    block = rng.randbytes(2048) + bytes(2048)
+    return (block * (size // len(block) + 1))[:size]
 
 
 def new_layer(workdir: Path) -> Image:
@@ -116,7 +166,30 @@ def rebuild_round(registry: Registry, workdir: Path, number: int) -> dict[str, f
         step = re.findall(r"^#\d+ DONE ([\d.]+)s$", done.stderr, re.MULTILINE)
         assert len(step) == 1, done.stderr  # the changed step ran, the rest was cached
         results[f"{kind} rebuild"], results["rebuild limit"] = wall, float(step[0])
+    if shutil.which("podman"):
+        results["podman rebuild"] = podman_rebuild_s(registry, workdir / f"rebuild-podman{number}")
     return results
+
+
+def podman_rebuild_s(registry: Registry, home: Path) -> float:
+    """podman's rebuild: the second of the same two builds (its base image pulled by the first)."""
+    context = home / "context"
+    context.mkdir(parents=True)
+    tag = f"localhost/hydria-lifecycle-bench-{os.getpid()}"
+    try:
+        for version in (1, 2):
+            (context / "Dockerfile").write_text(f"FROM {registry.address}/bench/lifecycle:v1\n"
+                                                f"RUN echo {version} > /version\n")
+            prefault(PREFAULT_GIB)
+            began = time.perf_counter()
+            subprocess.run(["podman", "build", "--isolation=chroot", "--network=host", "--tls-verify=false", "-q",
+                            "-t", f"{tag}:{version}", str(context)], capture_output=True, text=True, check=True)
+            wall = time.perf_counter() - began
+    finally:
+        subprocess.run(["podman", "rmi", "-f", f"{tag}:1", f"{tag}:2", f"{registry.address}/bench/lifecycle:v1"],
+                       capture_output=True, check=False)
+        subprocess.run(["podman", "image", "prune", "-f"], capture_output=True, check=False)
+    return wall
 
 
 def user_home(home: Path, folder: str) -> Path:
@@ -144,15 +217,29 @@ def one_round(registry: Registry, workdir: Path, number: int) -> dict[str, float
             assert first.ok
             measure = timed("v2", [[*AS_USER, HYDRIA, "import", "-q", "-o", str(home / "out/v2.sqsh"), f"{uri}:v2"]], env)
             assert measure.ok
-            results[f"{kind} first import"] = first.wall
             results[f"{kind} import"], image = measure.wall, home / "out/v2.sqsh"
         else:
-            results[f"{kind} first import"] = layered_s(f"{uri}:v1", home / "out/v1.sqsh", env)[1]
+            first = timed("v1", [[*AS_USER, sys.executable, "-c", LAYERED_IMPORT, f"{uri}:v1",
+                                  str(home / "out/v1.sqsh")]], env)
+            assert first.ok
             image, results[f"{kind} import"] = layered_s(f"{uri}:v2", home / "out/v2.sqsh", env)
+        results[f"{kind} first import"], results[f"{kind} first import cpu"] = first.wall, first.cpu
         results[f"{kind} start ms"] = start_ms(image, env)
         results[f"{kind} cold read"] = cold_read_s(image, env)
     results["limit"] = limit_s(registry, workdir, number)
+    results["download"] = download_s(registry, workdir / f"download{number}")
     return results
+
+
+def download_s(registry: Registry, folder: Path) -> float:
+    """The first import's limit: skopeo's download of every blob of the first version at once."""
+    prefault(PREFAULT_GIB)
+    began = time.perf_counter()
+    subprocess.run(["skopeo", "copy", "-q", "--src-tls-verify=false", f"docker://{registry.address}/bench/lifecycle:v1",
+                    f"dir:{folder}"], check=True, capture_output=True)
+    took = time.perf_counter() - began
+    shutil.rmtree(folder)
+    return took
 
 
 def limit_s(registry: Registry, workdir: Path, number: int) -> float:
@@ -182,6 +269,7 @@ ROWS = {"import": one_round, "store": store_round, "rebuild": rebuild_round}
 
 def main() -> int:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--shape", choices=("test", "ngc"), default="test")
     parser.add_argument("--size-mb", type=int, default=2048)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rows", default=",".join(ROWS), help=f"which rows, of {','.join(ROWS)}")
@@ -193,7 +281,7 @@ def main() -> int:
         workdir = Path(tmp)
         workdir.chmod(0o755)
         with Registry(workdir / "registry") as registry:
-            big = big_image(options.size_mb, workdir)
+            big = big_image(options.size_mb, workdir) if options.shape == "test" else ngc_image(options.size_mb, workdir)
             base = Image([*get_image("busybox", workdir).layers, *big.layers], big.config)  # a shell to start
             update = new_layer(workdir)
             push([base], registry.address, "bench/lifecycle", "v1", workdir)
@@ -206,8 +294,8 @@ def main() -> int:
                 rounds = [{**r, "limit": limit_s(registry, workdir, number)} for number, r in enumerate(rounds)]
     median = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
     limit = median["limit"]
-    print(f"{options.size_mb} MB image in 7 layers, new version with one {NEW_LAYER_MB} MB layer "
-          f"(medians of {options.rounds}; limit: a cold import of the new layer alone)")
+    print(f"{options.size_mb} MB image ({options.shape} shape, {len(big.layers)} layers and busybox's), new version "
+          f"with one {NEW_LAYER_MB} MB layer (medians of {options.rounds}; limit: a cold import of the new layer alone)")
     lines = [("new version, merged into one file", "merged import", limit),
              ("new version, layered", "layered import", limit),
              ("store import, one image file", "store merged import", limit),
@@ -215,6 +303,7 @@ def main() -> int:
              ("limit (the new layer alone)", "limit", None),
              ("rebuild, one file (-o)", "merged rebuild", median.get("rebuild limit")),
              ("rebuild, layered (-t)", "layered rebuild", median.get("rebuild limit")),
+             ("rebuild, podman build", "podman rebuild", median.get("rebuild limit")),
              ("limit (the changed step)", "rebuild limit", None)]
     for label, key, against in lines:
         if key in median:
@@ -223,7 +312,10 @@ def main() -> int:
     if "merged first import" in median:
         print(f"  first import, merged / layered:    {median['merged first import']:.2f} s / "
               f"{median['layered first import']:.2f} s "
-              f"({median['layered first import'] / median['merged first import']:.2f}x)")
+              f"({median['layered first import'] / median['merged first import']:.2f}x; CPU "
+              f"{median['merged first import cpu']:.1f} s / {median['layered first import cpu']:.1f} s)")
+        print(f"  limit (every blob downloaded at once): {median['download']:.2f} s "
+              f"(layered first import {median['layered first import'] / median['download']:.1f}x)")
     if "merged start ms" in median:
         print(f"  start, merged / layered:           {median['merged start ms']:.0f} ms / "
               f"{median['layered start ms']:.0f} ms")
