@@ -100,8 +100,8 @@ def ngc_image(size_mb: int, workdir: Path) -> Image:
 
 def _filler(rng: random.Random, size: int, compressible: bool) -> bytes:
     """``size`` bytes: random, or half random and half zeros in 4 KiB blocks (about 2x with gzip)."""
-    if not compressible:
-        return rng.randbytes(size)
+    if not compressible:  # in pieces: randbytes takes at most 256 MiB at once
+        return b"".join(rng.randbytes(min(16 << 20, size - start)) for start in range(0, size, 16 << 20))
     block = rng.randbytes(2048) + bytes(2048)
     return (block * (size // len(block) + 1))[:size]
 
