@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import subprocess
 from pathlib import Path
 from typing import NamedTuple
 
@@ -40,3 +41,10 @@ def snapshot(root: Path) -> tuple[dict[str, Node], set[frozenset[str]]]:
             nodes[relative] = Node(kind, stat.S_IMODE(mode), info.st_uid, info.st_gid, content)
     groups = {frozenset(paths) for paths in inodes.values() if len(paths) > 1}
     return nodes, groups
+
+
+def image_listing(images: list[str], option: str = "-l") -> str:
+    """``unsquashfs OPTION`` (-l, -lln, ...) of each of the squashfs ``images`` in turn (an image
+    file, or a layered image's layer images)."""
+    return "".join(subprocess.run(["unsquashfs", option, image], capture_output=True, text=True, check=True).stdout
+                   for image in images)

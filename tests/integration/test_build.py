@@ -20,7 +20,7 @@ import pytest
 from hydria.runtime.rootfs import image_layers
 from testbed.publish import PublishedImage
 from testbed.tlsproxy import BODY, TlsInspectingProxy
-from testbed.tree import snapshot
+from testbed.tree import image_listing, snapshot
 from testbed.users import live_processes
 from testbed.workspace import Workspace
 
@@ -124,8 +124,7 @@ CMD ["cat", "/srv/app/made.txt"]
     assert out.stdout.splitlines() == ["heredoc", "python heredoc", "a", "b", "packed", "no-script", "no-secret",
                                        "no-trigger"], out.stderr
     assert image.read_bytes().startswith(b"hydria layered image 1\n"), "-t writes a layered image by default"
-    listing = "".join(subprocess.run(["unsquashfs", "-lln", layer], capture_output=True, text=True, check=True).stdout
-                      for layer in image_layers(str(image)))
+    listing = image_listing(image_layers(str(image)), "-lln")
     assert "-rw-r----- 1234/55" in next(line for line in listing.splitlines() if line.endswith("/opt/owned.txt"))
     assert "7/7" in next(line for line in listing.splitlines() if line.endswith("/opt/data/inside.txt"))
     assert "/proc/" not in listing.replace("squashfs-root/proc\n", "")  # no mount point leaked into a layer

@@ -19,6 +19,7 @@ from testbed.authproxy import AuthProxy
 from testbed.publish import PublishedImage, push_as
 from testbed.registry import Registry
 from testbed.stallproxy import StallProxy
+from testbed.tree import image_listing
 from testbed.users import run_as
 from testbed.workspace import Workspace
 
@@ -61,12 +62,6 @@ def from_the_store(result: subprocess.CompletedProcess[str], entry: Path) -> boo
     return f"Found the image in the image store: {entry}" in result.stderr
 
 
-def listing_of(image: Path) -> str:
-    """``unsquashfs -l`` of an image file, or of each layer image of a layered one."""
-    return "".join(subprocess.run(["unsquashfs", "-l", layer], capture_output=True, text=True, check=True).stdout
-                   for layer in image_layers(str(image)))
-
-
 def test_one_import_serves_every_user(busybox: PublishedImage, registry: Registry, store: Path, layout: str,
                                       store_workspace: Workspace, workspace: Workspace,
                                       other_workspace: Workspace) -> None:
@@ -82,7 +77,7 @@ def test_one_import_serves_every_user(busybox: PublishedImage, registry: Registr
         assert result.returncode == 0, result.stderr
         assert from_the_store(result, entry), result.stderr
         if layout == "layered":
-            assert "squashfs-root/bin/busybox" in listing_of(user.out / "mine.sqsh")
+            assert "squashfs-root/bin/busybox" in image_listing(image_layers(str(user.out / "mine.sqsh")))
         else:
             assert (user.out / "mine.sqsh").read_bytes() == entry.read_bytes()
     assert registry.blob_fetches("hydria/stored") == served  # no blob again: only the manifest requests
@@ -368,7 +363,7 @@ def test_a_killed_importer_leaves_no_entry_and_is_taken_over(busybox: PublishedI
     assert f"Taking over the import of {lock.name[:12]}: node " in result.stderr
     assert f"process {importing.pid} is gone (killed)" in result.stderr
     assert "Waiting for" not in result.stderr and time.monotonic() - started < 60
-    assert "squashfs-root/bin/busybox" in listing_of(Path(result.stdout.strip())) and list((store / "locks").iterdir()) == []
+    assert "squashfs-root/bin/busybox" in image_listing(image_layers(result.stdout.strip())) and list((store / "locks").iterdir()) == []
 
 
 def test_a_stored_image_is_not_served_for_another_architecture(busybox: PublishedImage, registry: Registry,
