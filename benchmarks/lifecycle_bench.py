@@ -143,6 +143,11 @@ def cold_read_s(image: Path, env: dict[str, str]) -> float:
     return time.perf_counter() - began
 
 
+def rebuilt_dockerfile(registry: Registry, version: int) -> str:
+    """The rebuild row's Dockerfile: the image, and a last RUN that each version changes."""
+    return f"FROM {registry.address}/bench/lifecycle:v1\nRUN echo {version} > /version\n"
+
+
 def rebuild_round(registry: Registry, workdir: Path, number: int) -> dict[str, float]:
     """The rebuild row: the second of two builds that differ in their last RUN, each way."""
     results = {}
@@ -153,8 +158,7 @@ def rebuild_round(registry: Registry, workdir: Path, number: int) -> dict[str, f
         env = {**os.environ, "HYDRIA_ALLOW_HTTP": "y", "HYDRIA_CACHE_PATH": str(home / "cache"), "HOME": str(home),
                "HYDRIA_LAYERED_IMAGES": "y" if kind == "layered" else "n"}
         for version in (1, 2):
-            (context / "Dockerfile").write_text(f"FROM {registry.address}/bench/lifecycle:v1\n"
-                                                f"RUN echo {version} > /version\n")
+            (context / "Dockerfile").write_text(rebuilt_dockerfile(registry, version))
             for path in (home, context, context / "Dockerfile"):
                 os.chown(path, USER.uid, USER.gid)
             prefault(PREFAULT_GIB)
@@ -178,8 +182,7 @@ def podman_rebuild_s(registry: Registry, home: Path) -> float:
     tag = f"localhost/hydria-lifecycle-bench-{os.getpid()}"
     try:
         for version in (1, 2):
-            (context / "Dockerfile").write_text(f"FROM {registry.address}/bench/lifecycle:v1\n"
-                                                f"RUN echo {version} > /version\n")
+            (context / "Dockerfile").write_text(rebuilt_dockerfile(registry, version))
             prefault(PREFAULT_GIB)
             began = time.perf_counter()
             subprocess.run(["podman", "build", "--isolation=chroot", "--network=host", "--tls-verify=false", "-q",
