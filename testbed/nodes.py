@@ -19,6 +19,7 @@ from testbed.users import User
 
 NODE = "hydria-node"
 BRIDGE = "hydria-br"
+VETH = "hydria-v"  # the host's side of each node's veth pair
 SUBNET = "10.199.0"
 HEAD_ADDRESS = f"{SUBNET}.1"
 NETNS_ETC = Path("/etc/netns")
@@ -48,7 +49,7 @@ def create(count: int) -> None:
     hosts = f"127.0.0.1 localhost\n{HEAD_ADDRESS} {head}\n" + "".join(f"{address(i)} {name}\n"
                                                                     for i, name in enumerate(names(count)))
     for i, name in enumerate(names(count)):
-        outside = f"hydria-v{i}"
+        outside = f"{VETH}{i}"
         ip("netns", "add", name)
         ip("link", "add", outside, "type", "veth", "peer", "name", "eth0", "netns", name)
         ip("link", "set", outside, "master", BRIDGE, "up")
@@ -60,9 +61,18 @@ def create(count: int) -> None:
 
 
 def destroy() -> None:
-    """Stop the nodes' sshd and remove the namespaces, their hosts files and the bridge."""
+    """Stop the nodes' sshd and whatever else still runs on a node, and remove the namespaces, their
+    hosts files and the bridge."""
     subprocess.run(["pkill", "-f", f"sshd -D -f {SSH_ROOT}"], check=False)
+    # A veth pair goes with its namespace only once the kernel frees the namespace, later and not
+    # at all while a process still holds it: delete this side by name, which takes both at once.
+    for link in Path("/sys/class/net").glob(f"{VETH}*"):
+        subprocess.run(["ip", "link", "delete", link.name], stderr=subprocess.DEVNULL, check=False)
     for namespace in Path("/run/netns").glob(f"{NODE}*"):
+        left = subprocess.run(["ip", "netns", "pids", namespace.name], stdout=subprocess.PIPE, text=True,
+                              check=False).stdout.split()
+        if left:
+            subprocess.run(["kill", "-KILL", *left], stderr=subprocess.DEVNULL, check=False)
         subprocess.run(["ip", "netns", "delete", namespace.name], check=False)
         shutil.rmtree(NETNS_ETC / namespace.name, ignore_errors=True)
     subprocess.run(["ip", "link", "delete", BRIDGE], stderr=subprocess.DEVNULL, check=False)
