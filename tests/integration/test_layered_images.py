@@ -385,6 +385,58 @@ def test_a_volume_the_layers_lack_is_made_at_start(busybox: PublishedImage, regi
     assert shown.returncode == 0 and shown.stdout == "755\nkept\n", shown.stderr
 
 
+# Where an image's WORKDIR may be, as its layers below leave it (_config_folder_layers): nowhere,
+# below a folder of a lower layer with a mode of its own, in a folder an upper layer deleted, there
+# already, below a symlink.
+WORKDIRS = ("/work/dir", "/opt/app/run", "/gone/again", "/opt/app", "/link/sub")
+SHOW_FOLDERS = ("pwd; for p in /work /work/dir /opt/app /opt/app/run /gone /gone/again /link /cache; do "
+                "if [ -L $p ]; then echo $p link; elif [ -e $p ]; then stat -c '%n %a %F' $p; fi; done; echo in /gone: $(ls -A /gone 2> /dev/null)")
+
+
+def _config_folder_layers(tmp: Path) -> list[Any]:
+    tar = tmp / "folders.tar"
+    with LayerTar(tar) as layer:
+        layer.directory("opt")
+        layer.directory("opt/app", mode=0o750)
+        layer.directory("gone")
+        layer.file("gone/old", b"old\n")
+        layer.symlink("link", "/opt")
+    return [make_layer(tar, tmp), _layer(tmp, "deleting", {"etc/upper": b"upper\n"}, whiteouts=("gone",))]
+
+
+@pytest.mark.parametrize("workdir", WORKDIRS)
+def test_config_folders_the_layers_lack_are_in_the_image(busybox: PublishedImage, registry: Registry,
+                                                         workspace: Workspace, tmp_path: Path, workdir: str) -> None:
+    """A WORKDIR and a VOLUME that no layer holds are folders of a layered image as of the merged
+    one (mode 0755, the folders on their way as the layers have them, nothing below a symlink),
+    so that a start, read-only, changes to its WORKDIR."""
+    tmp_path.chmod(0o755)
+    repository = f"hydria/folders{uuid.uuid4().hex[:12]}"
+    config = {"Cmd": ["/bin/sh"], "Env": ["PATH=/bin"], "WorkingDir": workdir, "Volumes": {"/cache": {}}}
+    push([Image([*busybox.image.layers, *_config_folder_layers(tmp_path)], config)], registry.address, repository,
+         "v1", workspace.root)
+    uri = f"docker://{registry.address}#{repository}:v1"
+    layered = layered_import(workspace, uri)
+    assert layered.returncode == 0, layered.stderr
+    assert Path(layered.stdout.strip()).read_bytes().startswith(b"hydria layered image"), "kept layered"
+    merged = workspace.run("import", "-o", "merged.sqsh", uri)
+    assert merged.returncode == 0, merged.stderr
+    shown = {image: workspace.run("start", image, "sh", "-c", SHOW_FOLDERS)
+             for image in (layered.stdout.strip(), "merged.sqsh")}
+    layered_shown, merged_shown = shown.values()
+    assert (layered_shown.returncode, layered_shown.stdout) == (merged_shown.returncode, merged_shown.stdout), \
+        (layered_shown.stderr, merged_shown.stderr)
+    if workdir == "/link/sub":  # as enroot's: no folder below a link, and a read-only root
+        assert merged_shown.returncode != 0 and "can't cd" in merged_shown.stderr
+        return
+    assert merged_shown.returncode == 0, merged_shown.stderr
+    lines = merged_shown.stdout.splitlines()
+    assert lines[0] == workdir
+    assert f"{workdir} 755 directory" in lines or workdir == "/opt/app"
+    assert "/opt/app 750 directory" in lines and "/link link" in lines and "/cache 755 directory" in lines
+    assert lines[-1] == f"in /gone:{' again' if workdir == '/gone/again' else ''}", "the upper layer's deletion holds"
+
+
 def test_evicted_images_take_only_their_own_layer_images(busybox: PublishedImage, registry: Registry,
                                                          workspace: Workspace, tmp_path: Path) -> None:
     tmp_path.chmod(0o755)

@@ -137,6 +137,18 @@ class ExtraFile(Record):
     path: str
     data: bytes | None  # None: a directory
     mode: int = 0o644
+    uid: int = 0
+    gid: int = 0
+    mtime: int = 0
+
+
+def extra_info(extra: ExtraFile) -> tarfile.TarInfo:
+    """The tar header of ``extra`` (a directory's, or a file's without its size)."""
+    info = tarfile.TarInfo(extra.path)
+    info.mode, info.uid, info.gid, info.mtime = extra.mode, extra.uid, extra.gid, extra.mtime
+    if extra.data is None:
+        info.type = tarfile.DIRTYPE
+    return info
 
 
 class _TarSource:
@@ -319,10 +331,8 @@ def flatten(layers: Sequence[LayerStream], extras: Sequence[ExtraFile], out: Sin
 
 
 def _write_extra(merger: _Merger, extra: ExtraFile) -> None:
-    info = tarfile.TarInfo(extra.path)
-    info.mode, info.mtime = extra.mode, 0
+    info = extra_info(extra)
     if extra.data is None:
-        info.type = tarfile.DIRTYPE
         merger.write(info, None)
     else:
         data = extra.data

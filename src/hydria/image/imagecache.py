@@ -97,6 +97,10 @@ class ImageCache:
                 raise HydriaError(f"cannot keep the layer image {target}: another file has its name")
         return target.name
 
+    def layer_file(self, name: str) -> Path:
+        """The path of the layer image ``name`` (as :meth:`layer` gives it)."""
+        return self.directory / name
+
     @contextmanager
     def making_layered(self) -> Iterator[None]:
         """Hold the layers of this user's entries against removal by another import's eviction

@@ -215,6 +215,10 @@ class ImageStore:
         process or another importer that this one waits for); its name. Only the owner may call it."""
         return self._publish(layer_key(blob_digest, squash_options), SUFFIX, f"a layer ({blob_digest})", write).name
 
+    def layer_file(self, name: str) -> Path:
+        """The path of the layer image ``name`` (as :meth:`layer` gives it)."""
+        return self.images / name
+
     def _publish(self, key: str, suffix: str, what: str, write: Callable[[AnonymousFile], None],
                  record: Callable[[Path], None] | None = None) -> Path:
         announced = False

@@ -21,6 +21,7 @@ from hydria.image import manifest as mf
 from hydria.image.config import runtime_files
 from hydria.image.flatten import ExtraFile, LayerContent, LayerStream, Sink
 from hydria.image.imagecache import CachedImage
+from hydria.image.layer_folders import missing_folders
 from hydria.image.layerimage import end_archive, extras_layer, overlay_layer
 from hydria.image.progress import Progress
 from hydria.image.squashfs import SquashPlan, squash_tar
@@ -40,6 +41,9 @@ class LayerHome(Protocol):
 
     def add_layer(self, blob_digest: str, squash_options: str, write: Callable[[AnonymousFile], None]) -> str:
         """Keep the layer image that ``write`` writes into the anonymous file it is given; its name."""
+
+    def layer_file(self, name: str) -> Path:
+        """The path of the layer image ``name``."""
 
 
 def write_layered(resolved: mf.ResolvedImage, kept: CachedImage, options: SquashPlan, squash_options: str,
@@ -79,9 +83,8 @@ def squash_layers(resolved: mf.ResolvedImage, home: LayerHome, options: SquashPl
             names[index] = home.add_layer(descriptor.digest, squash_options,
                                           partial(_squash, options=options, counted=counted,
                                                   write=partial(overlay_layer, stream)))
-    extras = _extras(resolved)
-    extras_digest = "sha256:" + hashlib.sha256(b"".join(e.path.encode() + b"\0" + (e.data or b"") + b"\0"
-                                                        for e in extras)).hexdigest()
+    extras = _extras(resolved, [str(home.layer_file(name)) for name in names if name is not None])
+    extras_digest = "sha256:" + hashlib.sha256(b"".join(map(_extra_key, extras))).hexdigest()
     top = home.layer(extras_digest, squash_options) or \
         home.add_layer(extras_digest, squash_options,
                        lambda image: _squash(image, options, counted, lambda out: extras_layer(extras, out)))
@@ -90,10 +93,23 @@ def squash_layers(resolved: mf.ResolvedImage, home: LayerHome, options: SquashPl
     return [*(name for name in names if name is not None), top]
 
 
-def _extras(resolved: mf.ResolvedImage) -> list[ExtraFile]:
-    """The runtime files of the image format (image/config.py), as a layer above the image's."""
+def _extras(resolved: mf.ResolvedImage, layers: list[str]) -> list[ExtraFile]:
+    """The runtime files of the image format (image/config.py) and the WORKDIR and VOLUME folders
+    that ``layers`` (the layer images, the lowest first) lack, as a layer above the image's.
+
+    Raises:
+        LayerNeedsMerge: which folders the layers lack cannot be found.
+    """
     files = runtime_files(resolved.config.get("config") or {}, resolved.uri)
-    return [ExtraFile(path, content.encode()) for path, content in files.files().items()]
+    return [*(ExtraFile(path, content.encode()) for path, content in files.files().items()),
+            *missing_folders(layers, files.directories)]
+
+
+def _extra_key(extra: ExtraFile) -> bytes:
+    """What names ``extra`` in the top layer's key (a file's as before folders were added)."""
+    if extra.data is not None:
+        return extra.path.encode() + b"\0" + extra.data + b"\0"
+    return extra.path.encode() + f"\0/{extra.mode:o} {extra.uid} {extra.gid} {extra.mtime}\0".encode()
 
 
 def _squash(image: AnonymousFile, options: SquashPlan, counted: Callable[[IO[bytes]], Sink],

@@ -37,6 +37,7 @@ from hydria.image.flatten import (
     Sink,
     clean_path,
     content_writer,
+    extra_info,
     output_info,
     parent_is_folder,
     takes,
@@ -139,10 +140,8 @@ def extras_layer(extras: Sequence[ExtraFile], out: Sink) -> FlattenStats:
     """The files above every layer (the image format's runtime files) as a layer's tar."""
     stats = FlattenStats()
     for extra in extras:
-        info = tarfile.TarInfo(extra.path)
-        info.mode, info.mtime = extra.mode, 0
+        info = extra_info(extra)
         if extra.data is None:
-            info.type = tarfile.DIRTYPE
             write_entry(out, info, None, stats)
         else:
             info.size = len(extra.data)

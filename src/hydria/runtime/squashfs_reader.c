@@ -53,6 +53,12 @@
  * MTIME PATH" (MODE in octal: the type and every permission bit; PATH from the tree's top), ended
  * by a NUL byte; every name of a file with hard links; then each folder that holds one, as the
  * tree shows it (IMAGE its topmost layer's, SIZE 0), after what it holds; last the top (PATH "").
+ *
+ * hydria-squashfuse --folders IMAGE [IMAGE]...: for each path that standard input lists (one per
+ * line, from the tree's top, "a/b"), one line of what the merged tree has at each of its parts in
+ * turn: "d MODE UID GID MTIME" for a folder (MODE in octal, permission bits), "-" for nothing
+ * there, "x" for anything else, separated by ";", the line ending after the first that is not a
+ * folder. An import asks which of an image's WORKDIR and VOLUME folders its layers lack.
  */
 #define _GNU_SOURCE /* CPU_COUNT, RUSAGE_THREAD */
 #define FUSE_USE_VERSION 32
@@ -1401,6 +1407,64 @@ static int print_paths(int count)
 	return status;
 }
 
+/* --- hydria-squashfuse --folders (see the top) ------------------------------------------------- */
+
+/* Print what the merged tree has at each part of `path` (see the top), changing it as it goes.
+ * 0, or -1 once the images could not be read. */
+static int print_parts(char *path)
+{
+	fuse_ino_t folder = FUSE_ROOT_ID;
+	char *part, *rest = path;
+	const char *separator = "";
+
+	while ((part = strsep(&rest, "/")) != NULL) {
+		struct entry found;
+		struct stat st;
+		int err;
+
+		if (*part == '\0')
+			continue;
+		err = find_name(folder, part, &found);
+		if (err == ENOENT || (err == 0 && !S_ISDIR(found.type))) {
+			printf("%s%s", separator, err == ENOENT ? "-" : "x");
+			break;
+		}
+		if (err != 0 || attributes(found.top, found.ino, &st) != 0)
+			return -1;
+		printf("%sd %o %u %u %lld", separator, (unsigned int)(st.st_mode & 07777), (unsigned int)st.st_uid,
+		       (unsigned int)st.st_gid, (long long)st.st_mtime);
+		separator = ";";
+		folder = found.ino;
+	}
+	putchar('\n');
+	return 0;
+}
+
+/* hydria-squashfuse --folders IMAGE... (see the top); the exit status. */
+static int print_folders(int count)
+{
+	char *line = NULL;
+	size_t room = 0;
+	ssize_t length;
+	int status = 0;
+
+	opts.uid = opts.gid = IMAGE_OWNERS;
+	if (open_layers(count) != 0)
+		return 1;
+	while (status == 0 && (length = getline(&line, &room, stdin)) > 0) {
+		if (line[length - 1] == '\n')
+			line[length - 1] = '\0';
+		status = print_parts(line) == 0 ? 0 : 1;
+	}
+	if (status != 0)
+		fprintf(stderr, "hydria-squashfuse: cannot read the images' folders: an image is damaged or cut short\n");
+	if (fflush(stdout) != 0)
+		status = 1;
+	free(line);
+	close_layers();
+	return status;
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -1413,17 +1477,17 @@ int main(int argc, char *argv[])
 	struct fuse_lowlevel_ops ops;
 	int status = 1, i;
 
-	if (argc >= 3 && argc - 2 <= MAX_IMAGES && strcmp(argv[1], "--paths") == 0) {
+	if (argc >= 3 && argc - 2 <= MAX_IMAGES && (strcmp(argv[1], "--paths") == 0 || strcmp(argv[1], "--folders") == 0)) {
 		for (i = 2; i < argc; i++)
 			opts.argument[i - 2] = argv[i];
-		return print_paths(argc - 2);
+		return strcmp(argv[1], "--paths") == 0 ? print_paths(argc - 2) : print_folders(argc - 2);
 	}
 	read_log = read_log_descriptor();
 	opts.uid = IMAGE_OWNERS;
 	opts.gid = IMAGE_OWNERS;
 	if (fuse_opt_parse(&args, &opts, spec, take_argument) == -1 || opts.count < 2) {
 		fprintf(stderr, "usage: %s [-f] [-o uid=N,gid=N] IMAGE [IMAGE]... MOUNTPOINT (%d images at most, "
-			"the lowest first)\n       %s --paths IMAGE [IMAGE]...\n", argv[0], MAX_IMAGES, argv[0]);
+			"the lowest first)\n       %s --paths|--folders IMAGE [IMAGE]...\n", argv[0], MAX_IMAGES, argv[0]);
 		return 2;
 	}
 	memset(&ops, 0, sizeof(ops));
