@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from import_bench import HYDRIA, PREFAULT_GIB, big_image, prefault, timed
 
-from testbed.oci import Image, make_layer, push
+from testbed.oci import Image, kept_layer, make_layer, push
 from testbed.recipes import DEFAULT_CACHE, get_image
 from testbed.registry import Registry
 from testbed.tarbuild import LayerTar
@@ -94,7 +94,7 @@ def ngc_image(size_mb: int, workdir: Path) -> Image:
                     written += size
                     number += 1
             partial.rename(tar_path)
-        layers.append(make_layer(tar_path, workdir))
+        layers.append(kept_layer(tar_path, workdir))
     return Image(layers, {"Env": ["PATH=/usr/bin:/bin"], "Cmd": ["/bin/sh"]})
 
 
@@ -229,6 +229,7 @@ def one_round(registry: Registry, workdir: Path, number: int) -> dict[str, float
         results[f"{kind} first import"], results[f"{kind} first import cpu"] = first.wall, first.cpu
         results[f"{kind} start ms"] = start_ms(image, env)
         results[f"{kind} cold read"] = cold_read_s(image, env)
+        shutil.rmtree(home)  # room for the next: three times the image's size each
     results["limit"] = limit_s(registry, workdir, number)
     results["download"] = download_s(registry, workdir / f"download{number}")
     return results
@@ -264,6 +265,7 @@ def store_round(registry: Registry, workdir: Path, number: int) -> dict[str, flo
         measure = timed("v2", [[*AS_USER, HYDRIA, "store", "import", f"{uri}:v2"]], env)
         assert measure.ok
         results[f"store {kind} import"] = measure.wall
+        shutil.rmtree(home)
     return results
 
 

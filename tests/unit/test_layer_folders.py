@@ -52,3 +52,11 @@ def test_a_reader_that_fails_or_answers_short_merges_the_image(tmp_path: Path, m
     monkeypatch.setattr(layer_folders, "installed_reader", lambda: reader)
     with pytest.raises(LayerNeedsMerge, match="cannot find which WORKDIR"):
         layer_folders.missing_folders([os.devnull], ["/a", "/b"])
+
+
+def test_a_reader_older_than_the_question_says_to_build_it_again(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    reader = _reader_answering(tmp_path, "usage: hydria-squashfuse ...", layer_folders.USAGE_STATUS)
+    monkeypatch.setattr(layer_folders, "installed_reader", lambda: reader)
+    with pytest.raises(LayerNeedsMerge, match="hydria install-reader builds it again"):
+        layer_folders.missing_folders([os.devnull], ["/a"])

@@ -19,6 +19,7 @@ from hydria.image.layerimage import LayerNeedsMerge
 from hydria.runtime.reader import installed_reader
 
 ADDED_MODE = 0o755  # as the merged import adds them
+USAGE_STATUS = 2  # the reader's answer to a command line it does not know (one older than --folders)
 
 
 def missing_folders(layers: Sequence[str], folders: Sequence[str]) -> list[ExtraFile]:
@@ -41,6 +42,9 @@ def missing_folders(layers: Sequence[str], folders: Sequence[str]) -> list[Extra
     answer = subprocess.run([reader, "--folders", *layers], input="".join(f"{path}\n" for path in paths).encode(),
                             capture_output=True, check=False)
     lines = answer.stdout.decode("utf-8", "surrogateescape").splitlines()
+    if answer.returncode == USAGE_STATUS:
+        raise LayerNeedsMerge(f"the installed reader {reader} was built before it could find the WORKDIR and VOLUME "
+                              "folders that the layers lack: hydria install-reader builds it again")
     if answer.returncode != 0 or len(lines) != len(paths):
         why = answer.stderr.decode(errors="replace").strip() or f"exit status {answer.returncode}"
         raise LayerNeedsMerge(f"cannot find which WORKDIR and VOLUME folders the layers lack: {why}")
