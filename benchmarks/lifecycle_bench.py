@@ -70,7 +70,7 @@ LAYERED_IMPORT = ("import sys; from pathlib import Path; from hydria.config impo
 def ngc_image(size_mb: int, workdir: Path) -> Image:
     """An image shaped like NGC's framework images (see the module's docstring), ``size_mb`` in
     all; its layer tars are kept in the test bed's cache for the next run."""
-    cache = DEFAULT_CACHE / f"ngc-{size_mb}"
+    cache = DEFAULT_CACHE / f"ngc2-{size_mb}"  # 2: compressible files that do not repeat one block
     cache.mkdir(parents=True, exist_ok=True)
     total = size_mb << 20
     rng = random.Random(7)
@@ -99,11 +99,12 @@ def ngc_image(size_mb: int, workdir: Path) -> Image:
 
 
 def _filler(rng: random.Random, size: int, compressible: bool) -> bytes:
-    """``size`` bytes: random, or half random and half zeros in 4 KiB blocks (about 2x with gzip)."""
+    """``size`` bytes: random, or each 4 KiB half random and half zeros (about 2x with gzip or
+    zstd; no block repeats another, which either would find)."""
     if not compressible:  # in pieces: randbytes takes at most 256 MiB at once
         return b"".join(rng.randbytes(min(16 << 20, size - start)) for start in range(0, size, 16 << 20))
-    block = rng.randbytes(2048) + bytes(2048)
-    return (block * (size // len(block) + 1))[:size]
+    zeros = bytes(2048)
+    return b"".join(rng.randbytes(2048) + zeros for _ in range(size // 4096 + 1))[:size]
 
 
 def new_layer(workdir: Path) -> Image:

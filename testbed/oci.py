@@ -288,9 +288,9 @@ def _upload_blob(client: httpx.Client, repository: str, blob: Blob) -> None:
     start.raise_for_status()
     location = start.headers["Location"]
     separator = "&" if "?" in location else "?"
-    with blob.path.open("rb") as f:
-        done = client.put(f"{location}{separator}digest={blob.digest}", content=f.read(),
-                          headers={"Content-Type": "application/octet-stream"})
+    with blob.path.open("rb") as f:  # streamed: a benchmark's blobs are gigabytes
+        done = client.put(f"{location}{separator}digest={blob.digest}", content=iter(lambda: f.read(1 << 20), b""),
+                          headers={"Content-Type": "application/octet-stream", "Content-Length": str(blob.size)})
     done.raise_for_status()
 
 
