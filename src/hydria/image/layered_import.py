@@ -77,7 +77,9 @@ def squash_layers(resolved: mf.ResolvedImage, home: LayerHome, options: SquashPl
     if missing:
         resolved.fetch_layers()
     progress.squashing()
-    for index, descriptor in enumerate(resolved.layers):
+    # The top layer first, as the downloads start (image/sources/pacing.py: for the merge, which
+    # starts at the top): a layer squashed is the one being downloaded, not one queued behind it.
+    for index, descriptor in reversed(list(enumerate(resolved.layers))):
         if names[index] is None:
             stream = LayerStream(descriptor.digest, open_layer(resolved, descriptor))
             names[index] = home.add_layer(descriptor.digest, squash_options,
