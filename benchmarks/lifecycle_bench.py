@@ -176,6 +176,7 @@ def rebuild_round(registry: Registry, workdir: Path, number: int) -> dict[str, f
         step = re.findall(r"^#\d+ DONE ([\d.]+)s$", done.stderr, re.MULTILINE)
         assert len(step) == 1, done.stderr  # the changed step ran, the rest was cached
         results[f"{kind} rebuild"], results["rebuild limit"] = wall, float(step[0])
+        shutil.rmtree(home)
     if shutil.which("podman"):
         results["podman rebuild"] = podman_rebuild_s(registry, workdir / f"rebuild-podman{number}")
     return results
