@@ -421,9 +421,8 @@ def test_config_folders_the_layers_lack_are_in_the_image(busybox: PublishedImage
     assert Path(layered.stdout.strip()).read_bytes().startswith(b"hydria layered image"), "kept layered"
     merged = workspace.run("import", "-o", "merged.sqsh", uri)
     assert merged.returncode == 0, merged.stderr
-    shown = {image: workspace.run("start", image, "sh", "-c", SHOW_FOLDERS)
-             for image in (layered.stdout.strip(), "merged.sqsh")}
-    layered_shown, merged_shown = shown.values()
+    layered_shown, merged_shown = (workspace.run("start", image, "sh", "-c", SHOW_FOLDERS)
+                                   for image in (layered.stdout.strip(), "merged.sqsh"))
     assert (layered_shown.returncode, layered_shown.stdout) == (merged_shown.returncode, merged_shown.stdout), \
         (layered_shown.stderr, merged_shown.stderr)
     if workdir == "/link/sub":  # as enroot's: no folder below a link, and a read-only root
