@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from hydria.oci.bundle import BundleError, load
+from hydria.oci.bundle import load
+from hydria.oci.fields import BundleError
 
 UID, GID = 1000, 1000
 
@@ -65,7 +66,13 @@ def test_the_callers_own_ids_run_as_the_caller(tmp_path: Path) -> None:
     (minimal(root=None), "root is missing"),
     (minimal(process={"args": []}), "process.args is empty"),
     (minimal(process={"args": ["x", 1]}), "process.args[1] is not a string"),
-    (minimal(process={"args": ["x"], "capabilities": {}}), "process.capabilities is a field hydria does not do"),
+    (minimal(process={"args": ["x"], "capabilities": {"bounding": ["CAP_NOPE"]}}),
+     "process.capabilities.bounding[0] 'CAP_NOPE' is no Linux capability"),
+    (minimal(process={"args": ["x"], "capabilities": {"effective": ["CAP_KILL"]}}),
+     "process.capabilities.effective has CAP_KILL, which the permitted set lacks"),
+    (minimal(process={"args": ["x"], "capabilities": {"permitted": ["CAP_KILL"], "ambient": ["CAP_KILL"]}}),
+     "process.capabilities.ambient has CAP_KILL, which the inheritable set lacks"),
+    (minimal(process={"args": ["x"], "capabilities": {"all": []}}), "process.capabilities.all is no capability set"),
     (minimal(process={"args": ["x"], "noNewPrivileges": False}), "process.noNewPrivileges is not true"),
     (minimal(process={"args": ["x"], "env": ["NOVALUE"]}), "process.env[0] 'NOVALUE' is not NAME=VALUE"),
     (minimal(process={"args": ["x"], "cwd": "work"}), "process.cwd 'work' is not an absolute path"),
@@ -75,7 +82,20 @@ def test_the_callers_own_ids_run_as_the_caller(tmp_path: Path) -> None:
     (minimal(process={"args": ["x"], "rlimits": [{"type": "RLIMIT_BOGUS", "soft": 1, "hard": 1}]}),
      "process.rlimits[0].type 'RLIMIT_BOGUS' is no resource limit"),
     (minimal(hostname="box"), "hostname needs a uts namespace"),
-    (minimal(linux={"seccomp": {}}), "linux.seccomp is a field hydria does not do"),
+    (minimal(linux={"sysctl": {"net.core.somaxconn": "1024"}}), "linux.sysctl is a field hydria does not do"),
+    (minimal(linux={"resources": {"memory": {"limit": 1 << 30}}}),
+     "linux.resources.memory: a Slurm task's limits are its job's"),
+    (minimal(linux={"maskedPaths": ["proc/kcore"]}), "linux.maskedPaths[0] 'proc/kcore' is not an absolute path"),
+    (minimal(linux={"seccomp": {}}), "linux.seccomp.defaultAction is missing"),
+    (minimal(linux={"seccomp": {"defaultAction": "SCMP_ACT_NOTIFY"}}),
+     "linux.seccomp.defaultAction 'SCMP_ACT_NOTIFY' is not an action hydria runs"),
+    (minimal(linux={"seccomp": {"defaultAction": "SCMP_ACT_ALLOW", "listenerPath": "/run/agent.sock"}}),
+     "linux.seccomp.listenerPath is a field hydria does not do"),
+    (minimal(linux={"seccomp": {"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_VAX"]}}),
+     "linux.seccomp.architectures[0] 'SCMP_ARCH_VAX' is no architecture"),
+    (minimal(linux={"seccomp": {"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
+        {"names": ["mkdir"], "action": "SCMP_ACT_ERRNO", "args": [{"index": 0, "value": 1, "op": "SCMP_CMP_ABOUT"}]}]}}),
+     "linux.seccomp.syscalls[0].args[0].op 'SCMP_CMP_ABOUT' is not one of"),
     (minimal(linux={"namespaces": [{"type": "network", "path": "/proc/1/ns/net"}]}), "linux.namespaces[0].path"),
     (minimal(linux={"namespaces": [{"type": "time"}]}), "linux.namespaces[0].type 'time' is a namespace"),
     (minimal(linux={"uidMappings": [{"containerID": 0, "hostID": 0, "size": 65536}]}),
@@ -105,3 +125,34 @@ def test_a_bundle_without_config_says_what_a_bundle_is(tmp_path: Path) -> None:
     with pytest.raises(BundleError) as raised:
         load(os.fspath(tmp_path), UID, GID)
     assert "No such file or directory" in raised.value.message and "config.json" in (raised.value.hint or "")
+
+
+PODMAN_CAPABILITIES = ["CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_NET_BIND_SERVICE",
+                       "CAP_SETFCAP", "CAP_SETGID", "CAP_SETPCAP", "CAP_SETUID", "CAP_SYS_CHROOT"]
+
+
+def test_what_podman_writes_to_confine_its_process_is_read(tmp_path: Path) -> None:
+    """The confining fields as rootless podman 4 writes them into every bundle (scrun hands it on):
+    capabilities, an empty linux.resources, masked and read-only paths, its seccomp profile."""
+    config = minimal(
+        process={"args": ["sh"], "capabilities": {key: PODMAN_CAPABILITIES for key in ("bounding", "effective",
+                                                                                       "permitted")}},
+        linux={"resources": {}, "maskedPaths": ["/proc/kcore", "/sys/firmware"], "readonlyPaths": ["/proc/sys"],
+               "seccomp": {"defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": 38,
+                           "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
+                           "syscalls": [{"names": ["read", "write", "no_such_call"], "action": "SCMP_ACT_ALLOW"},
+                                        {"names": ["personality"], "action": "SCMP_ACT_ALLOW",
+                                         "args": [{"index": 0, "value": 0, "op": "SCMP_CMP_EQ"}]},
+                                        {"names": ["bpf"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1}]}})
+    confinement = load(str(write(tmp_path, config)), UID, GID).confinement
+    assert confinement.masked == ("/proc/kcore", "/sys/firmware") and confinement.readonly == ("/proc/sys",)
+    assert confinement.capabilities is not None
+    assert confinement.capabilities.bounding == sum(1 << n for n in (0, 1, 3, 4, 5, 10, 31, 6, 8, 7, 18))
+    assert confinement.capabilities.inheritable == confinement.capabilities.ambient == 0
+    assert confinement.seccomp_filter and len(confinement.seccomp_filter) % 8 == 0
+
+
+def test_a_bundle_without_confining_fields_is_not_confined(tmp_path: Path) -> None:
+    confinement = load(str(write(tmp_path, minimal())), UID, GID).confinement
+    assert (confinement.masked, confinement.readonly, confinement.capabilities, confinement.seccomp_filter) == (
+        (), (), None, b"")

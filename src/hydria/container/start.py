@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # confscript (and the secrets it needs) only for --conf
     from typing import NoReturn
 
     from hydria.hooks.cdi import Registry
+    from hydria.runtime.confinement import Confinement
     from hydria.runtime.confscript import ConfScript
 
 log = Logger(__name__)
@@ -101,6 +102,7 @@ class StartOptions(Record):
     process_env: Mapping[str, str] | None = None
     cwd: str = "/"
     hostname: str | None = None
+    confinement: Confinement | None = None  # its capabilities, masked paths, seccomp profile
 
 
 def start(container: rootfs.Container, options: StartOptions, settings: Settings) -> None:
@@ -204,9 +206,16 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
         _become_pid_one()
     if hook_state is not None:
         edits.run_hooks(hook_edits.hooks, edits.LATE_STAGES, hook_state)
+    if options.confinement is not None:
+        from hydria.runtime import confinement
+
+        confinement.apply_masks(options.confinement)
     if not namespaces.privileged(settings, uid):
         sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
         seccomp.install()
+    if options.confinement is not None:
+        sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)  # a bundle's process.noNewPrivileges is always true
+        confinement.restrict(options.confinement)
     sys.stdout.flush()
     if options.oci_process:
         _exec_exactly(options.command, environment)

@@ -10,7 +10,8 @@ from typing import Any
 
 from hydria.config import load_settings
 from hydria.container.start import StartOptions, start
-from hydria.oci.bundle import SETTING_OF_NAMESPACE, BundleError, OciContainer, load
+from hydria.oci.bundle import SETTING_OF_NAMESPACE, OciContainer, load
+from hydria.oci.fields import BundleError
 from hydria.runtime.rootfs import Container
 
 
@@ -30,7 +31,8 @@ def run(bundle: str) -> None:
     name = os.path.basename(os.path.normpath(bundle))
     start(Container(name, None, directory=container.rootfs, overlaid=True),
           StartOptions(target=bundle, command=container.args, entries=container.mounts, oci_process=True,
-                       process_env=container.env, cwd=container.cwd, hostname=container.hostname), settings)
+                       process_env=container.env, cwd=container.cwd, hostname=container.hostname,
+                       confinement=container.confinement), settings)
 
 
 def _limit(container: OciContainer) -> None:

@@ -29,6 +29,7 @@ SECCOMP_RET_ALLOW = 0x7FFF0000
 SECCOMP_RET_ERRNO = 0x00050000  # with errno 0: the call "succeeds" without running
 NR, ARCH, ARG0 = 0, 4, 16  # offsets in struct seccomp_data (little-endian low word of args[0])
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+INSTRUCTION_SIZE = 8  # struct sock_filter: u16 code, u8 jt, u8 jf, u32 k
 
 
 def program(machine: str | None = None) -> list[tuple[int, int, int, int]] | None:
@@ -55,12 +56,17 @@ def install() -> bool:
     instructions = program()
     if instructions is None:
         return False
-    raw = b"".join(struct.pack("=HBBI", *instruction) for instruction in instructions)
+    load(b"".join(struct.pack("=HBBI", *instruction) for instruction in instructions))
+    return True
+
+
+def load(raw: bytes) -> None:
+    """Install a filter given as the bytes of its ``struct sock_filter`` array (no_new_privs must
+    be set)."""
     filters = ctypes.create_string_buffer(raw, len(raw))
 
     class SockFprog(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
-    fprog = SockFprog(len(instructions), ctypes.cast(filters, ctypes.c_void_p))
+    fprog = SockFprog(len(raw) // INSTRUCTION_SIZE, ctypes.cast(filters, ctypes.c_void_p))
     sc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
-    return True

@@ -160,6 +160,16 @@ def _set_inheritable(all_permitted: bool) -> ctypes.Array[_CapData]:
     return data
 
 
+def set_capabilities(effective: int, permitted: int, inheritable: int) -> None:
+    """Set this process's capability sets, each a bit mask of capability numbers."""
+    header = _CapHeader(_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    for half in range(2):
+        data[half].effective, data[half].permitted, data[half].inheritable = (
+            mask >> (32 * half) & 0xFFFFFFFF for mask in (effective, permitted, inheritable))
+    _check(_libc.capset(ctypes.byref(header), data), "capset")
+
+
 def close_descriptors_except(kept: tuple[int, ...]) -> None:
     """Close every descriptor past standard error but ``kept``, as subprocess's close_fds does
     for the programs it starts: a forked child that outlives its caller holds none of its pipes."""
