@@ -79,10 +79,41 @@ def test_srun_container_runs_the_bundles_config(oci_slurm: slurm.Submitter, bund
     assert sorted(path.name for path in (bundle / "rootfs").iterdir()) == before  # no mount point made in it
 
 
+CONFINED = ("grep -E '^Cap(Bnd|Eff)' /proc/self/status; echo secret=$(cat /etc/secret); ls /opt/hidden | wc -l; "
+            "touch /srv/file 2>&1; touch /tmp/file && echo tmp written; mkdir /tmp/folder 2>&1; "
+            "ls /proc/sys/kernel | wc -l")
+
+
+def test_a_bundles_capabilities_masks_and_seccomp_profile_are_applied(oci_slurm: slurm.Submitter, bundle: Path,
+                                                                       workspace: Workspace) -> None:
+    """What podman writes into every bundle to confine its process, done as crun does it: the
+    capability sets, masked paths (a file reads empty, a folder shows nothing), read-only paths,
+    and the seccomp profile (here: mkdir denied with EACCES)."""
+    rootfs = bundle / "rootfs"
+    for command in (["sh", "-c", f"echo hidden > {rootfs}/etc/secret"], ["mkdir", "-p", f"{rootfs}/opt/hidden/a",
+                                                                         f"{rootfs}/srv"]):
+        assert run_as(workspace.user, command).returncode == 0
+    content = config(bundle.parent / "data")
+    content["root"]["readonly"] = False
+    kept = ["CAP_CHOWN", "CAP_KILL", "CAP_SETUID"]  # 0, 5, 7
+    content["process"]["capabilities"] = {"bounding": kept, "effective": kept, "permitted": kept}
+    content["linux"].update(
+        maskedPaths=["/etc/secret", "/opt/hidden", "/proc/sys/kernel", "/not/there"], readonlyPaths=["/srv"],
+        seccomp={"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_AARCH64"],
+                 "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 13}]})
+    write_config(bundle, content)
+    result = oci_slurm.run("srun", f"--container={bundle}", "sh", "-c", CONFINED)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "CapEff:\t00000000000000a1", "CapBnd:\t00000000000000a1", "secret=", "0",
+        "touch: /srv/file: Read-only file system", "tmp written", "mkdir: can't create directory '/tmp/folder': "
+        "Permission denied", "0"], result.stderr
+
+
 @pytest.mark.parametrize(("change", "message"), [
     (None, "root.path {bundle}/rootfs is not a folder"),  # (Slurm 22.05 names BUNDLE/rootfs, whatever it says)
-    (lambda c: c["process"].update(capabilities={"bounding": ["CAP_KILL"]}),
-     "process.capabilities is a field hydria does not do"),
+    (lambda c: c["linux"].update(resources={"memory": {"limit": 1 << 30}}),
+     "linux.resources.memory: a Slurm task's limits are its job's"),
     (lambda c: c["linux"]["namespaces"].append({"type": "network", "path": "/proc/1/ns/net"}),
      "linux.namespaces[4].path: hydria makes a container's namespaces; it does not join others'"),
     (lambda c: c["mounts"].append({"destination": "/mnt", "type": "nfs", "source": "server:/x"}),

@@ -18,7 +18,6 @@ from hydria.record import Record
 from hydria.runtime import seccomp
 from hydria.runtime import syscalls as sc
 
-PR_CAPBSET_DROP = 24
 LOCKED_FLAGS = sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC | sc.MS_NOATIME | sc.MS_NODIRATIME | sc.MS_RELATIME
 
 
@@ -69,7 +68,7 @@ def restrict(confinement: Confinement) -> None:
         known = (1 << (last + 1)) - 1  # a capability newer than the kernel is none it could give
         for number in range(last + 1):
             if not capabilities.bounding >> number & 1:
-                sc.prctl(PR_CAPBSET_DROP, number)
+                sc.prctl(sc.PR_CAPBSET_DROP, number)
         sc.set_capabilities(capabilities.effective & known, capabilities.permitted & known,
                             capabilities.inheritable & known)
         sc.prctl(sc.PR_CAP_AMBIENT, sc.PR_CAP_AMBIENT_CLEAR_ALL)
@@ -81,6 +80,14 @@ def restrict(confinement: Confinement) -> None:
 
 
 def _last_capability() -> int:
-    with open("/proc/sys/kernel/cap_last_cap") as handle:
-        return int(handle.read())
+    """The kernel's highest capability number, asked of the kernel itself: the file that tells
+    (/proc/sys/kernel/cap_last_cap) may be masked by now."""
+    number = 0
+    while number < 63:
+        try:
+            sc.in_bounding_set(number + 1)
+        except OSError:  # EINVAL: no such capability
+            break
+        number += 1
+    return number
 

@@ -50,6 +50,8 @@ PR_SET_DUMPABLE = 4
 PR_SET_NAME = 15
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
+PR_CAPBSET_READ = 23
+PR_CAPBSET_DROP = 24
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_RAISE = 2
 PR_CAP_AMBIENT_CLEAR_ALL = 4
@@ -93,6 +95,16 @@ def prctl(option: int, arg: int = 0, arg3: int = 0) -> None:
     """``arg3`` may be an address (ctypes.addressof)."""
     _check(_libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(arg3), ctypes.c_ulong(0),
                        ctypes.c_ulong(0)), "prctl")
+
+
+def in_bounding_set(number: int) -> bool:
+    """Whether capability ``number`` is in this process's bounding set; OSError (EINVAL) when the
+    kernel has no such capability."""
+    result = _libc.prctl(ctypes.c_int(PR_CAPBSET_READ), ctypes.c_ulong(number), ctypes.c_ulong(0),
+                         ctypes.c_ulong(0), ctypes.c_ulong(0))
+    if result < 0:
+        _check(result, "prctl")
+    return bool(result)
 
 
 def set_process_title(title: str) -> None:
