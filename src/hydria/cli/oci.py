@@ -5,7 +5,9 @@
   ``RunTimeDelete``; slurmstepd runs them when the step ends): the state of the step's containers
   on this node as OCI's state JSON, SIGTERM to what still runs, SIGKILL to what is left;
 * ``conf``: print the oci.conf that runs bundles with this installation (the administrator puts
-  it beside slurm.conf).
+  it beside slurm.conf);
+* ``scrun-lua``: print the scrun.lua for Slurm's ``scrun`` (podman and docker submitting to
+  Slurm) with hydria as the runtime, which goes beside it too.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
 
     from hydria.oci.steps import Step
 
-ACTIONS = ("run", "state", "kill", "delete", "conf")
+ACTIONS = ("run", "state", "kill", "delete", "conf", "scrun-lua")
 OCI_VERSION = "1.0.2"
 
 
@@ -39,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(options: argparse.Namespace) -> int:
     if options.action == "conf":
         sys.stdout.write(oci_conf())
+        return 0
+    if options.action == "scrun-lua":
+        sys.stdout.write(resources.files("hydria.oci").joinpath("scrun.lua").read_text())
         return 0
     if options.action == "run":
         if not options.bundle:

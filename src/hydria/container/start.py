@@ -429,9 +429,18 @@ def _enter_cwd(cwd: str) -> None:
 
 
 def _exec_exactly(command: Sequence[str], environment: dict[str, str]) -> NoReturn:
-    """Run ``command`` as it is: its first word found on the environment's ``PATH``."""
+    """Run ``command`` as it is: its first word found on the environment's ``PATH``.
+
+    Slurm 23.11 and newer look srun's command up on the node's ``PATH`` before the container
+    exists (``sh`` becomes ``/usr/bin/sh`` on a merged-/usr host): a path the container lacks is
+    looked up again by its name on the container's ``PATH``, as the user wrote it."""
     try:
-        os.execvpe(command[0], list(command), environment)
+        try:
+            os.execvpe(command[0], list(command), environment)
+        except FileNotFoundError:
+            if not command[0].startswith("/"):
+                raise
+            os.execvpe(os.path.basename(command[0]), list(command), environment)
     except OSError as e:
         raise HydriaError(f"cannot run {command[0]} in the container: {e.strerror}",
                           hint="the program must be in the root file system, on the PATH that the "

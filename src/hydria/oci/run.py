@@ -20,10 +20,13 @@ def run(bundle: str) -> None:
     (BundleError for what config.json says)."""
     container = load(bundle, os.getuid(), os.getgid())
     # The container's environment is the process's, as Slurm wrote it (its step's environment):
-    # hydria's own settings come from it too, as a start in that step would read them.
+    # hydria's own settings come from it too, as a start in that step would read them; but not
+    # its HOME, which is the container's (podman writes HOME=/root): hydria's own files are found
+    # from the caller's account.
     unshared: dict[str, Any] = {setting: kind in container.namespaces
                                 for kind, setting in SETTING_OF_NAMESPACE.items()}
-    settings = load_settings(container.env)._replace(
+    host = {name: value for name, value in container.env.items() if name != "HOME"}
+    settings = load_settings(host)._replace(
         remap_root=container.as_root, rootfs_writable=not container.readonly, **unshared)
     os.environ.clear()
     os.environ.update(container.env)
