@@ -85,8 +85,10 @@ def prepare(workspace: Workspace, hydria: str, busybox: Path) -> dict[str, str]:
         run_as(workspace.user, ["sh", "-c", f'cat > "{config / name}"'], input=text, check=True)
     env = {"XDG_CONFIG_HOME": str(podman / "config")}
     rootfs = podman / "rootfs"
-    run_as(workspace.user, ["sh", "-c", f'unsquashfs -q -d "{rootfs}" "{busybox}" && '
-                                        f'tar --numeric-owner --owner=0 --group=0 -C "{rootfs}" -cf "{podman}/busybox.tar" .'], check=True)
+    # owned by root in the tar: podman maps it to the user, who owns the files on the node too
+    unpack = (f'unsquashfs -q -d "{rootfs}" "{busybox}" && '
+              f'tar --numeric-owner --owner=0 --group=0 -C "{rootfs}" -cf "{podman}/busybox.tar" .')
+    run_as(workspace.user, ["sh", "-c", unpack], check=True)
     run_as(workspace.user, ["podman", "import", str(podman / "busybox.tar"), IMAGE], env=env, check=True)
     return env
 

@@ -106,8 +106,8 @@ def test_a_bundles_capabilities_masks_and_seccomp_profile_are_applied(oci_slurm:
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         "CapEff:\t00000000000000a1", "CapBnd:\t00000000000000a1", "secret=", "0",
-        "touch: /srv/file: Read-only file system", "tmp written", "mkdir: can't create directory '/tmp/folder': "
-        "Permission denied", "0"], result.stderr
+        "touch: /srv/file: Read-only file system", "tmp written", ("mkdir: can't create directory '/tmp/folder': "
+        "Permission denied"), "0"], result.stderr
 
 
 @pytest.mark.parametrize(("change", "message"), [
