@@ -11,9 +11,12 @@ calls the others need).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+from collections.abc import Iterator
 
+from hydria.errors import HydriaError
 from hydria.record import Record
 from hydria.runtime import seccomp
 from hydria.runtime import syscalls as sc
@@ -46,16 +49,18 @@ def apply_masks(confinement: Confinement) -> None:
             mode = os.stat(path).st_mode
         except FileNotFoundError:
             continue
-        if stat.S_ISDIR(mode):
-            sc.mount("tmpfs", path, "tmpfs", sc.MS_RDONLY, "size=0")
-        else:
-            sc.mount("/dev/null", path, None, sc.MS_BIND)
+        with _failing_as(f"linux.maskedPaths: cannot mask {path}"):
+            if stat.S_ISDIR(mode):
+                sc.mount("tmpfs", path, "tmpfs", sc.MS_RDONLY, "size=0")
+            else:
+                sc.mount("/dev/null", path, None, sc.MS_BIND)
     for path in confinement.readonly:
         if not os.path.lexists(path):
             continue
-        sc.mount(path, path, None, sc.MS_BIND | sc.MS_REC)
-        locked = os.statvfs(path).f_flag & LOCKED_FLAGS  # a user namespace may not clear them
-        sc.mount(None, path, None, sc.MS_REMOUNT | sc.MS_BIND | sc.MS_RDONLY | locked)
+        with _failing_as(f"linux.readonlyPaths: cannot make {path} read-only"):
+            sc.mount(path, path, None, sc.MS_BIND | sc.MS_REC)
+            locked = os.statvfs(path).f_flag & LOCKED_FLAGS  # a user namespace may not clear them
+            sc.mount(None, path, None, sc.MS_REMOUNT | sc.MS_BIND | sc.MS_RDONLY | locked)
 
 
 def restrict(confinement: Confinement) -> None:
@@ -64,19 +69,35 @@ def restrict(confinement: Confinement) -> None:
     its bounding and inheritable sets, another program its ambient set."""
     capabilities = confinement.capabilities
     if capabilities is not None:
-        last = _last_capability()
-        known = (1 << (last + 1)) - 1  # a capability newer than the kernel is none it could give
-        for number in range(last + 1):
-            if not capabilities.bounding >> number & 1:
-                sc.prctl(sc.PR_CAPBSET_DROP, number)
-        sc.set_capabilities(capabilities.effective & known, capabilities.permitted & known,
-                            capabilities.inheritable & known)
-        sc.prctl(sc.PR_CAP_AMBIENT, sc.PR_CAP_AMBIENT_CLEAR_ALL)
-        for number in range(last + 1):
-            if capabilities.ambient >> number & 1:
-                sc.prctl(sc.PR_CAP_AMBIENT, sc.PR_CAP_AMBIENT_RAISE, number)
+        with _failing_as("process.capabilities: cannot set them"):
+            _set_capabilities(capabilities)
     if confinement.seccomp_filter:
-        seccomp.load(confinement.seccomp_filter)
+        with _failing_as("linux.seccomp: the kernel refused the filter"):
+            seccomp.load(confinement.seccomp_filter)
+
+
+def _set_capabilities(capabilities: CapabilitySets) -> None:
+    last = _last_capability()
+    known = (1 << (last + 1)) - 1  # a capability newer than the kernel is none it could give
+    for number in range(last + 1):
+        if not capabilities.bounding >> number & 1:
+            sc.prctl(sc.PR_CAPBSET_DROP, number)
+    sc.set_capabilities(capabilities.effective & known, capabilities.permitted & known,
+                        capabilities.inheritable & known)
+    sc.prctl(sc.PR_CAP_AMBIENT, sc.PR_CAP_AMBIENT_CLEAR_ALL)
+    for number in range(last + 1):
+        if capabilities.ambient >> number & 1:
+            sc.prctl(sc.PR_CAP_AMBIENT, sc.PR_CAP_AMBIENT_RAISE, number)
+
+
+@contextlib.contextmanager
+def _failing_as(what: str) -> Iterator[None]:
+    """An OSError inside becomes an error that names the bundle's field."""
+    try:
+        yield
+    except OSError as e:
+        raise HydriaError(f"{what} in the container: {e.strerror}",
+                          hint="the bundle's config.json asks for it (docs/slurm.md lists what hydria does)") from None
 
 
 def _last_capability() -> int:
