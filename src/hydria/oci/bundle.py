@@ -96,7 +96,7 @@ def load(bundle: str, uid: int, gid: int) -> OciContainer:
 
 def _checked(config: Mapping[str, Any], bundle: str, path: str, uid: int, gid: int) -> OciContainer:
     where = f"{path}:"
-    only_known(config, TOP_LEVEL, "", where)
+    only_known(config, TOP_LEVEL, f"{where} ")
     version = config.get("ociVersion")
     if not isinstance(version, str) or not version.startswith("1."):
         raise BundleError(f"{where} ociVersion {version!r} is not a version 1 of the OCI runtime specification")
@@ -110,7 +110,7 @@ def _checked(config: Mapping[str, Any], bundle: str, path: str, uid: int, gid: i
         raise BundleError(f"{where} root.path {rootfs} holds ',', ':' or '\\', which an overlay's lower "
                           "layer cannot", hint="move the bundle to a path without them")
     process = mapping_field(config.get("process"), f"{where} process")
-    only_known(process, PROCESS, "process.", where)
+    only_known(process, PROCESS, f"{where} process.")
     args = strings_field(process.get("args"), f"{where} process.args")
     if not args:
         raise BundleError(f"{where} process.args is empty", hint="give the program to run, or srun's command")
@@ -119,7 +119,7 @@ def _checked(config: Mapping[str, Any], bundle: str, path: str, uid: int, gid: i
                           "privileges by running a program", hint=UNDONE_HINT)
     boolean_field(process.get("terminal", False), f"{where} process.terminal")  # the task's own stdio, a pty or not
     user = mapping_field(process.get("user", {}), f"{where} process.user")
-    only_known(user, USER, "process.user.", where)
+    only_known(user, USER, f"{where} process.user.")
     as_root = _identity(user.get("uid", 0), uid, f"{where} process.user.uid", "uid")
     if _identity(user.get("gid", 0), gid, f"{where} process.user.gid", "gid") != as_root:
         raise BundleError(f"{where} process.user gives uid and gid of two accounts (root and the caller)")
@@ -131,7 +131,7 @@ def _checked(config: Mapping[str, Any], bundle: str, path: str, uid: int, gid: i
         umask = number_field(umask, f"{where} process.user.umask")
     hostname = config.get("hostname")
     linux = mapping_field(config.get("linux", {}), f"{where} linux")
-    only_known(linux, LINUX, "linux.", where)
+    only_known(linux, LINUX, f"{where} linux.")
     namespaces = _namespaces(linux, uid, gid, as_root, where)
     if hostname is not None:
         string_field(hostname, f"{where} hostname")

@@ -16,10 +16,11 @@ class BundleError(HydriaError):
     pass
 
 
-def only_known(mapping: Mapping[str, Any], known: frozenset[str], prefix: str, where: str) -> None:
+def only_known(mapping: Mapping[str, Any], known: frozenset[str], prefix: str) -> None:
+    """Refuse a key outside ``known``, named as ``prefix`` + key (``"PATH: process."``)."""
     for key in mapping:
         if key not in known:
-            raise BundleError(f"{where} {prefix}{key} is a field hydria does not do", hint=UNDONE_HINT)
+            raise BundleError(f"{prefix}{key} is a field hydria does not do", hint=UNDONE_HINT)
 
 
 def mapping_field(value: Any, field: str) -> Mapping[str, Any]:

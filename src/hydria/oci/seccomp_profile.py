@@ -52,7 +52,7 @@ def compile_filter(profile: Any, where: str) -> bytes:
     """
     field = f"{where} linux.seccomp"
     profile = mapping_field(profile, field)
-    only_known(profile, PROFILE, "linux.seccomp.", where)
+    only_known(profile, PROFILE, f"{field}.")
     default = _action(profile.get("defaultAction"), profile.get("defaultErrnoRet"), f"{field}.defaultAction")
     library = _library(field)
     context = library.seccomp_init(ctypes.c_uint32(default))
@@ -112,7 +112,7 @@ def _add_architecture(library: ctypes.CDLL, context: int, name: str, field: str)
 
 
 def _add_rule(library: ctypes.CDLL, context: int, rule: Mapping[str, Any], default: int, field: str) -> None:
-    _known_only(rule, RULE, field)
+    only_known(rule, RULE, f"{field}.")
     if "includes" in rule or "excludes" in rule:
         raise BundleError(f"{field}: includes and excludes are profile-generator fields (Docker's and "
                           "podman's JSON profiles); a bundle's config.json has them resolved already")
@@ -137,7 +137,7 @@ def _comparisons(arguments: Any, field: str) -> ctypes.Array[_Comparison]:
     for index, entry in enumerate(entries):
         where = f"{field}[{index}]"
         entry = mapping_field(entry, where)
-        _known_only(entry, ARGUMENT, where)
+        only_known(entry, ARGUMENT, f"{where}.")
         operator = string_field(entry.get("op"), f"{where}.op")
         if operator not in OPERATORS:
             raise BundleError(f"{where}.op {operator!r} is not one of {', '.join(sorted(OPERATORS))}")
@@ -145,12 +145,6 @@ def _comparisons(arguments: Any, field: str) -> ctypes.Array[_Comparison]:
                                    number_field(entry.get("value", 0), f"{where}.value"),
                                    number_field(entry.get("valueTwo", 0), f"{where}.valueTwo"))
     return array
-
-
-def _known_only(mapping: Mapping[str, Any], known: frozenset[str], field: str) -> None:
-    for key in mapping:
-        if key not in known:
-            raise BundleError(f"{field}.{key} is a field hydria does not do", hint=UNDONE_HINT)
 
 
 def _export(library: ctypes.CDLL, context: int, field: str) -> bytes:
