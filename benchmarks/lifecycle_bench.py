@@ -1,7 +1,6 @@
 """Lifecycle benchmark: what a step of an image's life costs against what changed or was read.
 
-Rows measured so far (issue 38 lists the others: the bytes a task reads, the first start of a
-never-seen image):
+Rows (issue 38):
 
 * **a first import**: the image's first version, nothing of it in the cache, merged against layered.
 * **a new version**: an image whose only new layer is 3 MB, imported after the version before it
@@ -18,6 +17,13 @@ never-seen image):
 * **a new version in the image store**: ``hydria store import`` of the new version after the
   version before, by the store's owner: one image file (``HYDRIA_LAYERED_IMAGES=n``) against a
   layered store (``=y``: docs/store.md), beside the same limit as the first row.
+* **what a task leaves on the node**: a task of ``--task-s`` seconds (longer than the read cache's
+  wait: container/read_cache.py) that reads the new layer's one file in the new version (a Slurm
+  step's layered import), with the page cache dropped before it and a read cache of its own. What
+  the node keeps afterwards (the read cache's folder, on disk) and what was read of the image's
+  files (their pages in the page cache afterwards, ``fincore``), against the limit: the files the
+  task read (that one and busybox, which runs its commands), and beside it the image's metadata (its squashfs tables, which every start and the
+  unpack read) and the image's size (what was unpacked per user and node before).
 * **a start** of the new version (``hydria start IMAGE true``, median of 20) and **a cold read**
   of all its data (``cat`` of every file after dropping the page cache), merged against layered.
 
@@ -29,7 +35,7 @@ libraries, weights), the libraries compressible about 2x. enroot is compared whe
 installed; this machine has none (its sources need submodules that cannot be fetched here).
 
 Run as root: python benchmarks/lifecycle_bench.py [--shape test|ngc] [--size-mb 2048] [--rounds 3]
-[--rows import,store,rebuild]
+[--rows import,store,rebuild,task] [--task-s 15]
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from import_bench import HYDRIA, PREFAULT_GIB, big_image, prefault, timed
 
+from hydria.runtime.rootfs import image_layers
 from testbed.oci import Image, kept_layer, make_layer, push
 from testbed.recipes import DEFAULT_CACHE, get_image
 from testbed.registry import Registry
@@ -276,7 +283,51 @@ def store_round(registry: Registry, workdir: Path, number: int) -> dict[str, flo
     return results
 
 
-ROWS = {"import": one_round, "store": store_round, "rebuild": rebuild_round}
+def task_round(registry: Registry, workdir: Path, number: int, task_s: float = 15.0) -> dict[str, float]:
+    """The task row: what a task that read one 3 MB file leaves on the node, and reads of the image."""
+    home = user_home(workdir / f"task{number}", "out")
+    env = user_env(home, HYDRIA_READ_CACHE_PATH=str(home / "read-cache"))
+    image, _ = layered_s(f"docker://{registry.address}#bench/lifecycle:v2", home / "out/v2.sqsh", env)
+    layers = image_layers(str(image))
+    subprocess.run(["sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches"], check=True)
+    # The files the task reads: the new one, and busybox (sh, cat, stat, sleep), measured inside.
+    task = f"cat /update/new > /dev/null; stat -L -c %s /update/new /bin/busybox; sleep {task_s}"
+    sizes = subprocess.run([*AS_USER, HYDRIA, "start", str(image), "sh", "-c", task], env=env, check=True,
+                           capture_output=True, text=True).stdout.split()
+    user_processes_gone()  # the image's reader and the unpack behind the container
+    resident = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", *layers], check=True,
+                              capture_output=True, text=True).stdout.split()
+    results = {"task kept": disk_usage(home / "read-cache"), "task image read": sum(map(int, resident)),
+               "task limit": sum(map(int, sizes)), "image metadata": sum(map(squashfs_tables, layers)),
+               "image size": sum(os.path.getsize(layer) for layer in layers)}
+    shutil.rmtree(home)
+    return results
+
+
+def user_processes_gone(timeout_s: float = 60.0) -> None:
+    """Wait until the benchmark user runs nothing more."""
+    deadline = time.monotonic() + timeout_s
+    while subprocess.run(["pgrep", "-u", str(USER.uid)], capture_output=True, check=False).returncode == 0:
+        assert time.monotonic() < deadline, f"{USER.name}'s processes still run {timeout_s:.0f} s after the task"
+        time.sleep(0.2)
+
+
+def disk_usage(folder: Path) -> int:
+    """Bytes that the files and folders under ``folder`` take on its disk."""
+    return sum(os.lstat(Path(parent) / name).st_blocks * 512
+               for parent, folders, files in os.walk(folder) for name in [*folders, *files])
+
+
+def squashfs_tables(image: str) -> int:
+    """Bytes of a squashfs image's tables (inodes, folders, fragments, ids): what follows its
+    data, from the inode table's start to the bytes used."""
+    with open(image, "rb") as handle:
+        superblock = handle.read(96)
+    used, inode_table = (int.from_bytes(superblock[start:start + 8], "little") for start in (40, 64))
+    return used - inode_table
+
+
+ROWS = {"import": one_round, "store": store_round, "rebuild": rebuild_round, "task": task_round}
 
 
 def main() -> int:
@@ -285,6 +336,7 @@ def main() -> int:
     parser.add_argument("--size-mb", type=int, default=2048)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rows", default=",".join(ROWS), help=f"which rows, of {','.join(ROWS)}")
+    parser.add_argument("--task-s", type=float, default=15.0, help="how long the task row's task runs")
     options = parser.parse_args()
     rows = options.rows.split(",")
     if not set(rows) <= set(ROWS):
@@ -300,15 +352,17 @@ def main() -> int:
             push([Image([*base.layers, *update.layers], base.config)], registry.address, "bench/lifecycle", "v2",
                  workdir)
             push([update], registry.address, "bench/lifecycle", "new", workdir)
-            measure = {**ROWS, "import": partial(one_round, reads=TEST_READS if options.shape == "test" else NGC_READS)}
+            measure = {**ROWS, "import": partial(one_round, reads=TEST_READS if options.shape == "test" else NGC_READS),
+                       "task": partial(task_round, task_s=options.task_s)}
             rounds = [{key: value for row in rows for key, value in measure[row](registry, workdir, number).items()}
                       for number in range(options.rounds)]
-            if "import" not in rows:  # the limit of the new-version rows
+            if "store" in rows and "import" not in rows:  # the limit of the new-version rows
                 rounds = [{**r, "limit": limit_s(registry, workdir, number)} for number, r in enumerate(rounds)]
     median = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
-    limit = median["limit"]
+    limit = median.get("limit")
     print(f"{options.size_mb} MB image ({options.shape} shape, {len(big.layers)} layers and busybox's), new version "
-          f"with one {NEW_LAYER_MB} MB layer (medians of {options.rounds}; limit: a cold import of the new layer alone)")
+          f"with one {NEW_LAYER_MB} MB layer (medians of {options.rounds}"
+          f"{'; limit: a cold import of the new layer alone' if limit else ''})")
     lines = [("new version, merged into one file", "merged import", limit),
              ("new version, layered", "layered import", limit),
              ("store import, one image file", "store merged import", limit),
@@ -329,6 +383,14 @@ def main() -> int:
               f"{median['merged first import cpu']:.1f} s / {median['layered first import cpu']:.1f} s)")
         print(f"  limit (every blob downloaded at once): {median['download']:.2f} s "
               f"(layered first import {median['layered first import'] / median['download']:.1f}x)")
+    if "task kept" in median:
+        print(f"  a {options.task_s:.0f} s task that read one {NEW_LAYER_MB} MB file (limit: {median['task limit'] / 2**20:.1f} MiB, "
+              f"that file and busybox; the image's tables {median['image metadata'] / 2**10:.0f} KiB, the image {median['image size'] / 2**30:.2f} GiB):")
+        print(f"    kept on the node:           {median['task kept'] / 2**20:8.1f} MiB "
+              f"({median['task kept'] / median['task limit']:.1f}x the bytes read)")
+        print(f"    read of the image's files:  {median['task image read'] / 2**20:8.1f} MiB "
+              f"({median['task image read'] / (median['task limit'] + median['image metadata']):.1f}x the bytes read "
+              f"and the tables)")
     if "merged start ms" in median:
         print(f"  start, merged / layered:           {median['merged start ms']:.0f} ms / "
               f"{median['layered start ms']:.0f} ms")
