@@ -384,13 +384,13 @@ def main() -> int:
         print(f"  limit (every blob downloaded at once): {median['download']:.2f} s "
               f"(layered first import {median['layered first import'] / median['download']:.1f}x)")
     if "task kept" in median:
-        print(f"  a {options.task_s:.0f} s task that read one {NEW_LAYER_MB} MB file (limit: {median['task limit'] / 2**20:.1f} MiB, "
-              f"that file and busybox; the image's tables {median['image metadata'] / 2**10:.0f} KiB, the image {median['image size'] / 2**30:.2f} GiB):")
-        print(f"    kept on the node:           {median['task kept'] / 2**20:8.1f} MiB "
-              f"({median['task kept'] / median['task limit']:.1f}x the bytes read)")
+        read, kept, tables = median["task limit"], median["task kept"], median["image metadata"]
+        print(f"  a {options.task_s:.0f} s task that read one {NEW_LAYER_MB} MB file (limit: {read / 2**20:.1f} MiB, "
+              f"that file and busybox; the image's tables {tables / 2**10:.0f} KiB, "
+              f"the image {median['image size'] / 2**30:.2f} GiB):")
+        print(f"    kept on the node:           {kept / 2**20:8.1f} MiB ({kept / read:.1f}x the bytes read)")
         print(f"    read of the image's files:  {median['task image read'] / 2**20:8.1f} MiB "
-              f"({median['task image read'] / (median['task limit'] + median['image metadata']):.1f}x the bytes read "
-              f"and the tables)")
+              f"({median['task image read'] / (read + tables):.1f}x the bytes read and the tables)")
     if "merged start ms" in median:
         print(f"  start, merged / layered:           {median['merged start ms']:.0f} ms / "
               f"{median['layered start ms']:.0f} ms")
