@@ -23,7 +23,7 @@ from hydria.config import Settings
 from hydria.container.named import IDENTITY, IMAGE, ROOTFS, container_path, find
 from hydria.container.running import RunningProcess, running
 from hydria.errors import AlreadyExists, HydriaError, InvalidArgument, InvalidImage, NotFound
-from hydria.liveness import pid_exists
+from hydria.partial import remove_dead_leftovers
 from hydria.paths import ensure_dir, hidden_sibling, process_tag
 from hydria.runtime.layered import layered_text
 from hydria.runtime.rootfs import Container, check_image, image_layers, overlay_folder_problem
@@ -111,17 +111,7 @@ class NamedContainers:
         second signal during their cleanup): their staging and trash folders, named after the
         node and a process that is gone."""
         node = os.uname().nodename
-        try:
-            entries = [entry for entry in os.scandir(self.root) if entry.name.startswith(".")]
-        except OSError:
-            return
-        for entry in entries:
-            pid = _pid_of_leftover(entry.name, node)
-            if pid is not None and not pid_exists(pid):
-                try:
-                    delete_tree(entry.path)
-                except OSError:
-                    continue  # another sweep took it first
+        remove_dead_leftovers(self.root, lambda name: _pid_of_leftover(name, node) if name.startswith(".") else None)
 
     def names(self) -> list[str]:
         """Raises HydriaError when the data path cannot be read."""
