@@ -29,7 +29,7 @@ def partial_path(target: Path) -> Path:
 
     def pid_of(name: str) -> int | None:
         pid = name[len(node_prefix):]
-        return int(pid) if name.startswith(node_prefix) and pid.isdigit() else None
+        return int(pid) if name.startswith(node_prefix) and pid.isascii() and pid.isdigit() else None
 
     remove_dead_leftovers(target.parent, pid_of)
     return mine

@@ -27,7 +27,8 @@ def test_the_partial_outputs_of_gone_processes_go_and_the_others_stay(tmp_path: 
     kept = [tmp_path / f".image.sqsh.partial.{node}.{os.getppid()}",  # a writer that still runs
             tmp_path / f".image.sqsh.partial.othernode.{gone}",  # another node's: its PIDs are not ours
             tmp_path / f".other.sqsh.partial.{node}.{gone}",  # another output's
-            tmp_path / f".image.sqsh.partial.{node}.not-a-pid"]
+            tmp_path / f".image.sqsh.partial.{node}.not-a-pid",
+            tmp_path / f".image.sqsh.partial.{node}.\u00b2"]  # a digit to str.isdigit, not to int()
     for path in kept:
         path.write_bytes(b"")
     mine = partial_path(target)

@@ -169,7 +169,7 @@ def _pid_of_leftover(name: str, node: str) -> int | None:
     for marker, tail in ((".creating.", 1), (".removing.", 2)):
         if marker + node + "." in name:
             fields = name.rsplit(".", tail)
-            if len(fields) == tail + 1 and fields[1].isdigit():
+            if len(fields) == tail + 1 and fields[1].isascii() and fields[1].isdigit():
                 return int(fields[1])
     return None
 
