@@ -14,6 +14,7 @@ import pwd
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 
+from hydria.digits import is_number
 from hydria.errors import ConfigError
 from hydria.expand import ExpansionError, expand
 from hydria.paths import listed, read_text, writable_by_others
@@ -391,7 +392,7 @@ def _convert(spec: SettingSpec, assignment: Assignment, variables: Mapping[str, 
                               hint="a number of bytes, or with K, M, G or T (powers of 1024), e.g. 500G")
         return size
     if spec.kind == "int":
-        if not text.strip().isdigit():
+        if not is_number(text.strip()):
             raise ConfigError(f"Invalid configuration: {where}: {text!r} is not a non-negative integer",
                               hint="a whole number of 0 or more, e.g. 4")
         return int(text)

@@ -25,6 +25,7 @@ from typing import Any
 from hydria import apparmor
 from hydria.config import Settings
 from hydria.container import read_cache
+from hydria.digits import is_number
 from hydria.errors import HydriaError, MissingTool
 from hydria.image import cachelayout
 from hydria.paths import hydria_command, private_dir_problem, temp_folder, user_name
@@ -207,7 +208,7 @@ def _user_namespaces() -> Check:
 
 def _kernel() -> Check:
     release = platform.release()
-    numbers = tuple(int(part) for part in release.split("-")[0].split(".")[:2] if part.isdigit())
+    numbers = tuple(int(part) for part in release.split("-")[0].split(".")[:2] if is_number(part))
     if numbers >= OVERLAY_IN_USERNS:
         return Check("kernel", "ok", f"{release}: overlayfs in user namespaces")
     return Check("kernel", "warn", f"{release}: older than 5.11, no overlayfs in user namespaces",

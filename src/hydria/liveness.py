@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 
+from hydria.digits import is_number
 from hydria.paths import process_tag
 
 _ENDED = ("Z", "X")  # the states of /proc/PID/stat of a process that has ended (zombie, dead)
@@ -30,7 +31,7 @@ def holder_name(line: str) -> str:
     versions), else "another importer"."""
     fields = line.split()
     node, _, pid = fields[0].rpartition(".") if fields else ("", "", "")
-    return f"node {node}, process {pid}" if node and pid.isdigit() else "another importer"
+    return f"node {node}, process {pid}" if node and is_number(pid) else "another importer"
 
 
 def is_gone(line: str) -> bool:
@@ -40,7 +41,7 @@ def is_gone(line: str) -> bool:
     if len(fields) != 3:
         return False
     node, _, pid_text = fields[0].rpartition(".")
-    if node != os.uname().nodename or fields[1] != _pid_namespace() or not pid_text.isdigit():
+    if node != os.uname().nodename or fields[1] != _pid_namespace() or not is_number(pid_text):
         return False
     pid = int(pid_text)
     if pid <= 0:

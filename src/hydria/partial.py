@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from hydria.digits import is_number
 from hydria.liveness import pid_exists
 from hydria.paths import hidden_sibling, process_tag
 from hydria.record import TYPE_CHECKING
@@ -29,7 +30,7 @@ def partial_path(target: Path) -> Path:
 
     def pid_of(name: str) -> int | None:
         pid = name[len(node_prefix):]
-        return int(pid) if name.startswith(node_prefix) and pid.isascii() and pid.isdigit() else None
+        return int(pid) if name.startswith(node_prefix) and is_number(pid) else None
 
     remove_dead_leftovers(target.parent, pid_of)
     return mine

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Sequence
 
 from hydria.config import Settings
+from hydria.digits import is_number
 from hydria.errors import HydriaError
 from hydria.record import TYPE_CHECKING
 
@@ -93,7 +94,7 @@ def _dispatch(action: str, args: list[str], settings: Settings, ignored: Sequenc
     arguments = shim.split(args)
     config = parse_plugin_config(arguments.config)
     if action == "epilog":
-        if not arguments.job.isdigit():
+        if not is_number(arguments.job):
             raise HydriaError(f"--job: expected a job id, got {arguments.job!r}")
         step_lifecycle.remove_job_containers(arguments.job, settings)
         return 0
@@ -133,7 +134,7 @@ def _dispatch(action: str, args: list[str], settings: Settings, ignored: Sequenc
 
 def _step(step: str) -> str:
     job, dot, number = step.partition(".")
-    if not (job.isdigit() and dot and (number.isdigit() or number in ("batch", "interactive"))):
+    if not (is_number(job) and dot and (is_number(number) or number in ("batch", "interactive"))):
         raise HydriaError(f"--step: expected JOBID.STEPID (STEPID a number, batch or interactive), got {step!r}")
     return step
 

@@ -22,6 +22,7 @@ from hydria.anonfile import link_or_copy
 from hydria.config import Settings
 from hydria.container.named import IDENTITY, IMAGE, ROOTFS, container_path, find
 from hydria.container.running import RunningProcess, running
+from hydria.digits import is_number
 from hydria.errors import AlreadyExists, HydriaError, InvalidArgument, InvalidImage, NotFound
 from hydria.partial import remove_dead_leftovers
 from hydria.paths import ensure_dir, hidden_sibling, process_tag
@@ -169,7 +170,7 @@ def _pid_of_leftover(name: str, node: str) -> int | None:
     for marker, tail in ((".creating.", 1), (".removing.", 2)):
         if marker + node + "." in name:
             fields = name.rsplit(".", tail)
-            if len(fields) == tail + 1 and fields[1].isascii() and fields[1].isdigit():
+            if len(fields) == tail + 1 and is_number(fields[1]):
                 return int(fields[1])
     return None
 

@@ -12,6 +12,7 @@ import os
 import time
 
 from hydria.container.named import ROOTFS
+from hydria.digits import is_number
 from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime import mountinfo
 from hydria.runtime.fstab import unescape
@@ -70,7 +71,7 @@ def _owner(pid: int, uppers: dict[str, str], trees: dict[tuple[int, int], str], 
                     return uppers[upper]
                 start_area = os.path.dirname(upper)
                 if os.path.basename(upper) == "upper" and os.path.dirname(start_area) == runtime_path \
-                        and os.path.basename(start_area).rpartition(".")[2].isdigit():  # NODE.PID
+                        and is_number(os.path.basename(start_area).rpartition(".")[2]):  # NODE.PID
                     return UNKNOWN
     return None
 

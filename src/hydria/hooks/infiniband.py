@@ -23,6 +23,7 @@ import glob
 import os
 from collections.abc import Mapping
 
+from hydria.digits import is_number
 from hydria.errors import HydriaError
 from hydria.hooks import ibdriver
 from hydria.record import Record
@@ -72,7 +73,7 @@ def select(devices: list[Device], wanted: str) -> list[Device]:
     chosen = []
     for item in wanted.split(","):
         item = item.strip()
-        if not item.isdigit() or int(item) >= len(devices):
+        if not is_number(item) or int(item) >= len(devices):
             raise HydriaError(f"Unknown MELLANOX device id: {item}",
                               hint=f"this node has {len(devices)} InfiniBand device(s), numbered from 0")
         chosen.append(devices[int(item)])

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hydria.digits import is_number
 from hydria.errors import HydriaError
 from hydria.hooks import ldcache
 from hydria.log import Logger
@@ -151,7 +152,7 @@ def parse_mig_listing(text: str) -> list[MigDevice]:
             gpu = uuid
         elif words[:1] == ["MIG"] and "Device" in words[:-1] and uuid:
             number = words[words.index("Device") + 1].rstrip(":")
-            if number.isdigit():
+            if is_number(number):
                 found.append(MigDevice(gpu, int(number), uuid))
     return found
 
@@ -166,7 +167,7 @@ def select(gpus: list[Gpu], devices: str, slurm_gpus: str | None = None,
         return Selection([], [])
     if devices == "all":
         if slurm_gpus:
-            allocated = {int(m) for m in slurm_gpus.split(",") if m.strip().isdigit()}
+            allocated = {int(m) for m in slurm_gpus.split(",") if is_number(m.strip())}
             return Selection([gpu for gpu in gpus if gpu.minor in allocated], [])
         return Selection(list(gpus), [])
     chosen: list[Gpu] = []
@@ -180,7 +181,7 @@ def select(gpus: list[Gpu], devices: str, slurm_gpus: str | None = None,
             if device.uuid not in mig:
                 mig.append(device.uuid)
         else:
-            match = [g for g in gpus if (token.isdigit() and g.number == int(token)) or (token and g.uuid == token)]
+            match = [g for g in gpus if (is_number(token) and g.number == int(token)) or (token and g.uuid == token)]
         if not match:
             known = ", ".join(f"{g.number} ({g.uuid})" for g in gpus) or "none"
             raise NvidiaError(f"Unknown NVIDIA device: {token}",
@@ -194,7 +195,7 @@ def _find_mig(gpus: list[Gpu], migs: list[MigDevice], token: str) -> MigDevice:
     gpu_index, _, mig_index = token.partition(":")
     by_index = {g.number: g.uuid for g in gpus}
     for device in migs:
-        if device.uuid == token or (gpu_index.isdigit() and mig_index.isdigit() and device.number == int(mig_index)
+        if device.uuid == token or (is_number(gpu_index) and is_number(mig_index) and device.number == int(mig_index)
                                     and by_index.get(int(gpu_index)) == device.gpu_uuid):
             return device
     index_of = {g.uuid: g.number for g in gpus}

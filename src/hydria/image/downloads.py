@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from hydria.digits import is_number
 from hydria.interrupt import worker_thread
 from hydria.liveness import holder_line, is_gone
 from hydria.log import Logger
@@ -127,7 +128,7 @@ def announcements(locks: Path, hex_digest: str, size: int | None) -> list[Announ
         finally:
             os.close(fd)
         if info.st_uid != int(match.group(2)) or now - info.st_mtime > STALE or len(text) not in (2, 5) \
-                or not all(t.isdigit() for t in text[:2]) or is_gone(" ".join(text[2:])):
+                or not all(is_number(t) for t in text[:2]) or is_gone(" ".join(text[2:])):
             continue
         announcement = Announcement(info.st_uid, int(text[0]), int(text[1]))
         if size is None or announcement.received <= size:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from hydria.digits import is_number
 from hydria.record import Record
 from hydria.runtime.reader import FALLBACK, READER
 
@@ -52,7 +53,7 @@ def mounted_images() -> set[str]:
     /proc is mounted hidepid."""
     found: set[str] = set()
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+        if not is_number(entry):
             continue
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as handle:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 
+from hydria.digits import is_number
 from hydria.errors import HydriaError
 from hydria.record import Record
 
@@ -140,9 +141,9 @@ def _check_registry(registry: str, uri: str) -> None:
     labels = host.split(".")
     valid_host = all(label and len(label) <= 63 and not label.startswith("-") and not label.endswith("-")
                      and all(c.isascii() and (c.isalnum() or c == "-") for c in label) for label in labels)
-    if valid_host and all(label.isdigit() for label in labels):  # an IPv4 address: four numbers, no leading 0
+    if valid_host and all(is_number(label) for label in labels):  # an IPv4 address: four numbers, no leading 0
         valid_host = len(labels) == 4 and all(int(n) <= 255 and (n == "0" or not n.startswith("0")) for n in labels)
-    if not valid_host or (port and not (port.isdigit() and 0 < int(port) < 65536)):
+    if not valid_host or (port and not (is_number(port) and 0 < int(port) < 65536)):
         raise InvalidReference(f"Invalid image reference: {uri}: {registry!r} is not a registry address",
                                hint="write HOST[:PORT]#IMAGE, e.g. nvcr.io#nvidia/pytorch:24.01-py3")
 

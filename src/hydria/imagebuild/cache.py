@@ -26,6 +26,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from hydria.digits import is_number
 from hydria.errors import HydriaError
 from hydria.image.blobcache import DigestMismatch, hex_of
 from hydria.image.prune import Item, item, regular_files
@@ -97,7 +98,7 @@ class BuildCache:
         node = os.uname().nodename
         for folder in (self.root / "work").glob(f"step.{node}.*"):
             pid = folder.name[len(f"step.{node}."):].partition(".")[0]
-            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            if is_number(pid) and not Path(f"/proc/{pid}").exists():
                 self.remove_tree(folder)
 
     def remove_tree(self, path: Path) -> None:

@@ -23,6 +23,7 @@ import stat
 import tarfile
 from collections.abc import Iterator, Sequence
 
+from hydria.digits import is_number
 from hydria.errors import HydriaError
 from hydria.image.flatten import UnsafeLayer, clean_path
 from hydria.imagebuild import ignore
@@ -153,11 +154,11 @@ def home_of(root: str, user: str) -> str | None:
 
 def _lookup(root: str, table: str, name: str, text: str) -> tuple[int, int]:
     """The ID of ``name`` in ``table`` (and, for passwd, its primary group)."""
-    if name.isdigit():
+    if is_number(name):
         return int(name), int(name)
     for fields in _table(root, table):
-        if len(fields) >= 3 and fields[0] == name and fields[2].isdigit():
-            return int(fields[2]), int(fields[3]) if len(fields) > 3 and fields[3].isdigit() else int(fields[2])
+        if len(fields) >= 3 and fields[0] == name and is_number(fields[2]):
+            return int(fields[2]), int(fields[3]) if len(fields) > 3 and is_number(fields[3]) else int(fields[2])
     raise CopyError(f"{text}: the image has no {'user' if table.endswith('passwd') else 'group'} {name!r} "
                     f"in {table}", hint="give numeric IDs (--chown=1000:1000), or create it in an earlier RUN")
 

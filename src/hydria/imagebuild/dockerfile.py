@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from hydria.digits import is_number
 from hydria.errors import HydriaError, NotFound
 from hydria.record import Record
 
@@ -83,7 +84,7 @@ class Dockerfile(Record):
         for stage in self.stages:
             if stage.name == wanted:
                 return stage
-        if wanted.isdigit() and int(wanted) < len(self.stages):
+        if is_number(wanted) and int(wanted) < len(self.stages):
             return self.stages[int(wanted)]
         return None
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hydria.digits import is_number
 from hydria.image import manifest as mf
 from hydria.imagebuild.dockerfile import Instruction
 from hydria.imagebuild.words import expand, expand_words
@@ -145,7 +146,7 @@ def _healthcheck(instruction: Instruction, image: StageImage) -> dict[str, Any]:
             check[key] = _duration(instruction, name, value)
     retries = instruction.flag("retries")
     if retries is not None:
-        if not retries.isdigit():
+        if not is_number(retries):
             raise instruction.error(f"--retries={retries}: not a number")
         check["Retries"] = int(retries)
     return check
@@ -183,7 +184,7 @@ def apply_config(instruction: Instruction, image: StageImage, escape: str) -> st
         for word in instruction.arguments:
             for port in expand_words(word, variables, escape):
                 number, _, protocol = port.partition("/")
-                if not number.replace("-", "").isdigit() or protocol not in ("", "tcp", "udp", "sctp"):
+                if not is_number(number.replace("-", "")) or protocol not in ("", "tcp", "udp", "sctp"):
                     raise instruction.error(f"invalid port {port!r}", hint="e.g. EXPOSE 80, EXPOSE 53/udp")
                 ports[f"{number}/{protocol or 'tcp'}"] = {}
         return repr(sorted(ports))

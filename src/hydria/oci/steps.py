@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import signal
 
+from hydria.digits import is_number
 from hydria.liveness import has_ended
 from hydria.record import Record
 
@@ -30,7 +31,7 @@ def processes(step: Step) -> list[int]:
     host = _mount_namespace("self")
     found = []
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
+        if not is_number(entry.name):
             continue
         pid = int(entry.name)
         try:

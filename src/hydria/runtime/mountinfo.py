@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from hydria.digits import is_number
 from hydria.runtime.fstab import unescape
 
 FUSE_OVERLAY = "fuse.fuse-overlayfs"
@@ -17,7 +18,7 @@ def other_namespaces() -> Iterable[tuple[int, str]]:
     ours = link("self", "ns/mnt")
     uid = os.getuid()
     seen: set[str] = set()
-    for entry in sorted(int(e) for e in os.listdir("/proc") if e.isdigit()):
+    for entry in sorted(int(e) for e in os.listdir("/proc") if is_number(e)):
         try:
             if os.stat(f"/proc/{entry}").st_uid != uid:
                 continue

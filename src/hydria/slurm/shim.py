@@ -20,6 +20,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from hydria.digits import is_number
 from hydria.errors import HydriaError
 
 
@@ -71,7 +72,7 @@ def split(args: Sequence[str]) -> ShimArguments:
 
 def _number(arg: str, meaning: str) -> int:
     name, _, number = arg.partition("=")
-    if not number.isdigit():
+    if not is_number(number):
         raise HydriaError(f"{name}: expected {meaning}, got {number!r}")
     return int(number)
 

@@ -16,6 +16,7 @@ import stat
 from pathlib import Path
 
 from hydria.config import Settings
+from hydria.digits import is_number
 from hydria.errors import HydriaError, InvalidArgument, MissingTool
 from hydria.image.imagecache import ImageCache
 from hydria.image.importer import image_digest, import_image
@@ -32,7 +33,7 @@ log = Logger(__name__)
 def stage(uri: str, settings: Settings, arch: str | None = None) -> int:
     """Import ``uri`` here and make it a kept image on every node of the allocation; the node count."""
     job, nodes = os.environ.get("SLURM_JOB_ID", ""), os.environ.get("SLURM_JOB_NUM_NODES", "")
-    if not job or not nodes.isdigit():
+    if not job or not is_number(nodes):
         raise HydriaError("hydria stage runs in a Slurm allocation (a batch script or salloc)",
                           hint="sbatch -N4 --wrap 'hydria stage IMAGE && srun --container-image=IMAGE ...'")
     for program in ("sbcast", "srun"):

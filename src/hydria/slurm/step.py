@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from hydria.config import Settings
 from hydria.container.named import container_path
+from hydria.digits import is_number
 from hydria.errors import HydriaError
 from hydria.hooks import slurm_pmi
 from hydria.log import Logger
@@ -242,7 +243,7 @@ def _refuse_shared_across_nodes(name: str, settings: Settings, environment: Mapp
     data path (a network file system), each would mount it read-write at once, and two overlays
     over one upper directory corrupt it. Raises HydriaError with the ways out."""
     nodes = environment.get("SLURM_STEP_NUM_NODES", "1")
-    if not nodes.isdigit() or int(nodes) < 2:
+    if not is_number(nodes) or int(nodes) < 2:
         return
     data = os.path.realpath(settings.data_path)
     kind = file_system_type(data)

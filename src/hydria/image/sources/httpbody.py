@@ -17,6 +17,8 @@ from collections.abc import Iterator
 import httpcore
 import httpx
 
+from hydria.digits import is_number
+
 CHUNK = 1 << 20
 # A download that gets fewer than LOW_SPEED bytes in a window of seconds is cut, as curl's
 # low-speed limit does for enroot (docs/import.md, "Slow and stalled registries").
@@ -58,7 +60,7 @@ def body_chunks(response: httpx.Response) -> Iterator[bytes]:
     stream = response.extensions.get("network_stream")
     length = response.headers.get("Content-Length", "")
     coded = response.headers.get("Content-Encoding", "identity").lower() != "identity"
-    if stream is None or not length.isdigit() or coded or "Transfer-Encoding" in response.headers:
+    if stream is None or not is_number(length) or coded or "Transfer-Encoding" in response.headers:
         yield from response.iter_bytes()
         return
     remaining = int(length)
