@@ -150,19 +150,21 @@ def test_bundle_of_an_image_compressed_otherwise(workspace: Workspace) -> None:
         assert result.stdout == "started\n", result.stderr
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("missing.sqsh",), "No such file or directory: /tmp/hydria-ws-"),  # the absolute path, as enroot names it
-    (("not-an-image",), "Invalid image format: not-an-image"),
-    (("-o", "nodir/x.run", "IMAGE"), "No such file or directory"),
-    (("-o", "existing.run", "IMAGE"), "File already exists"),
-    (("-d", "", "IMAGE"), "--desc takes a non-empty value"),
+@pytest.mark.parametrize(("args", "message", "env"), [
+    (("missing.sqsh",), "No such file or directory: /tmp/hydria-ws-", {}),  # the absolute path, as enroot names it
+    (("not-an-image",), "Invalid image format: not-an-image", {}),
+    (("-o", "nodir/x.run", "IMAGE"), "No such file or directory", {}),
+    (("-o", "existing.run", "IMAGE"), "File already exists", {}),
+    (("-d", "", "IMAGE"), "--desc takes a non-empty value", {}),
+    (("-o", "x.run", "IMAGE"), "SOURCE_DATE_EPOCH='yesterday' is not a time", {"SOURCE_DATE_EPOCH": "yesterday"}),
+    (("-o", "x.run", "IMAGE"), "SOURCE_DATE_EPOCH='\u00b2' is not a time", {"SOURCE_DATE_EPOCH": "\u00b2"}),
 ])
 def test_bundle_errors_leave_nothing(images: dict[str, Path], workspace: Workspace, args: tuple[str, ...],
-                                     message: str) -> None:
+                                     message: str, env: dict[str, str]) -> None:
     (workspace.out / "not-an-image").write_text("text\n")
     (workspace.out / "existing.run").write_text("precious\n")
     give_to_user(workspace, workspace.out)
-    result = workspace.run("bundle", *(str(images["busybox"]) if a == "IMAGE" else a for a in args))
+    result = workspace.run("bundle", *(str(images["busybox"]) if a == "IMAGE" else a for a in args), **env)
     assert result.returncode == 1 and message in result.stderr
     assert sorted(p.name for p in workspace.out.iterdir()) == ["existing.run", "not-an-image"]
     assert (workspace.out / "existing.run").read_text() == "precious\n"

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from hydria.config import Settings
+from hydria.digits import is_number
 from hydria.errors import HydriaError, MissingTool
 from hydria.image.merged_layers import one_file, squashfs_tar
 from hydria.image.squashfs import squash_plan
@@ -37,6 +38,7 @@ HEADER = Path(__file__).with_name("header.sh")
 CONFIG_FOLDERS = ("environ.d", "mounts.d", "hooks.d")
 UNCOMPRESSED_DATA = 0x0002  # squashfs superblock flag
 CHUNK = 1 << 20
+_LAST_TIME = 253402300799  # 9999-12-31 23:59:59 UTC: a later SOURCE_DATE_EPOCH is a mistake
 
 
 class Codec(Record):
@@ -89,7 +91,7 @@ def _write_bundle(options: BundleOptions, settings: Settings, image: Path, held:
     codec = image_codec(image)
     if shutil.which(codec.compress[0]) is None:
         raise MissingTool(codec.compress[0], hint="install the image's compressor (pigz, zstd, xz, lz4, lzop)")
-    mtime = int(os.environ.get("SOURCE_DATE_EPOCH") or time.time())
+    mtime = _archive_time()
     staging = staging_file(output, "bundling")
     try:
         with staging.open("r+b") as handle:
@@ -134,6 +136,18 @@ def _header(codec: Codec, target: str, description: str, sizes: tuple[int, ...],
     for key, value in values.items():
         text = text.replace(f"@{key}@", value)
     return text.encode()
+
+
+def _archive_time() -> int:
+    """The bundle's time: ``SOURCE_DATE_EPOCH`` (reproducible builds' convention) where it is set,
+    else now. Raises HydriaError for a value that is not a time."""
+    text = os.environ.get("SOURCE_DATE_EPOCH", "")
+    if not text:
+        return int(time.time())
+    if not is_number(text) or int(text) > _LAST_TIME:
+        raise HydriaError(f"SOURCE_DATE_EPOCH={text!r} is not a time",
+                          hint="give whole seconds since 1970 (date +%s), or unset it for the time of the bundle")
+    return int(text)
 
 
 def _runtime_tar(settings: Settings, include_config: bool, mtime: int) -> bytes:
