@@ -24,6 +24,10 @@ def install_reader() -> Path:
     containers keep theirs). Raises MissingTool, ToolFailed."""
     flags = run_tool(["pkg-config", "--cflags", "--libs", *LIBRARIES],
                      "cannot find the libraries the reader is built with", hint=DEVELOPMENT_PACKAGES).split()
+    # A library built from source (squashfuse 0.5 and newer, for threads) often lives where the
+    # loader does not look (/opt/...): the reader keeps the folder pkg-config found it in.
+    library_folder = run_tool(["pkg-config", "--variable=libdir", LIBRARIES[0]], "cannot find libsquashfuse_ll")
+    flags.append(f"-Wl,-rpath,{library_folder.strip()}")
     for library, macro in OPTIONAL_LIBRARIES.items():
         try:
             flags += [macro, *run_tool(["pkg-config", "--cflags", "--libs", library], library).split()]

@@ -63,8 +63,8 @@
 #define _GNU_SOURCE /* CPU_COUNT, RUSAGE_THREAD */
 #define FUSE_USE_VERSION 32
 
-#include <squashfuse/cache.h>
-#include <squashfuse/ll.h>
+#include <cache.h> /* squashfuse's, in the folder pkg-config names */
+#include <ll.h>
 #if defined(HYDRIA_ZSTD) && !defined(SQFS_MULTITHREADED)
 #define OWN_ZSTD_CONTEXT 1 /* one thread: one context (threads would each need their own) */
 #include <zstd.h>
