@@ -22,8 +22,9 @@ Rows (issue 38):
   step's layered import), with the page cache dropped before it and a read cache of its own. What
   the node keeps afterwards (the read cache's folder, on disk) and what was read of the image's
   files (their pages in the page cache afterwards, ``fincore``), against the limit: the files the
-  task read (that one and busybox, which runs its commands), and beside it the image's metadata (its squashfs tables, which every start and the
-  unpack read) and the image's size (what was unpacked per user and node before).
+  task read (that one and busybox, which runs its commands), and beside it the image's metadata
+  (its squashfs tables, which every start and the unpack read) and the image's size (what was
+  unpacked per user and node before).
 * **a start** of the new version (``hydria start IMAGE true``, median of 20) and **a cold read**
   of all its data (``cat`` of every file after dropping the page cache), merged against layered.
 
@@ -57,13 +58,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from import_bench import HYDRIA, PREFAULT_GIB, big_image, prefault, timed
+from read_bench import drop_caches
 
 from hydria.runtime.rootfs import image_layers
 from testbed.oci import Image, kept_layer, make_layer, push
 from testbed.recipes import DEFAULT_CACHE, get_image
 from testbed.registry import Registry
 from testbed.tarbuild import LayerTar
-from testbed.users import TEST_USERS, User
+from testbed.users import TEST_USERS, User, live_processes
 
 USER = User.lookup(TEST_USERS[0])  # every import and start as an ordinary user
 AS_USER = ["setpriv", f"--reuid={USER.uid}", f"--regid={USER.gid}", "--clear-groups"]
@@ -149,7 +151,7 @@ def start_ms(image: Path, env: dict[str, str], runs: int = 20) -> float:
 
 def cold_read_s(image: Path, env: dict[str, str], reads: str) -> float:
     """A start that reads the files ``reads`` (shell words) and the new layer's, cold."""
-    subprocess.run(["sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches"], check=True)
+    drop_caches()
     began = time.perf_counter()
     subprocess.run([*AS_USER, HYDRIA, "start", str(image), "sh", "-c", f"cat {reads} /update/* > /dev/null"],
                    env=env, check=True, capture_output=True)
@@ -289,12 +291,13 @@ def task_round(registry: Registry, workdir: Path, number: int, task_s: float = 1
     env = user_env(home, HYDRIA_READ_CACHE_PATH=str(home / "read-cache"))
     image, _ = layered_s(f"docker://{registry.address}#bench/lifecycle:v2", home / "out/v2.sqsh", env)
     layers = image_layers(str(image))
-    subprocess.run(["sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches"], check=True)
+    drop_caches()
     # The files the task reads: the new one, and busybox (sh, cat, stat, sleep), measured inside.
     task = f"cat /update/new > /dev/null; stat -L -c %s /update/new /bin/busybox; sleep {task_s}"
     sizes = subprocess.run([*AS_USER, HYDRIA, "start", str(image), "sh", "-c", task], env=env, check=True,
                            capture_output=True, text=True).stdout.split()
-    user_processes_gone()  # the image's reader and the unpack behind the container
+    # The image's reader and the unpack behind the container end with it.
+    assert live_processes(USER, wait=60) == [], f"{USER.name}'s processes still run 60 s after the task"
     resident = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", *layers], check=True,
                               capture_output=True, text=True).stdout.split()
     results = {"task kept": disk_usage(home / "read-cache"), "task image read": sum(map(int, resident)),
@@ -304,18 +307,10 @@ def task_round(registry: Registry, workdir: Path, number: int, task_s: float = 1
     return results
 
 
-def user_processes_gone(timeout_s: float = 60.0) -> None:
-    """Wait until the benchmark user runs nothing more."""
-    deadline = time.monotonic() + timeout_s
-    while subprocess.run(["pgrep", "-u", str(USER.uid)], capture_output=True, check=False).returncode == 0:
-        assert time.monotonic() < deadline, f"{USER.name}'s processes still run {timeout_s:.0f} s after the task"
-        time.sleep(0.2)
-
-
 def disk_usage(folder: Path) -> int:
-    """Bytes that the files and folders under ``folder`` take on its disk."""
-    return sum(os.lstat(Path(parent) / name).st_blocks * 512
-               for parent, folders, files in os.walk(folder) for name in [*folders, *files])
+    """Bytes that the files and folders under ``folder`` take on its disk (``du``'s count)."""
+    return int(subprocess.run(["du", "-s", "-B1", str(folder)], check=True, capture_output=True,
+                              text=True).stdout.split()[0])
 
 
 def squashfs_tables(image: str) -> int:
