@@ -81,7 +81,7 @@ for place, layer in enumerate(image_layers(image)):
         inodes = struct.unpack("<I", handle.read(8)[4:])[0]
     read |= {(place, number) for number in range(first, inodes + 1, step)}
 key = read_cache.image_key(image)
-unpack_behind._keep(cache, image, key, read)
+unpack_behind.keep(cache, image, key, read)
 print(json.dumps(read_cache.kept_tree(cache, key)))
 """
 

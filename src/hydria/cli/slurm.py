@@ -27,6 +27,9 @@ from hydria.record import TYPE_CHECKING
 if TYPE_CHECKING:
     import argparse
 
+    from hydria.container.store_trees import StoreTrees
+    from hydria.slurm.shim import ShimArguments
+
 ACTIONS = ("validate", "start", "cleanup", "epilog", "install-plugin")
 
 
@@ -108,6 +111,7 @@ def _dispatch(action: str, args: list[str], settings: Settings, ignored: Sequenc
             print(f"hydria: exported container {name} to {saved}", file=sys.stderr)
         return 0
     marks = shim.MarkChannel(arguments.marks_fd)  # before anything runs that could inherit it
+    store_trees = _store_trees(arguments)
     for name in ignored:  # shown with the step's errors only: the job's output stays the program's, as with pyxis
         print(f"hydria: ignoring {name} from the job's environment or your hydria.conf: for Slurm jobs only "
               "the administrator sets it", file=sys.stderr)
@@ -125,11 +129,29 @@ def _dispatch(action: str, args: list[str], settings: Settings, ignored: Sequenc
                       os.environ.get("SLURM_STEP_NODELIST", ""))
     try:
         pid = step_lifecycle.start(parsed, step, settings, os.environ, marks, facts, scope=config.container_scope,
-                                   batch_script=arguments.batch_script, attach=arguments.attach, plugin=config)
+                                   batch_script=arguments.batch_script, attach=arguments.attach, plugin=config,
+                                   store_trees=store_trees)
     except step_lifecycle.StoreImportRequested:
         return step_lifecycle.STORE_STATUS
     marks.send(f"@attach {pid}")  # the running container the shim's tasks join
     return step_lifecycle.ATTACH_STATUS
+
+
+def _store_trees(arguments: ShimArguments) -> StoreTrees | None:
+    """The node's trees of the store's images that the shim mounted for the step, with the pipe
+    to their keeper (closed to every program the start runs), or None."""
+    from hydria.container.store_trees import StoreTrees
+
+    if arguments.store_reads_fd is None:
+        return None
+    try:
+        os.set_inheritable(arguments.store_reads_fd, False)
+    except OSError as e:
+        raise HydriaError(f"--store-reads-fd={arguments.store_reads_fd}: {e.strerror}") from None
+    if not arguments.store_trees:
+        os.close(arguments.store_reads_fd)
+        return None
+    return StoreTrees(arguments.store_trees, arguments.store_reads_fd)
 
 
 def _step(step: str) -> str:

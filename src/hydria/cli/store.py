@@ -8,7 +8,9 @@
   nodes wait for the one that runs), print the entry's path;
 * ``list [--json]``: the images in the store;
 * ``prune [--to SIZE] [--dry-run]``: remove the least recently used images down to SIZE (default:
-  the settings STORE_PRUNE_ABOVE and STORE_PRUNE_TO), never one in use (hydria/image/prune.py).
+  the settings STORE_PRUNE_ABOVE and STORE_PRUNE_TO), never one in use (hydria/image/prune.py);
+* ``keep-reads --trees FOLDER --reads-fd N`` (the Slurm plugin runs it for a step): keep in FOLDER
+  what the step reads of a store image (hydria/container/store_trees.py).
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="the size to bring the store down to, e.g. 400G (default: HYDRIA_STORE_PRUNE_TO, "
                               "when the store holds more than HYDRIA_STORE_PRUNE_ABOVE)")
     pruning.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
+    keeping = actions.add_parser("keep-reads", help="keep on this node what a Slurm step reads of a store image "
+                                                    "(as its owner; the Slurm plugin runs it)")
+    keeping.add_argument("--trees", required=True, help="the node's folder of the store's images' trees "
+                                                        "(plugstack store_trees)")
+    keeping.add_argument("--reads-fd", required=True, type=int, help="the pipe the step names the files read on")
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
@@ -64,6 +71,11 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
 
             tell = MarkChannel(options.marks_fd).log
         print(import_into_store(options.uri, settings, arch=options.arch, tell=tell))
+        return 0
+    if options.action == "keep-reads":
+        from hydria.container.store_trees import keep_reads
+
+        keep_reads(options.trees, options.reads_fd, settings)
         return 0
     store = ImageStore(settings.store_path, settings.store_owner)
     if options.action == "init":

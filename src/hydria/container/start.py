@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # confscript (and the secrets it needs) only for --conf
     from collections.abc import Mapping
     from typing import NoReturn
 
+    from hydria.container.store_trees import StoreTrees
     from hydria.hooks.cdi import Registry
     from hydria.runtime.confinement import Confinement
     from hydria.runtime.confscript import ConfScript
@@ -103,6 +104,7 @@ class StartOptions(Record):
     cwd: str = "/"
     hostname: str | None = None
     confinement: Confinement | None = None  # its capabilities, masked paths, seccomp profile
+    store_trees: StoreTrees | None = None  # a Slurm step's: the node's trees of the store's images
 
 
 def start(container: rootfs.Container, options: StartOptions, settings: Settings) -> None:
@@ -125,7 +127,7 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     uid, gid = os.getuid(), os.getgid()
     host_user = pwd.getpwuid(uid)
     cwd = os.getcwd()
-    source, forker = _image_source(container, settings)  # as the user, before the namespaces
+    source, forker = _image_source(container, settings, options.store_trees)  # as the user, before the namespaces
 
     namespaces.enter(settings, uid, gid)
     if options.hostname is not None:
@@ -243,11 +245,14 @@ def _check_overlay_folders(container: rootfs.Container, settings: Settings) -> N
                                "HYDRIA_DATA_PATH without them")
 
 
-def _image_source(container: rootfs.Container, settings: Settings) -> tuple[rootfs.ImageSource, int | None]:
+def _image_source(container: rootfs.Container, settings: Settings,
+                  store_trees: StoreTrees | None) -> tuple[rootfs.ImageSource, int | None]:
     """The tree of what earlier starts of the image on this node read, where the read cache has
     it (container/read_cache.py), stacked above the image's mount; and the process that keeps
     what this start reads, for the next, with the ID of the child that forked it, to collect
-    (unpack_behind.start_behind)."""
+    (unpack_behind.start_behind). For an image of the store, in a Slurm step given the node's
+    trees of the store's images, the node's tree, and the store's keeper keeps what is read
+    (container/store_trees.py)."""
     cache = read_cache.configured(settings)
     if container.image is None or cache is None:
         if container.image is not None and settings.read_cache_size:
@@ -261,14 +266,18 @@ def _image_source(container: rootfs.Container, settings: Settings) -> tuple[root
         key = read_cache.image_key(container.image)
     except (OSError, HydriaError):
         return rootfs.ImageSource(), None  # the mount says what is wrong with it
-    tree = read_cache.kept_tree(cache, key)
+    from hydria.container import store_trees as node_trees
     from hydria.container import unpack_behind
 
+    if store_trees is not None and not node_trees.holds(container.image, settings):
+        store_trees = None
+    tree = (node_trees.tree(store_trees, key) if store_trees else None) or read_cache.kept_tree(cache, key)
     read_cache.warn_once_without_room(cache)
     default = settings.origins.get("HYDRIA_READ_CACHE_PATH") == "default"
     read_log = os.memfd_create("hydria-read-log", os.MFD_CLOEXEC)
     try:
-        alive, forker = unpack_behind.start_behind(cache, container.image, key, read_log, default)
+        alive, forker = unpack_behind.start_behind(cache, container.image, key, read_log, default,
+                                                   store_trees.reads if store_trees else None)
     except BaseException:
         os.close(read_log)
         raise

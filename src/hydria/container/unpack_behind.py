@@ -12,6 +12,10 @@ daemon holds its other end, and leaves when the container's last process has), i
 worker and what the worker runs, however busy the node, where a worker at idle priority could
 take seconds to notice. It is the reaper of everything below it (the worker's tools, killed with
 it, would otherwise be left to the node's PID 1, which in some namespaces never collects them).
+
+For an image of the image store in a Slurm step whose node keeps the store's trees
+(container/store_trees.py), the worker keeps nothing itself: it passes the names on, to the
+store account's process that keeps them once for the node.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from hydria.container import read_cache as rc
 from hydria.record import Record
@@ -32,13 +36,17 @@ DONE, AGAIN, FAILED = "done", "again", "failed"  # how a batch ended
 GRACE = 600.0  # seconds: an image started this recently is not removed to make room
 POLL = 1.0  # seconds between looks at the read log when it had nothing new
 LOG_CHUNK = 1 << 20  # bytes of the read log read at once
+LINE_MAX = 64  # bytes of a read log's line, at most: two numbers
 OVERLAY_ATTRIBUTES = "user.overlay."  # a layer image's marks, which the reader has read: never in the tree
 
 
-def start_behind(cache: rc.ReadCache, image: str, key: str, read_log: int, default_folder: bool) -> tuple[int, int]:
+def start_behind(cache: rc.ReadCache, image: str, key: str, read_log: int, default_folder: bool,
+                 store_reads: int | None = None) -> tuple[int, int]:
     """Fork the process that keeps the files of ``image`` (its tree's name: ``key``) that the
     container's programs read. ``read_log``: the descriptor that the reader names the files read
     in. ``default_folder``: the folder is the built-in default, used only on a local disk.
+    ``store_reads``: where the store's keeper takes the names instead (store_trees.py), the
+    image's key first.
 
     Returns the descriptor that the image's FUSE daemon must hold open while it serves
     (close-on-exec: nothing else keeps it), and the process ID of the child that forked the
@@ -50,14 +58,15 @@ def start_behind(cache: rc.ReadCache, image: str, key: str, read_log: int, defau
         try:
             os.close(alive_write)
             if os.fork() == 0:
-                _unpacker(cache, image, key, read_log, default_folder, alive_read)
+                _unpacker(cache, image, key, read_log, default_folder, alive_read, store_reads)
         finally:
             os._exit(0)
     os.close(alive_read)
     return alive_write, child
 
 
-def _unpacker(cache: rc.ReadCache, image: str, key: str, read_log: int, default_folder: bool, alive: int) -> None:
+def _unpacker(cache: rc.ReadCache, image: str, key: str, read_log: int, default_folder: bool, alive: int,
+              store_reads: int | None) -> None:
     try:
         os.setsid()  # no terminal's signals: it ends with the container, by the pipe
         null = os.open(os.devnull, os.O_RDWR)
@@ -65,10 +74,15 @@ def _unpacker(cache: rc.ReadCache, image: str, key: str, read_log: int, default_
             os.dup2(null, fd)
         # No descriptor of the caller's: one waiting for the end of a pipe it gave hydria (srun,
         # sshd) must see it when the container's program closes its own copy.
-        sc.close_descriptors_except((alive, read_log))
+        sc.close_descriptors_except((alive, read_log) if store_reads is None else (alive, read_log, store_reads))
         title = f"hydria-unpack {image}"
         sc.set_process_title(title)
         sc.prctl(sc.PR_SET_CHILD_SUBREAPER, 1)
+        if store_reads is not None:
+            os.write(store_reads, f"{key}\n".encode())  # the keeper marks the tree in use from now on
+            if not _ended(alive, rc.UNPACK_AFTER):
+                _while_alive(alive, lambda: _pass_on_reads(read_log, store_reads), title)
+            return
         if _ended(alive, rc.UNPACK_AFTER) or (default_folder and rc.placement_problem(cache.folder)):
             return
         _while_alive(alive, lambda: _keep_reads(cache, image, key, read_log), title)
@@ -122,24 +136,46 @@ def _ended(alive: int, seconds: float) -> bool:
 def _keep_reads(cache: rc.ReadCache, image: str, key: str, read_log: int) -> None:
     """Keep, batch after batch, the files that the reader names in ``read_log`` (container/read_cache.py),
     for as long as the container runs (the caller kills this process at its end)."""
-    offset, rest = 0, b""
+    for read in read_batches(_growing_log(read_log)):
+        keep(cache, image, key, read)
+
+
+def _pass_on_reads(read_log: int, store_reads: int) -> None:
+    """Pass on to the store's keeper, batch after batch, the files that the reader names in
+    ``read_log``, for as long as the container runs (the caller kills this process at its end)."""
+    for read in read_batches(_growing_log(read_log)):
+        os.write(store_reads, "".join(f"{layer} {number}\n" for layer, number in sorted(read)).encode())
+
+
+def _growing_log(read_log: int) -> Iterator[bytes]:
+    """What the reader adds to ``read_log``, chunk after chunk, for ever (it polls)."""
+    offset = 0
     while True:
         chunk = os.pread(read_log, LOG_CHUNK, offset)
         if not chunk:
             time.sleep(POLL)
             continue
         offset += len(chunk)
+        yield chunk
+
+
+def read_batches(chunks: Iterator[bytes]) -> Iterator[set[tuple[int, int]]]:
+    """The files that ``chunks`` of lines ``LAYER INODE`` name (the read log's lines), a set per
+    chunk that names any; a line that is not two numbers is skipped."""
+    rest = b""
+    for chunk in chunks:
         lines, _, rest = (rest + chunk).rpartition(b"\n")
+        rest = rest[-LINE_MAX:]  # a line longer than two numbers is no name: only its end is kept
         read = set()
         for line in lines.split(b"\n"):
             layer, _, number = line.partition(b" ")
-            if layer.isdigit() and number.isdigit():
+            if layer.isdigit() and number.isdigit():  # bytes: ASCII digits only
                 read.add((int(layer), int(number)))
         if read:
-            _keep(cache, image, key, read)
+            yield read
 
 
-def _keep(cache: rc.ReadCache, image: str, key: str, read: set[tuple[int, int]]) -> None:
+def keep(cache: rc.ReadCache, image: str, key: str, read: set[tuple[int, int]]) -> None:
     """Add to the tree of ``image`` (``key``) its files that ``read`` names (each by its layer
     image's place, from 0, and its inode number there, as the reader names them), those that it
     does not hold yet: unpacked beside the tree, then each moved into it (a file, or a folder the

@@ -18,13 +18,16 @@ class PluginConfig(Record):
     importer: str = ""
     use_squashfuse: bool = True
     store_owner: str = ""  # the account that fills the image store when a step's image is missing
+    # A node-local folder where store_owner keeps what steps read of the store's images, once per
+    # node (container/store_trees.py); empty: each user keeps their own (read_cache.py)
+    store_trees: str = ""
     container_device: str = ""  # CDI devices every container step gets unless it names its own
 
 
 DEFAULT_PLUGIN = PluginConfig()
 # The arguments the C shim reads itself (slurm/generated.py): before any step (sbatch_support), as
-# root (runtime_path, store_owner), in slurmd's job epilog (container_scope).
-SHIM_READS = ("sbatch_support", "runtime_path", "container_scope", "store_owner")
+# root (runtime_path, store_owner, store_trees), in slurmd's job epilog (container_scope).
+SHIM_READS = ("sbatch_support", "runtime_path", "container_scope", "store_owner", "store_trees")
 JOB_SCOPE = "job"  # container_scope=job: named containers are removed when the job ends
 
 
@@ -46,4 +49,20 @@ def parse_plugin_config(arguments: Sequence[str]) -> PluginConfig:
             if key == "container_device":
                 device_names(value, key)  # raises for a malformed list
             values[key] = value
-    return PluginConfig(**values)  # type: ignore[arg-type]
+    config = PluginConfig(**values)  # type: ignore[arg-type]
+    if config.store_trees:
+        _check_store_trees(config)
+    return config
+
+
+def _check_store_trees(config: PluginConfig) -> None:
+    """store_trees=FOLDER: an absolute path that an overlay's lower layer can name, for store_owner."""
+    from hydria.container.read_cache import path_problem
+
+    problem = path_problem(config.store_trees)
+    if not config.store_owner:
+        problem = "needs store_owner=ACCOUNT, the account that writes the trees"
+    elif not config.store_trees.startswith("/"):
+        problem = "is not an absolute path"
+    if problem:
+        raise HydriaError(f"store_trees={config.store_trees}: {problem}")

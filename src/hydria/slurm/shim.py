@@ -2,8 +2,9 @@
 
 The shim's command line: ``--config KEY=VALUE`` (plugstack arguments), ``--step=JOB.STEP``,
 ``--job=JOB``, ``--tasks=N`` and ``--nodes=N`` (the step's, as Slurm counts them),
-``--batch-script=PATH``, ``--export``, ``--no-attach``, ``--marks-fd=N``, then every
-``--container-*`` occurrence.
+``--batch-script=PATH``, ``--export``, ``--no-attach``, ``--marks-fd=N``, ``--store-trees=PATH``
+and ``--store-reads-fd=N`` (the node's trees of the store's images, mounted for the step, and the
+pipe to their keeper: container/store_trees.py), then every ``--container-*`` occurrence.
 Errors print as ``hydria: MESSAGE`` (the user sees them in srun's terminal) and exit 1.
 
 ``start`` tells the shim what it resolved with marked lines (``@log``, ``@workdir``, ``@cleanup``,
@@ -36,6 +37,8 @@ class ShimArguments:
     store_fill: bool = True  # False: the store's owner tried to import the image already
     tasks: int = 0  # the step's tasks on all its nodes (0: not told)
     nodes: int = 0  # the step's nodes (0: not told)
+    store_trees: str | None = None  # the node's trees of the store's images, mounted for the step
+    store_reads_fd: int | None = None  # the pipe to the store's keeper of those trees
 
     def __init__(self) -> None:
         self.config: list[str] = []  # the plugstack arguments
@@ -63,6 +66,10 @@ def split(args: Sequence[str]) -> ShimArguments:
             parsed.store_fill = False
         elif arg.startswith("--marks-fd="):
             parsed.marks_fd = _number(arg, "a descriptor number")
+        elif arg.startswith("--store-trees="):
+            parsed.store_trees = arg.removeprefix("--store-trees=")
+        elif arg.startswith("--store-reads-fd="):
+            parsed.store_reads_fd = _number(arg, "a descriptor number")
         elif arg.startswith(("--tasks=", "--nodes=")):
             setattr(parsed, arg[2:].partition("=")[0], _number(arg, "a count"))
         else:

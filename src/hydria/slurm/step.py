@@ -20,6 +20,7 @@ from hydria.errors import HydriaError
 from hydria.hooks import slurm_pmi
 from hydria.log import Logger
 from hydria.paths import NAME_MAX, ensure_dir, process_tag, read_text
+from hydria.record import TYPE_CHECKING
 from hydria.runtime.filesystems import file_system_type, may_be_shared
 from hydria.runtime.fstab import READ_ONLY_FILE_BIND, MountEntry
 from hydria.slurm import importer_plugin, task_env
@@ -27,6 +28,9 @@ from hydria.slurm.plugin_config import DEFAULT_PLUGIN, JOB_SCOPE, PluginConfig
 from hydria.slurm.shim import MarkChannel
 from hydria.slurm.step_options import ContainerOptions
 from hydria.slurm.task_env import StepFacts
+
+if TYPE_CHECKING:
+    from hydria.container.store_trees import StoreTrees
 
 log = Logger(__name__)
 
@@ -67,10 +71,12 @@ def step_dir(settings: Settings, step: str) -> str:
 
 def start(options: ContainerOptions, step: str, settings: Settings, environment: Mapping[str, str],
           marks: MarkChannel, facts: StepFacts, scope: str = "global", batch_script: str | None = None,
-          attach: bool = True, plugin: PluginConfig = DEFAULT_PLUGIN) -> int:
+          attach: bool = True, plugin: PluginConfig = DEFAULT_PLUGIN, store_trees: StoreTrees | None = None) -> int:
     """Set up the step's container and stop inside it (this process becomes the holder), or return
     the PID of the named container when it is running already, for the tasks to join (attach).
-    Either way, the tasks' environment plan goes to the shim (task_env). Raises HydriaError."""
+    Either way, the tasks' environment plan goes to the shim (task_env). ``store_trees``: the
+    node's trees of the store's images, which the shim mounted for the step (container/store_trees.py).
+    Raises HydriaError."""
     from hydria.container.start import StartOptions
     from hydria.container.start import start as start_container
     from hydria.container.target import resolve_target
@@ -117,7 +123,7 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
     _send_plan(options, facts._replace(pmix_directory=bool(pmix.server)), marks)
     start_container(resolve_target(target, settings),
                     StartOptions(target, STOP_COMMAND, env=env, entries=entries, slurm_hook=False,
-                                 devices=options.devices), settings)
+                                 devices=options.devices, store_trees=store_trees), settings)
     raise AssertionError("start() execs the container or raises")
 
 

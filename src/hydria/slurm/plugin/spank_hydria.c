@@ -13,6 +13,9 @@
  *              holder's merged in), setns into the holder's namespaces, chdir.
  *   task_exit  (when the last local task has exited; else at exit): kill the holder, run
  *              `hydria slurm cleanup`.
+ * With plugstack store_trees=FOLDER, user_init also mounts the node's trees of the image store's
+ * images for the step, and each start gets a pipe to the store account's keeper of them; the
+ * teardown unmounts them (hydria/container/store_trees.py).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -31,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -156,6 +160,8 @@ static int allocator_options = 1;               /* sbatch_support: the options i
 static const char *runtime_path = DEFAULT_RUNTIME_PATH; /* runtime_path */
 static int job_scope;                           /* container_scope=job */
 static const char *store_owner;                 /* store_owner=NAME: the account that fills the image store */
+static const char *store_trees;                 /* store_trees=FOLDER: where it keeps what steps read of it */
+static char store_mount[PATH_MAX];               /* store_trees, mounted for this step's user */
 
 static void parse_arguments(int ac, char **av)
 {
@@ -165,6 +171,7 @@ static void parse_arguments(int ac, char **av)
     runtime_path = DEFAULT_RUNTIME_PATH;
     job_scope = 0;
     store_owner = NULL;
+    store_trees = NULL;
     for (int i = 0; i < ac; i++) {
         if (strncmp(av[i], "hydria=", 7) == 0)
             hydria_path = av[i] + 7;
@@ -178,6 +185,8 @@ static void parse_arguments(int ac, char **av)
             job_scope = strcmp(value, JOB_SCOPE) == 0;
         else if ((value = value_of(av[i], KEY_STORE_OWNER)) && *value)
             store_owner = value;
+        else if ((value = value_of(av[i], KEY_STORE_TREES)) && *value == '/')
+            store_trees = value;  /* anything else: `hydria slurm start` says what is wrong */
     }
 }
 
@@ -280,29 +289,46 @@ static int become(const struct identity *who)
     return 0;
 }
 
-/* Close every descriptor from 3 up but `keep`: close_range where the kernel has it (5.9), else
- * one by one up to the descriptor limit (at most 65536). */
-static void close_inherited(int keep)
+/* Close the descriptors from `low` to `high`: close_range where the kernel has it (5.9), else one
+ * by one up to the descriptor limit (at most 65536). */
+static void close_between(unsigned low, unsigned high)
 {
 #ifdef SYS_close_range
-    if (keep < 3 ? syscall(SYS_close_range, 3U, ~0U, 0) == 0
-                 : (keep == 3 || syscall(SYS_close_range, 3U, (unsigned)keep - 1, 0) == 0) &&
-                       syscall(SYS_close_range, (unsigned)keep + 1, ~0U, 0) == 0)
+    if (syscall(SYS_close_range, low, high, 0) == 0)
         return;
 #endif
-    long last = sysconf(_SC_OPEN_MAX);
-    for (int fd = 3; fd < (last > 0 && last < 65536 ? last : 65536); fd++)
-        if (fd != keep)
-            close(fd);
+    long last = sysconf(_SC_OPEN_MAX), limit = last > 0 && last < 65536 ? last : 65536;
+    for (long fd = low; fd <= (long)high && fd < limit; fd++)
+        close((int)fd);
+}
+
+/* Close every descriptor from 3 up but those `keep` lists (ended by -1; NULL: none). */
+static void close_inherited(const int *keep)
+{
+    unsigned low = 3;
+    for (;;) {
+        long next = -1;  /* the lowest kept descriptor from low up */
+        for (const int *k = keep; k && *k >= 0; k++)
+            if ((unsigned)*k >= low && (next < 0 || *k < next))
+                next = *k;
+        if (next < 0) {
+            close_between(low, ~0U);
+            return;
+        }
+        if ((unsigned)next > low)
+            close_between(low, (unsigned)next - 1);
+        low = (unsigned)next + 1;
+    }
 }
 
 /* The one way the plugin runs a program (hydria): in a child, standard input /dev/null, standard
- * output and error to `output` (-1: kept), no other inherited descriptor but `pass` (-1: none),
+ * output and error to `output` (-1: kept), no other inherited descriptor but those `pass` lists
+ * (ended by -1; NULL: none),
  * as `who` (NULL: as this process), in `cwd` (NULL: here; "/" when it cannot be entered). With
  * `detach`, the program runs on in a session of its own and the child returned exits at once.
  * Returns the child's PID, or -1. */
-static pid_t run_hydria(char *const argv[], const struct identity *who, int output, int pass, const char *cwd,
-                        int detach)
+static pid_t run_hydria(char *const argv[], const struct identity *who, int output, const int *pass,
+                        const char *cwd, int detach)
 {
     pid_t child = fork();
     if (child != 0)
@@ -317,8 +343,8 @@ static pid_t run_hydria(char *const argv[], const struct identity *who, int outp
         (output >= 0 && (dup2(output, STDOUT_FILENO) < 0 || dup2(output, STDERR_FILENO) < 0)))
         _exit(122);
     close_inherited(pass);
-    if (pass >= 0)
-        fcntl(pass, F_SETFD, 0);  /* hydria makes it close-on-exec again at once */
+    for (const int *fd = pass; fd && *fd >= 0; fd++)
+        fcntl(*fd, F_SETFD, 0);  /* hydria makes them close-on-exec again at once */
     if (who && become(who) < 0) {
         fprintf(stderr, "hydria: cannot become user %u: %s\n", (unsigned)who->uid, strerror(errno));
         _exit(121);
@@ -375,7 +401,7 @@ static int wait_for(pid_t child, int flags)
 /* The submit side (srun, sbatch, salloc): validate the options before anything is sent. */
 static int validate(void)
 {
-    pid_t child = run_hydria(command("validate", NULL, 0), NULL, -1, -1, NULL, 0);
+    pid_t child = run_hydria(command("validate", NULL, 0), NULL, -1, NULL, NULL, 0);
     if (child < 0)
         return -1;
     int status = wait_for(child, 0);
@@ -490,14 +516,191 @@ static const char *read_marks(const char *marks)
     return attach;
 }
 
+/* The new mount API (Linux 5.2; idmapped mounts 5.12), by number where libc lacks it */
+#ifndef SYS_open_tree
+#define SYS_open_tree 428
+#endif
+#ifndef SYS_move_mount
+#define SYS_move_mount 429
+#endif
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+#define TREE_CLONE 1                    /* OPEN_TREE_CLONE */
+#define TREE_RECURSIVE 0x8000           /* AT_RECURSIVE */
+#define MOVE_FROM_EMPTY_PATH 0x4        /* MOVE_MOUNT_F_EMPTY_PATH */
+#define ATTR_READ_ONLY 0x1              /* MOUNT_ATTR_RDONLY */
+#define ATTR_NO_SUID 0x2                /* MOUNT_ATTR_NOSUID */
+#define ATTR_NO_DEV 0x4                 /* MOUNT_ATTR_NODEV */
+#define ATTR_IDMAP 0x00100000           /* MOUNT_ATTR_IDMAP */
+struct idmap_attributes {               /* struct mount_attr */
+    uint64_t set, clear, propagation, userns_fd;
+};
+
+/* Write "INSIDE OUTSIDE 1" to process `pid`'s uid_map or gid_map (`file`). */
+static int write_map(pid_t pid, const char *file, unsigned inside, unsigned outside)
+{
+    char path[64], line[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", pid, file);
+    int fd = open(path, O_WRONLY | O_CLOEXEC), length = snprintf(line, sizeof line, "%u %u 1\n", inside, outside);
+    int written = fd >= 0 && write(fd, line, length) == length;
+    if (fd >= 0)
+        close(fd);
+    return written ? 0 : -1;
+}
+
+/* A user namespace in which the store account's IDs are the host's `uid` and `gid`: a mount
+ * idmapped with it shows the account's files as theirs. Its descriptor, or -1. */
+static int idmap_namespace(const struct passwd *owner, uid_t uid, gid_t gid)
+{
+    int ready[2], hold[2], fd = -1;
+    char answer = 'n', path[64];
+    if (pipe2(ready, O_CLOEXEC) < 0)
+        return -1;
+    if (pipe2(hold, O_CLOEXEC) < 0) {
+        close(ready[0]);
+        close(ready[1]);
+        return -1;
+    }
+    pid_t child = fork();
+    if (child == 0) {  /* unshares, then waits until the namespace is taken */
+        close(hold[1]);
+        answer = unshare(CLONE_NEWUSER) == 0 ? 'y' : 'n';
+        if (write(ready[1], &answer, 1) == 1)
+            (void)!read(hold[0], &answer, 1);
+        _exit(0);
+    }
+    close(ready[1]);
+    close(hold[0]);
+    if (child > 0 && read(ready[0], &answer, 1) == 1 && answer == 'y' &&
+        write_map(child, "uid_map", owner->pw_uid, uid) == 0 && write_map(child, "gid_map", owner->pw_gid, gid) == 0) {
+        snprintf(path, sizeof path, "/proc/%d/ns/user", child);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+    }
+    close(ready[0]);
+    close(hold[1]);  /* the child ends */
+    if (child > 0)
+        wait_for(child, 0);
+    return fd;
+}
+
+/* `path` a folder (not a link) of `uid`'s that nobody else may write, made with `mode` where
+ * missing (and given to `uid`, `gid`); -1 with errno set if it is not. */
+static int own_folder(const char *path, mode_t mode, uid_t uid, gid_t gid)
+{
+    struct stat info;
+    if (mkdir(path, mode) == 0 && chown(path, uid, gid) < 0)
+        return -1;
+    if (lstat(path, &info) < 0)
+        return -1;
+    if (!S_ISDIR(info.st_mode) || info.st_uid != uid || (info.st_mode & 022)) {
+        errno = EPERM;
+        return -1;
+    }
+    return 0;
+}
+
+/* In a child, as root: store_trees (made the store account's where missing) mounted at `target`,
+ * read-only, without set-user-ID files or devices, idmapped so that the account's files show
+ * as the job user's. The child's exit status: 0, or the errno of what failed. */
+static void mount_idmapped(const struct passwd *owner, uid_t uid, gid_t gid, const char *base, const char *target)
+{
+    struct idmap_attributes attributes = {ATTR_IDMAP | ATTR_READ_ONLY | ATTR_NO_SUID | ATTR_NO_DEV, 0, 0, 0};
+    int tree, userns;
+    if ((geteuid() != 0 && seteuid(0) < 0) || own_folder(store_trees, 0700, owner->pw_uid, owner->pw_gid) < 0 ||
+        own_folder(base, 0755, 0, 0) < 0)
+        _exit(errno & 0xff);
+    if (umount2(target, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
+        _exit(errno & 0xff);  /* a killed step's mount is replaced */
+    if ((mkdir(target, 0755) < 0 && errno != EEXIST) || (userns = idmap_namespace(owner, uid, gid)) < 0)
+        _exit(errno & 0xff);
+    attributes.userns_fd = (uint64_t)userns;
+    tree = (int)syscall(SYS_open_tree, AT_FDCWD, store_trees, TREE_CLONE | TREE_RECURSIVE | AT_SYMLINK_NOFOLLOW | O_CLOEXEC);
+    if (tree < 0 || syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | TREE_RECURSIVE, &attributes, sizeof attributes) < 0 ||
+        syscall(SYS_move_mount, tree, "", AT_FDCWD, target, MOVE_FROM_EMPTY_PATH) < 0) {
+        int why = errno;
+        rmdir(target);
+        _exit(why & 0xff);
+    }
+    _exit(0);
+}
+
+/* store_trees mounted for this step at RUNTIME_PATH/store-trees/JOB.STEP (store_mount). Where it
+ * cannot be (a kernel before 5.12, a file system without idmapped mounts), slurmd's log says why
+ * and each user keeps their own, as without store_trees. */
+static void mount_store_trees(spank_t sp, const char *ids)
+{
+    struct passwd *owner = getpwnam(store_owner);
+    char base[PATH_MAX], target[PATH_MAX];
+    uid_t uid;
+    gid_t gid;
+    if (!owner || spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS ||
+        snprintf(base, sizeof base, "%s/store-trees", runtime_path) >= (int)sizeof base ||
+        snprintf(target, sizeof target, "%s/%s", base, ids + strlen("--step=")) >= (int)sizeof target)
+        return;
+    pid_t child = fork();
+    if (child == 0)
+        mount_idmapped(owner, uid, gid, base, target);
+    int status = child > 0 ? wait_for(child, 0) : -1;
+    if (child > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        snprintf(store_mount, sizeof store_mount, "%s", target);
+    else
+        slurm_error("hydria: store_trees=%s: cannot mount it for the step at %s: %s; each user keeps their own "
+                    "trees of the store's images", store_trees, target,
+                    child > 0 && WIFEXITED(status) ? strerror(WEXITSTATUS(status)) : "cannot fork");
+}
+
+/* Unmount store_trees from the step, once its container is gone. */
+static void unmount_store_trees(void)
+{
+    if (!*store_mount)
+        return;
+    pid_t child = fork();
+    if (child == 0)
+        _exit((geteuid() == 0 || seteuid(0) == 0) && umount2(store_mount, MNT_DETACH) == 0 && rmdir(store_mount) == 0
+                  ? 0 : 1);
+    if (child > 0)
+        wait_for(child, 0);
+    store_mount[0] = '\0';
+}
+
+/* `hydria store keep-reads` as the store's account, on its own (it ends when the step's start
+ * and its unpacker close the pipe's other end): the writing end of its pipe, or -1. */
+static int start_keeper(void)
+{
+    struct passwd *owner = getpwnam(store_owner);
+    struct identity account = {0};
+    char reads_arg[32];
+    char *argv[] = {hydria_path, "store", "keep-reads", "--trees", (char *)store_trees, reads_arg, NULL};
+    int reads[2] = {-1, -1}, null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    pid_t child = -1;
+    if (owner && null >= 0 && pipe2(reads, O_CLOEXEC) == 0 && account_identity(owner, owner->pw_gid, &account) == 0) {
+        snprintf(reads_arg, sizeof reads_arg, "--reads-fd=%d", reads[0]);
+        child = run_hydria(argv, &account, null, (int[]){reads[0], -1}, owner->pw_dir, 1);
+    }
+    if (child > 0)
+        wait_for(child, 0);
+    free(account.groups);
+    if (null >= 0)
+        close(null);
+    if (reads[0] >= 0)
+        close(reads[0]);
+    if (child <= 0 && reads[1] >= 0) {
+        close(reads[1]);
+        return -1;
+    }
+    return reads[1];
+}
+
 /* Run `hydria slurm start` as the user and take hold of the container it started or named
  * (holder, snapshot), or keep its error for task_init. */
 static void start_container(spank_t sp, const char *ids, const char *script, const char *attach,
                             const char *store_fill)
 {
-    char marks_arg[32], tasks_arg[32], nodes_arg[32];
-    const char *extras[] = {ids, script, attach, store_fill, marks_arg, tasks_arg, nodes_arg};
-    int status, log, marks;
+    char marks_arg[32], tasks_arg[32], nodes_arg[32], trees_arg[PATH_MAX + 16], reads_arg[32];
+    const char *extras[] = {ids, script, attach, store_fill, marks_arg, tasks_arg, nodes_arg, NULL, NULL};
+    int status, log, marks, reads = -1;
     pid_t child = -1;
     struct identity user;
     uint32_t tasks = 0, nodes = 0;
@@ -507,11 +710,19 @@ static void start_container(spank_t sp, const char *ids, const char *script, con
     snprintf(tasks_arg, sizeof tasks_arg, "--tasks=%u", tasks);
     snprintf(nodes_arg, sizeof nodes_arg, "--nodes=%u", nodes);
 
+    if (*store_mount && (reads = start_keeper()) >= 0) {
+        snprintf(trees_arg, sizeof trees_arg, "--store-trees=%s", store_mount);
+        snprintf(reads_arg, sizeof reads_arg, "--store-reads-fd=%d", reads);
+        extras[7] = trees_arg;
+        extras[8] = reads_arg;
+    }
     log = memfd_create("hydria-start", MFD_CLOEXEC);
     marks = memfd_create("hydria-marks", MFD_CLOEXEC);
     snprintf(marks_arg, sizeof marks_arg, "--marks-fd=%d", marks);
     if (job_identity(sp, &user) == 0 && log >= 0 && marks >= 0)
-        child = run_hydria(command("start", extras, 7), &user, log, marks, NULL, 0);
+        child = run_hydria(command("start", extras, 9), &user, log, (int[]){marks, reads, -1}, NULL, 0);
+    if (reads >= 0)
+        close(reads);  /* the start's and its unpacker's copies alone keep the keeper going */
     if (child < 0) {
         start_error = strdup("cannot start the container: out of resources");
         if (log >= 0)
@@ -611,7 +822,7 @@ static void fill_store(const char *uri)
     marks = memfd_create("hydria-store-marks", MFD_CLOEXEC);
     snprintf(marks_arg, sizeof marks_arg, "--marks-fd=%d", marks);
     if (log >= 0 && marks >= 0 && account_identity(owner, owner->pw_gid, &account) == 0)
-        child = run_hydria(argv, &account, log, marks, owner->pw_dir, 0);
+        child = run_hydria(argv, &account, log, (int[]){marks, -1}, owner->pw_dir, 0);
     free(account.groups);
     if (child > 0) {
         status = wait_for(child, 0);
@@ -666,6 +877,8 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     if (strstr(ids, ".batch") && spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS && argc > 0 &&
         asprintf(&script, "--batch-script=%s", argv[0]) < 0)
         script = NULL;
+    if (store_owner && store_trees)
+        mount_store_trees(sp, ids);
     start_container(sp, ids, script, NULL, NULL);
     if (store_request) {
         fill_store(store_request);
@@ -850,13 +1063,16 @@ static int teardown(spank_t sp)
     pid_t child = -1;
     struct identity user;
 
-    if (done || (holder < 0 && !start_error))
+    if (done)
         return 0;
     done = 1;
     if (holder > 0 && !attached) {
         kill(holder, SIGKILL);
         wait_for(holder, 0);
     }
+    unmount_store_trees();
+    if (holder < 0 && !start_error)
+        return 0;
     release_snapshot();  /* the container's mounts go with its last process */
     spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &tasks);
     int export = save_requested && started && *started >= tasks;
@@ -867,7 +1083,7 @@ static int teardown(spank_t sp)
     step_argument(sp, ids, sizeof ids);
     const char *extras[] = {ids, export ? "--export" : NULL};
     if (job_identity(sp, &user) == 0)  /* in the step's directory: a relative --container-save is relative to it */
-        child = run_hydria(command("cleanup", extras, 2), &user, export ? log : -1, -1, *step_cwd ? step_cwd : NULL,
+        child = run_hydria(command("cleanup", extras, 2), &user, export ? log : -1, NULL, *step_cwd ? step_cwd : NULL,
                            !export);
     if (child > 0) {
         int status = wait_for(child, 0);
@@ -918,7 +1134,7 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
         return -1;
     }
     if ((log = memfd_create("hydria-epilog", MFD_CLOEXEC)) >= 0)
-        child = run_hydria(command("epilog", extras, 1), &account, log, -1, NULL, 0);
+        child = run_hydria(command("epilog", extras, 1), &account, log, NULL, NULL, 0);
     free(account.groups);
     if (child < 0) {
         if (log >= 0)

@@ -1,0 +1,94 @@
+"""The image store's trees kept once per node (plugstack ``store_trees``, container/store_trees.py)
+on a real single-node Slurm cluster: what one user's step read of a store image is kept by the
+store's account, and another user's step reads it from there, as their own files, read-only."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from testbed import slurm
+from testbed.oci import push
+from testbed.publish import PublishedImage
+from testbed.registry import Registry
+from testbed.users import STORE_USER, User, run_as
+from testbed.workspace import Workspace
+
+pytestmark = pytest.mark.integration
+
+TREES = Path("/var/tmp/hydria-test-store-trees")  # plugstack store_trees: node-local
+MOUNTS = Path("/run/hydria-spank/store-trees")  # where the plugin mounts it for each step
+
+
+@pytest.fixture(scope="module")
+def cluster(hydria_bin: str) -> Iterator[None]:
+    shutil.rmtree(TREES, ignore_errors=True)
+    slurm.start(hydria_bin, plugin_options=[f"store_owner={STORE_USER}", f"store_trees={TREES}"])
+    yield
+    slurm.stop()
+    shutil.rmtree(TREES, ignore_errors=True)
+
+
+@pytest.fixture
+def stored_image(cluster: None, busybox: PublishedImage, registry: Registry, site_store: Path,
+                 store_workspace: Workspace) -> str:
+    """The busybox image in the site's image store, as a step names it."""
+    push([busybox.image], registry.address, "hydria/store-trees", "latest", store_workspace.root)
+    image = f"{registry.address}#hydria/store-trees:latest"
+    for action in (("init",), ("import", f"docker://{image}")):
+        done = store_workspace.run("store", *action, HYDRIA_STORE_PATH=str(site_store))
+        assert done.returncode == 0, done.stderr
+    return image
+
+
+def _kept(name: str, timeout: float = 30) -> list[Path]:
+    """The node's kept copies of the image's file ``name``, once the keeper wrote one."""
+    deadline = time.monotonic() + timeout
+    while not (found := list(TREES.glob(f"*/root/{name}"))) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return found
+
+
+def test_what_one_users_step_read_serves_every_users_steps(stored_image: str, workspace: Workspace,
+                                                           other_workspace: Workspace, store_user: User) -> None:
+    first = slurm.Submitter(workspace).run("srun", f"--container-image={stored_image}", "sh", "-c",
+                                           "cat /bin/busybox > /dev/null; sleep 7",
+                                           HYDRIA_TESTBED_READ_CACHE=str(workspace.root / "read-cache"))
+    assert first.returncode == 0, first.stderr
+    kept = _kept("bin/busybox")
+    assert len(kept) == 1, sorted(TREES.rglob("*"))
+    assert kept[0].stat().st_uid == store_user.uid and TREES.stat().st_mode & 0o777 == 0o700
+    assert not list((workspace.root / "read-cache").glob("*/root"))  # not kept once more for the user
+    # Another user's step stacks the node's tree (its overlay's lower layers name the step's mount)
+    # and sees its files as it sees the image's: its own (one ID mapped), with the image's mode.
+    second = slurm.Submitter(other_workspace).run(
+        "srun", f"--container-image={stored_image}", "sh", "-c",
+        "grep -o 'lowerdir=[^,]*' /proc/self/mountinfo; stat -c '%u %a' /bin/busybox; /bin/busybox true && echo ran",
+        HYDRIA_TESTBED_READ_CACHE=str(other_workspace.root / "read-cache"))
+    assert second.returncode == 0, second.stderr
+    assert f"{MOUNTS}/" in second.stdout and "/root:" in second.stdout, second.stdout
+    assert second.stdout.splitlines()[-2:] == [f"{other_workspace.user.uid} {kept[0].stat().st_mode & 0o7777:o}",
+                                               "ran"]
+    assert list(MOUNTS.iterdir()) == []  # each step's mount went with it
+    assert "store-trees" not in Path("/proc/self/mountinfo").read_text()
+
+
+def test_the_steps_mount_is_read_only_and_its_users_alone(stored_image: str, workspace: Workspace,
+                                                          other_workspace: Workspace) -> None:
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        step = pool.submit(slurm.Submitter(workspace).run, "srun", f"--container-image={stored_image}", "sleep", "8")
+        deadline = time.monotonic() + 60
+        while not (mounts := list(MOUNTS.glob("*"))) and time.monotonic() < deadline and not step.done():
+            time.sleep(0.2)
+        assert len(mounts) == 1, step.result().stderr if step.done() else "no mount"
+        owner = run_as(workspace.user, ["touch", str(mounts[0] / "planted")])
+        assert owner.returncode != 0 and "Read-only file system" in owner.stderr, owner.stderr
+        other = run_as(other_workspace.user, ["ls", str(mounts[0])])
+        assert other.returncode != 0 and "Permission denied" in other.stderr, other.stderr
+        assert step.result().returncode == 0, step.result().stderr
+    assert not (TREES / "planted").exists() and list(MOUNTS.iterdir()) == []
