@@ -87,3 +87,14 @@ def test_a_start_leaves_the_times_of_a_batch_at_work_to_it(tmp_path: Path) -> No
     kept_tree(cache, "KEY")  # the batch was killed: its record is the start's to apply
     assert not (folder / "KEY.times").exists()
     assert (folder / "KEY" / "root" / "etc").stat().st_mtime_ns == 1_000_000_000
+
+
+def test_the_names_read_are_taken_line_by_line_across_chunks_and_nothing_else() -> None:
+    """The read log's lines, and what a step passes to the store's keeper (which a user may write
+    anything to): two ASCII numbers a line, however the chunks cut them; anything else is skipped,
+    and a line longer than two numbers is skipped however long it grows."""
+    from hydria.container.unpack_behind import read_batches
+
+    chunks = [b"0 12\n1 3", b"4\n", b"", b"x 5\n\xd9\xa3 6\n2 -1\n1 18446744073709551616\n", b"9" * 10**6,
+              b"9" * 10**6, b"3 7\n4 8\n"]
+    assert list(read_batches(iter(chunks))) == [{(0, 12)}, {(1, 34)}, {(4, 8)}]

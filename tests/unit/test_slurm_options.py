@@ -172,3 +172,17 @@ def test_the_plugstack_default_of_cdi_devices_is_checked_when_installed() -> Non
         "nvidia.com/gpu=all,example.com/x=a"
     with pytest.raises(HydriaError, match="container_device: invalid format: a,,b"):
         parse_plugin_config(["container_device=a,,b"])
+
+
+@pytest.mark.parametrize(("arguments", "problem"), [
+    (["store_trees=/var/tmp/trees"], "needs store_owner=ACCOUNT"),
+    (["store_owner=store", "store_trees=var/tmp/trees"], "is not an absolute path"),
+    (["store_owner=store", "store_trees=/var/tmp/a,b"], "holds ',', ':'"),
+    (["store_owner=store", "store_trees=/var/tmp/a b"], "holds .* white space"),
+])
+def test_the_store_trees_folder_is_checked_when_installed(arguments: list[str], problem: str) -> None:
+    from hydria.errors import HydriaError
+
+    with pytest.raises(HydriaError, match=f"store_trees=.*: {problem}"):
+        parse_plugin_config(arguments)
+    assert parse_plugin_config(["store_owner=store", "store_trees=/var/tmp/trees"]).store_trees == "/var/tmp/trees"

@@ -161,15 +161,16 @@ def _growing_log(read_log: int) -> Iterator[bytes]:
 
 def read_batches(chunks: Iterator[bytes]) -> Iterator[set[tuple[int, int]]]:
     """The files that ``chunks`` of lines ``LAYER INODE`` name (the read log's lines), a set per
-    chunk that names any; a line that is not two numbers is skipped."""
+    chunk that names any; a line that is not two numbers below 2**64 is skipped."""
     rest = b""
     for chunk in chunks:
         lines, _, rest = (rest + chunk).rpartition(b"\n")
-        rest = rest[-LINE_MAX:]  # a line longer than two numbers is no name: only its end is kept
+        if len(rest) > LINE_MAX:
+            rest = b"-"  # a line longer than two numbers is no name: it stays one to its end
         read = set()
         for line in lines.split(b"\n"):
             layer, _, number = line.partition(b" ")
-            if layer.isdigit() and number.isdigit():  # bytes: ASCII digits only
+            if layer.isdigit() and number.isdigit() and max(int(layer), int(number)) < 2**64:  # bytes: ASCII only
                 read.add((int(layer), int(number)))
         if read:
             yield read
