@@ -92,3 +92,21 @@ def test_the_steps_mount_is_read_only_and_its_users_alone(stored_image: str, wor
         assert other.returncode != 0 and "Permission denied" in other.stderr, other.stderr
         assert step.result().returncode == 0, step.result().stderr
     assert not (TREES / "planted").exists() and list(MOUNTS.iterdir()) == []
+
+
+def test_the_keeper_keeps_nothing_of_an_image_the_store_lacks(stored_image: str, store_workspace: Workspace,
+                                                              site_store: Path, images: dict[str, Path],
+                                                              tmp_path: Path) -> None:
+    """What a user passes to the keeper names a tree only of the store's own images: the key of a
+    file of theirs (here the test images' busybox, not in the store) or no key keeps nothing."""
+    from hydria.container.read_cache import image_key
+
+    trees = tmp_path / "trees"
+    trees.mkdir(mode=0o700)
+    shutil.chown(trees, store_workspace.user.name, store_workspace.user.name)
+    for named in (f"{image_key(str(images['busybox']))}\n0 1\n0 2\n", "0 1\n", ""):
+        kept = run_as(store_workspace.user, ["sh", "-c", f'exec "$0" store keep-reads --trees {trees} --reads-fd 0',
+                                             store_workspace.hydria], input=named,
+                      env=store_workspace.env(HYDRIA_READ_CACHE_PATH=str(trees), HYDRIA_STORE_PATH=str(site_store)))
+        assert kept.returncode == 0 and kept.stderr == "", kept.stderr
+        assert list(trees.iterdir()) == []
