@@ -53,6 +53,7 @@ TOOLS = (
     ("zstd", "zstd", None),
 )
 OVERLAY_IN_USERNS = (5, 11)
+OVERLAY_OVER_IDMAPPED = (5, 19)  # an overlay stacks an idmapped mount (the plugin's store_trees)
 
 
 class Check(Record):
@@ -206,10 +207,13 @@ def _user_namespaces() -> Check:
     return Check(name, "ok", f"enabled (user.max_user_namespaces={maximum})")
 
 
+def _kernel_version() -> tuple[int, ...]:
+    return tuple(int(part) for part in platform.release().split("-")[0].split(".")[:2] if is_number(part))
+
+
 def _kernel() -> Check:
     release = platform.release()
-    numbers = tuple(int(part) for part in release.split("-")[0].split(".")[:2] if is_number(part))
-    if numbers >= OVERLAY_IN_USERNS:
+    if _kernel_version() >= OVERLAY_IN_USERNS:
         return Check("kernel", "ok", f"{release}: overlayfs in user namespaces")
     return Check("kernel", "warn", f"{release}: older than 5.11, no overlayfs in user namespaces",
                  "containers use fuse-overlayfs instead (install it); Linux 5.11 or newer is faster")
@@ -522,9 +526,22 @@ def _slurm_plugin() -> Check:
             if program and not os.access(program, os.X_OK):
                 return Check(name, "fail", f"the plugin runs {program}, which is missing",
                              "as root: hydria slurm install-plugin (it records this hydria's path)")
-            return Check(name, "ok", f"{plugin} ({fields[0]}) in {plugstack}")
+            return _store_trees(fields, Check(name, "ok", f"{plugin} ({fields[0]}) in {plugstack}"))
     return Check(name, "warn", f"hydria's plugin is not in {plugstack}",
                  "as root: hydria slurm install-plugin, and include its snippet in plugstack.conf")
+
+
+def _store_trees(fields: Sequence[str], found: Check) -> Check:
+    """The plugin's check, with what its ``store_trees`` argument gives on this node's kernel
+    (docs/slurm.md, "Kept once per node: the store's images")."""
+    trees = next((field.split("=", 1)[1] for field in fields[2:] if field.startswith("store_trees=")), None)
+    if not trees:
+        return found
+    if _kernel_version() < OVERLAY_OVER_IDMAPPED:
+        return found._replace(status="warn", detail=f"{found.detail}; store_trees={trees} needs Linux 5.19 or newer "
+                              f"(this is {platform.release()}): each user keeps their own trees of the store's images",
+                              fix="a newer kernel, or remove store_trees from the plugstack line")
+    return found._replace(detail=f"{found.detail}; the store's images are kept once per node in {trees}")
 
 
 def _plugstack_lines(path: Path, depth: int = 0) -> list[str]:

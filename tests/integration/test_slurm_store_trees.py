@@ -34,15 +34,23 @@ def cluster(hydria_bin: str) -> Iterator[None]:
     shutil.rmtree(TREES, ignore_errors=True)
 
 
-@pytest.fixture
-def stored_image(cluster: None, busybox: PublishedImage, registry: Registry, site_store: Path,
-                 store_workspace: Workspace) -> str:
-    """The busybox image in the site's image store, as a step names it."""
-    push([busybox.image], registry.address, "hydria/store-trees", "latest", store_workspace.root)
-    image = f"{registry.address}#hydria/store-trees:latest"
+@pytest.fixture(params=["layered", "one image file"])
+def stored_image(request: pytest.FixtureRequest, cluster: None, busybox: PublishedImage, registry: Registry,
+                 site_store: Path, store_workspace: Workspace) -> str:
+    """The busybox image in the site's image store, as a step names it, kept by the store as a
+    layered image or as one image file (HYDRIA_LAYERED_IMAGES of its import)."""
+    for kept in TREES.glob("*"):  # another image's trees: each test sees what its own steps keep
+        shutil.rmtree(kept) if kept.is_dir() else kept.unlink()
+    layered = request.param == "layered"
+    repository = f"hydria/store-trees-{'layered' if layered else 'file'}"
+    push([busybox.image], registry.address, repository, "latest", store_workspace.root)
+    image = f"{registry.address}#{repository}:latest"
     for action in (("init",), ("import", f"docker://{image}")):
-        done = store_workspace.run("store", *action, HYDRIA_STORE_PATH=str(site_store))
+        done = store_workspace.run("store", *action, HYDRIA_STORE_PATH=str(site_store),
+                                   HYDRIA_LAYERED_IMAGES="y" if layered else "n")
         assert done.returncode == 0, done.stderr
+    suffix = ".layers" if layered else ".sqsh"
+    assert [path.suffix for path in (site_store / "images").iterdir() if not path.name.startswith("layer-")] == [suffix]
     return image
 
 
