@@ -759,6 +759,29 @@ def test_the_home_directory_is_home_also_under_root(images: dict[str, Path], wor
     assert output(workspace, str(images["busybox"]), "cat", f"{home}/marker", HYDRIA_MOUNT_HOME="y", HOME=str(home)) == "mine\n"
 
 
+def test_a_home_with_mounts_inside_is_bound_whole(images: dict[str, Path], workspace: Workspace) -> None:
+    """As enroot (rbind): a home that holds mounts (a scratch file system, an automounted folder,
+    another user's step's mount in a shared folder) is bound with them. A bind of such a folder
+    alone is refused in a user namespace (it would uncover what the mounts hide): the error says
+    to bind it with them."""
+    home = workspace.root / "home-with-mounts"
+    (home / "scratch").mkdir(parents=True)
+    os.chown(home, workspace.user.uid, workspace.user.gid)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size=1m,uid={workspace.user.uid}", "tmpfs", str(home / "scratch")],
+                   check=True)
+    try:
+        (home / "scratch" / "marker").write_text("on the scratch mount\n")
+        for root, inside in ((["--root"], "/root"), ([], str(home))):
+            shown = output(workspace, *root, str(images["busybox"]), "cat", f"{inside}/scratch/marker",
+                           HYDRIA_MOUNT_HOME="y", HOME=str(home))
+            assert shown == "on the scratch mount\n"
+        alone = workspace.run("start", "--mount", f"{home}:/mnt:none:x-create=dir,bind", str(images["busybox"]), "true")
+        assert alone.returncode != 0 and f"failed to mount: {home} at /mnt: Invalid argument" in alone.stderr
+        assert "may hold other mounts" in alone.stderr and "(rbind)" in alone.stderr, alone.stderr
+    finally:
+        subprocess.run(["umount", "--lazy", str(home / "scratch")], check=True)
+
+
 def test_login_shell_reads_profile_d_as_enroot_does(images: dict[str, Path], workspace: Workspace) -> None:
     """HYDRIA_LOGIN_SHELL (ENROOT_LOGIN_SHELL, which a site's enroot.conf sets): the container's
     shell runs as a login shell, so /etc/profile and /etc/profile.d (module setups, conda) apply.

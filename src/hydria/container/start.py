@@ -380,12 +380,13 @@ def _runs_the_command_alone(rc: str) -> bool:
 
 
 def _home_mount(settings: Settings, host_user: pwd.struct_passwd) -> list[fstab.MountEntry]:
-    """As enroot: ``$HOME`` (not the passwd entry), at ``/root`` when remapped to root."""
+    """As enroot: ``$HOME`` (not the passwd entry), with the mounts inside it (rbind), at ``/root``
+    when remapped to root."""
     if not settings.mount_home:
         return []
     home = os.environ.get("HOME") or host_user.pw_dir
     return [fstab.MountEntry(home, "/root" if settings.remap_root else home, "none",
-                             ("x-create=dir", "bind", "rw", "nosuid"))]
+                             ("x-create=dir", "rbind", "rw", "nosuid"))]
 
 
 def _dev_fstab(settings: Settings) -> str:

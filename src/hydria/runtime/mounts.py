@@ -171,10 +171,14 @@ def _explain(entry: MountEntry, root: str, error: OSError) -> tuple[str, str | N
             return (f"{failed}: the mount point {entry.target} does not exist in the container",
                     f"add x-create=dir to its options (x-create=file for a file), e.g. --mount {example}")
     if error.errno == errno.EINVAL:
-        data = entry.split_options()[2]
+        _, _, data, recursive = entry.split_options()
         if data:
             return (f"{failed}: {error.strerror}",
                     f"the kernel refused the options {data!r}: check their names and values for {entry.fstype}")
+        if entry.is_bind and not recursive:
+            advice = (f"{entry.source} may hold other mounts, which a bind in a user namespace cannot leave out: "
+                      "bind it with them (rbind)")
+            return f"{failed}: {error.strerror}", advice
     return f"{failed}: {error.strerror}", None
 
 
