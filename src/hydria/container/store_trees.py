@@ -65,9 +65,9 @@ def holds(image: str, settings: Settings) -> bool:
 
 def keep_reads(folder: str, reads: int, settings: Settings) -> None:
     """As the store's account: keep in ``folder`` the files of a store image that a step names on
-    ``reads`` (the image's key, then ``LAYER INODE`` lines), batch after batch, at the lowest CPU
-    and I/O priority, until the step closes its end. Returns at once when the key is not one of
-    the store's images."""
+    ``reads`` (the image's key, then ``LAYER INODE`` lines), batch after batch, until the step
+    closes its end (the plugin runs it at the lowest CPU and I/O priority). Returns at once when
+    the key is not one of the store's images."""
     from hydria.container.unpack_behind import keep, read_batches
     from hydria.image.imagestore import ImageStore
     from hydria.runtime.rootfs import image_layers
@@ -85,7 +85,6 @@ def keep_reads(folder: str, reads: int, settings: Settings) -> None:
     image = _stored_image(store.stored_images(), os.fsdecode(key)) if newline else None
     if image is None:
         return
-    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # idle I/O class too
     cache = rc.ReadCache(os.path.abspath(folder), settings.read_cache_size)
     count = len(image_layers(image))
     entry = os.path.join(cache.folder, os.fsdecode(key))

@@ -325,19 +325,25 @@ static void close_inherited(const int *keep)
  * output and error to `output` (-1: kept), no other inherited descriptor but those `pass` lists
  * (ended by -1; NULL: none),
  * as `who` (NULL: as this process), in `cwd` (NULL: here; "/" when it cannot be entered). With
- * `detach`, the program runs on in a session of its own and the child returned exits at once.
+ * DETACHED in `how`, the program runs on in a session of its own and the child returned exits at
+ * once; with IDLE, at the lowest CPU priority (and so I/O priority), from its first instruction.
  * Returns the child's PID, or -1. */
+#define DETACHED 1
+#define IDLE 2
 static pid_t run_hydria(char *const argv[], const struct identity *who, int output, const int *pass,
-                        const char *cwd, int detach)
+                        const char *cwd, int how)
 {
+    static const struct sched_param no_priority = {0};
     pid_t child = fork();
     if (child != 0)
         return child;
-    if (detach) {
+    if (how & DETACHED) {
         if (fork() != 0)
             _exit(0);
         setsid();
     }
+    if ((how & IDLE) && sched_setscheduler(0, SCHED_IDLE, &no_priority) < 0)
+        _exit(124);
     int null = open("/dev/null", O_RDONLY);
     if (null < 0 || dup2(null, STDIN_FILENO) < 0 ||
         (output >= 0 && (dup2(output, STDOUT_FILENO) < 0 || dup2(output, STDERR_FILENO) < 0)))
@@ -665,32 +671,25 @@ static void unmount_store_trees(void)
     store_mount[0] = '\0';
 }
 
-/* `hydria store keep-reads` as the store's account, on its own (it ends when the step's start
- * and its unpacker close the pipe's other end): the writing end of its pipe, or -1. */
-static int start_keeper(void)
+/* `hydria store keep-reads` as the store's account, on its own and at idle priority, reading the
+ * pipe end `reads` (it ends when the step's start and its unpacker have closed the other end).
+ * Run once the start has set the container up, so that it takes nothing from the start. */
+static void start_keeper(int reads)
 {
     struct passwd *owner = getpwnam(store_owner);
     struct identity account = {0};
     char reads_arg[32];
     char *argv[] = {hydria_path, "store", "keep-reads", "--trees", (char *)store_trees, reads_arg, NULL};
-    int reads[2] = {-1, -1}, null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
     pid_t child = -1;
-    if (owner && null >= 0 && pipe2(reads, O_CLOEXEC) == 0 && account_identity(owner, owner->pw_gid, &account) == 0) {
-        snprintf(reads_arg, sizeof reads_arg, "--reads-fd=%d", reads[0]);
-        child = run_hydria(argv, &account, null, (int[]){reads[0], -1}, owner->pw_dir, 1);
-    }
+    snprintf(reads_arg, sizeof reads_arg, "--reads-fd=%d", reads);
+    if (owner && null >= 0 && account_identity(owner, owner->pw_gid, &account) == 0)
+        child = run_hydria(argv, &account, null, (int[]){reads, -1}, owner->pw_dir, DETACHED | IDLE);
     if (child > 0)
         wait_for(child, 0);
     free(account.groups);
     if (null >= 0)
         close(null);
-    if (reads[0] >= 0)
-        close(reads[0]);
-    if (child <= 0 && reads[1] >= 0) {
-        close(reads[1]);
-        return -1;
-    }
-    return reads[1];
 }
 
 /* Run `hydria slurm start` as the user and take hold of the container it started or named
@@ -700,7 +699,7 @@ static void start_container(spank_t sp, const char *ids, const char *script, con
 {
     char marks_arg[32], tasks_arg[32], nodes_arg[32], trees_arg[PATH_MAX + 16], reads_arg[32];
     const char *extras[] = {ids, script, attach, store_fill, marks_arg, tasks_arg, nodes_arg, NULL, NULL};
-    int status, log, marks, reads = -1;
+    int status, log, marks, reads[2] = {-1, -1};
     pid_t child = -1;
     struct identity user;
     uint32_t tasks = 0, nodes = 0;
@@ -710,9 +709,9 @@ static void start_container(spank_t sp, const char *ids, const char *script, con
     snprintf(tasks_arg, sizeof tasks_arg, "--tasks=%u", tasks);
     snprintf(nodes_arg, sizeof nodes_arg, "--nodes=%u", nodes);
 
-    if (*store_mount && (reads = start_keeper()) >= 0) {
+    if (*store_mount && pipe2(reads, O_CLOEXEC) == 0) {  /* to the store's keeper (start_keeper) */
         snprintf(trees_arg, sizeof trees_arg, "--store-trees=%s", store_mount);
-        snprintf(reads_arg, sizeof reads_arg, "--store-reads-fd=%d", reads);
+        snprintf(reads_arg, sizeof reads_arg, "--store-reads-fd=%d", reads[1]);
         extras[7] = trees_arg;
         extras[8] = reads_arg;
     }
@@ -720,9 +719,11 @@ static void start_container(spank_t sp, const char *ids, const char *script, con
     marks = memfd_create("hydria-marks", MFD_CLOEXEC);
     snprintf(marks_arg, sizeof marks_arg, "--marks-fd=%d", marks);
     if (job_identity(sp, &user) == 0 && log >= 0 && marks >= 0)
-        child = run_hydria(command("start", extras, 9), &user, log, (int[]){marks, reads, -1}, NULL, 0);
-    if (reads >= 0)
-        close(reads);  /* the start's and its unpacker's copies alone keep the keeper going */
+        child = run_hydria(command("start", extras, 9), &user, log, (int[]){marks, reads[1], -1}, NULL, 0);
+    if (reads[1] >= 0)
+        close(reads[1]);  /* the start's and its unpacker's copies alone keep the keeper going */
+    if (reads[0] >= 0 && child < 0)
+        close(reads[0]);
     if (child < 0) {
         start_error = strdup("cannot start the container: out of resources");
         if (log >= 0)
@@ -732,6 +733,11 @@ static void start_container(spank_t sp, const char *ids, const char *script, con
         return;
     }
     status = wait_for(child, WUNTRACED);
+    if (reads[0] >= 0) {  /* a container of this step's own was set up: the keeper may hear of it */
+        if (WIFSTOPPED(status))
+            start_keeper(reads[0]);
+        close(reads[0]);
+    }
     char *output = read_all(log);
     char *resolved = read_all(marks);
     const char *attach_pid = read_marks(resolved);
@@ -1084,7 +1090,7 @@ static int teardown(spank_t sp)
     const char *extras[] = {ids, export ? "--export" : NULL};
     if (job_identity(sp, &user) == 0)  /* in the step's directory: a relative --container-save is relative to it */
         child = run_hydria(command("cleanup", extras, 2), &user, export ? log : -1, NULL, *step_cwd ? step_cwd : NULL,
-                           !export);
+                           export ? 0 : DETACHED);
     if (child > 0) {
         int status = wait_for(child, 0);
         if (export && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
