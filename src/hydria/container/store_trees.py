@@ -12,8 +12,9 @@ things where plugstack's ``store_trees=FOLDER`` asks for it:
   idmapped, so that the store account's files show as the job's user's (Linux 5.12 and later;
   an overlay stacks such a tree from 5.19). A step's start stacks the tree of its store image
   from there (``StoreTrees``), as it would stack the user's own; the step's end unmounts it;
-* the plugin runs the store account's keeper (``keep_reads``, ``hydria store keep-reads``) with the
-  reading end of a pipe. The step's start passes the files read (the reader's read log, after the
+* once the step's container is set up, the plugin runs the store account's keeper (``keep_reads``,
+  ``hydria store keep-reads``) at idle priority, with the reading end of a pipe whose writing end
+  it gave the step's start. The start passes the files read (the reader's read log, after the
   container ran ``UNPACK_AFTER`` seconds) into the pipe, the image's key first. The keeper unpacks
   them from the store's own image file of that key, and from no other: a user who writes false
   names costs disk (bounded as a read cache is), never a file the store's image lacks.
