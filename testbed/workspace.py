@@ -53,6 +53,15 @@ class Workspace:
         return run_as(self.user, [self.hydria, *args], env=self.env(**env), cwd=cwd or self.out,
                       timeout=timeout)
 
+    def fill_store(self, store: Path, image: str, **env: str) -> None:
+        """As the image store's owner: ``hydria store init`` of ``store``, then ``import`` of the
+        registry image ``image`` (``REGISTRY#NAME:TAG``) into it. Raises AssertionError with what
+        hydria said when either fails."""
+        for action in (("init",), ("import", f"docker://{image}")):
+            done = run_as(self.user, [self.hydria, "store", *action], env=self.env(HYDRIA_STORE_PATH=str(store), **env),
+                          cwd=self.out)
+            assert done.returncode == 0, done.stderr
+
     def popen(self, *args: str, **env: str) -> subprocess.Popen[str]:
         return subprocess.Popen([self.hydria, *args], user=self.user.uid, group=self.user.gid,
                                 extra_groups=[], env=self.user.environment(self.env(**env)), cwd=self.out,

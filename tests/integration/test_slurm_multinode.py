@@ -90,9 +90,7 @@ def test_a_stored_image_serves_every_node(nodes: slurm.Submitter, busybox: Publi
     push([busybox.image], registry.address, "hydria/stored-nodes", "latest", store_workspace.root)
     with Forwarder(registry.address, host=HEAD_ADDRESS) as front:
         image = f"{front.address}#hydria/stored-nodes:latest"
-        for action in (("init",), ("import", f"docker://{image}")):
-            done = store_workspace.run("store", *action, HYDRIA_STORE_PATH=str(site_store))
-            assert done.returncode == 0, done.stderr
+        store_workspace.fill_store(site_store, image)
         served = registry.blob_fetches("hydria/stored-nodes")
         out = nodes.ok("srun", "-N2", f"--container-image={image}", "sh", "-c",
                        'echo "$(hostname) $(grep PRETTY /etc/os-release)"', HYDRIA_DATA_PATH="",

@@ -43,9 +43,7 @@ def test_every_node_of_a_step_stacks_the_stores_tree(cluster: None, busybox: Pub
     push([busybox.image], registry.address, "hydria/store-trees-nodes", "latest", store_workspace.root)
     with Forwarder(registry.address, host=HEAD_ADDRESS) as front:
         image = f"{front.address}#hydria/store-trees-nodes:latest"
-        for action in (("init",), ("import", f"docker://{image}")):
-            done = store_workspace.run("store", *action, HYDRIA_STORE_PATH=str(site_store))
-            assert done.returncode == 0, done.stderr
+        store_workspace.fill_store(site_store, image)
         slurm.Submitter(workspace).ok("srun", "-N2", f"--container-image={image}", "sh", "-c",
                                       "cat /bin/busybox > /dev/null; sleep 7", HYDRIA_DATA_PATH="",
                                       HYDRIA_TESTBED_READ_CACHE=str(workspace.root / "read-cache"))

@@ -45,10 +45,7 @@ def stored_image(request: pytest.FixtureRequest, cluster: None, busybox: Publish
     repository = f"hydria/store-trees-{'layered' if layered else 'file'}"
     push([busybox.image], registry.address, repository, "latest", store_workspace.root)
     image = f"{registry.address}#{repository}:latest"
-    for action in (("init",), ("import", f"docker://{image}")):
-        done = store_workspace.run("store", *action, HYDRIA_STORE_PATH=str(site_store),
-                                   HYDRIA_LAYERED_IMAGES="y" if layered else "n")
-        assert done.returncode == 0, done.stderr
+    store_workspace.fill_store(site_store, image, HYDRIA_LAYERED_IMAGES="y" if layered else "n")
     suffix = ".layers" if layered else ".sqsh"
     assert [path.suffix for path in (site_store / "images").iterdir() if not path.name.startswith("layer-")] == [suffix]
     return image
