@@ -82,16 +82,17 @@ def keep_reads(folder: str, reads: int, settings: Settings) -> None:
         head += chunk
         if b"\n" in head or len(head) > KEY_MAX:
             break
-    key, newline, rest = head.partition(b"\n")
-    image = _stored_image(store.stored_images(), os.fsdecode(key)) if newline else None
+    line, newline, rest = head.partition(b"\n")
+    key = os.fsdecode(line)
+    image = _stored_image(store.stored_images(), key) if newline else None
     if image is None:
         return
     cache = rc.ReadCache(os.path.abspath(folder), settings.read_cache_size)
     count = len(image_layers(image))
-    entry = os.path.join(cache.folder, os.fsdecode(key))
+    entry = os.path.join(cache.folder, key)
     _mark_in_use(entry)
     for read in read_batches(_marking(itertools.chain([rest], chunks), lambda: _mark_in_use(entry))):
-        keep(cache, image, os.fsdecode(key), {(layer, number) for layer, number in read if layer < count})
+        keep(cache, image, key, {(layer, number) for layer, number in read if layer < count})
         _mark_in_use(entry)
 
 

@@ -59,10 +59,11 @@ def _check_store_trees(config: PluginConfig) -> None:
     """store_trees=FOLDER: an absolute path that an overlay's lower layer can name, for store_owner."""
     from hydria.container.read_cache import path_problem
 
-    problem = path_problem(config.store_trees)
     if not config.store_owner:
-        problem = "needs store_owner=ACCOUNT, the account that writes the trees"
+        problem: str | None = "needs store_owner=ACCOUNT, the account that writes the trees"
     elif not config.store_trees.startswith("/"):
         problem = "is not an absolute path"
+    else:
+        problem = path_problem(config.store_trees)
     if problem:
         raise HydriaError(f"store_trees={config.store_trees}: {problem}")
