@@ -49,6 +49,24 @@ class Measure:
     slowest: float = 0.0
 
 
+def real_enroot(path: str | None = None) -> str | None:
+    """``path``, or ``enroot`` on PATH, where it is NVIDIA's enroot, not hydria under that name."""
+    found = path or shutil.which("enroot")
+    return found if found and "hydria" not in os.path.realpath(found) else None
+
+
+def enroot_environment(enroot: str, home: Path, path: str | None = None) -> dict[str, str]:
+    """enroot's settings for a run whose files all go under ``home``, which must exist: plain HTTP
+    to the test registry, and its helpers (``enroot-mount`` ...) beside it on PATH."""
+    folders = {"ENROOT_CACHE_PATH": "cache", "ENROOT_DATA_PATH": "data", "ENROOT_RUNTIME_PATH": "run",
+               "ENROOT_CONFIG_PATH": "config", "ENROOT_TEMP_PATH": "tmp"}
+    for folder in folders.values():
+        (home / folder).mkdir(exist_ok=True)
+        shutil.chown(home / folder, home.stat().st_uid, home.stat().st_gid)
+    return {"PATH": f"{Path(enroot).parent}:{path or os.environ['PATH']}", "HOME": str(home),
+            "ENROOT_ALLOW_HTTP": "yes", **{name: str(home / folder) for name, folder in folders.items()}}
+
+
 PREFAULT_GIB = 8.0  # more than any tool's new page cache (the plain pipeline writes about 6 GB)
 
 

@@ -32,8 +32,16 @@ Two shapes of image (``--shape``): ``test``, the import benchmark's 7 layers of 
 random data; ``ngc``, shaped like NGC's framework images: a dozen small layers (environment,
 configuration), an OS layer of many small files, a layer of shared libraries of 2-64 MiB, one of
 Python packages (many small files), and one layer of half the image in large files (a framework's
-libraries, weights), the libraries compressible about 2x. enroot is compared where a real enroot is
-installed; this machine has none (its sources need submodules that cannot be fetched here).
+libraries, weights), the libraries compressible about 2x.
+
+enroot, where a real enroot is on PATH, with its own defaults (``-comp lzo -noD``), as an ordinary
+user like hydria: its import of the first version and of the new version (its cache keeps the
+blobs; every layer is extracted and squashed again), a start and a cold read of the new version,
+what ``enroot create`` (the container pyxis makes for a step) keeps on the node, and the rebuild
+as enroot sites make one: ``podman build``, then ``enroot import podman://``. enroot reads the
+same images from a repository of its own whose manifests are Docker's: its first request, a HEAD
+without an Accept header, gets a 404 for an OCI manifest from the test registry (distribution
+2.x), where the registries in the field answer it.
 
 Run as root: python benchmarks/lifecycle_bench.py [--shape test|ngc] [--size-mb 2048] [--rounds 3]
 [--rows import,store,rebuild,task] [--task-s 15]
@@ -57,7 +65,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from import_bench import HYDRIA, PREFAULT_GIB, big_image, prefault, timed
+from import_bench import (
+    HYDRIA,
+    PREFAULT_GIB,
+    big_image,
+    enroot_environment,
+    prefault,
+    real_enroot,
+    timed,
+)
 from read_bench import drop_caches
 
 from hydria.runtime.rootfs import image_layers
@@ -71,6 +87,7 @@ USER = User.lookup(TEST_USERS[0])  # every import and start as an ordinary user
 AS_USER = ["setpriv", f"--reuid={USER.uid}", f"--regid={USER.gid}", "--clear-groups"]
 
 NEW_LAYER_MB = 3
+ENROOT_REPOSITORY = "bench/lifecycle-enroot"  # the same images, Docker's manifests (see above)
 # What a cold read reads of each shape: every file of its layers but busybox's.
 TEST_READS = "/data*/*"
 NGC_READS = "/etc[0-9]*/* /os/* /libraries/* /python/* /framework/*"
@@ -138,22 +155,24 @@ def layered_s(uri: str, output: Path, env: dict[str, str]) -> tuple[Path, float]
     return Path(done.stdout.strip()), time.perf_counter() - began
 
 
-def start_ms(image: Path, env: dict[str, str], runs: int = 20) -> float:
+def start_ms(start: list[str], env: dict[str, str], runs: int = 20) -> float:
+    """The median milliseconds of ``start`` (a command that runs the rest of its line in the
+    image) of ``true``, as the user."""
     times = []
     for _ in range(runs):
         began = time.perf_counter()
-        done = subprocess.run([*AS_USER, HYDRIA, "start", str(image), "true"], env=env, capture_output=True, text=True,
-                              check=False)
+        done = subprocess.run([*AS_USER, *start, "true"], env=env, capture_output=True, text=True, check=False)
         assert done.returncode == 0, done.stderr
         times.append(time.perf_counter() - began)
     return statistics.median(times) * 1000
 
 
-def cold_read_s(image: Path, env: dict[str, str], reads: str) -> float:
-    """A start that reads the files ``reads`` (shell words) and the new layer's, cold."""
+def cold_read_s(start: list[str], env: dict[str, str], reads: str) -> float:
+    """A start (as in :func:`start_ms`) that reads the files ``reads`` (shell words) and the new
+    layer's, cold."""
     drop_caches()
     began = time.perf_counter()
-    subprocess.run([*AS_USER, HYDRIA, "start", str(image), "sh", "-c", f"cat {reads} /update/* > /dev/null"],
+    subprocess.run([*AS_USER, *start, "sh", "-c", f"cat {reads} /update/* > /dev/null"],
                    env=env, check=True, capture_output=True)
     return time.perf_counter() - began
 
@@ -163,7 +182,7 @@ def rebuilt_dockerfile(registry: Registry, version: int) -> str:
     return f"FROM {registry.address}/bench/lifecycle:v1\nRUN echo {version} > /version\n"
 
 
-def rebuild_round(registry: Registry, workdir: Path, number: int) -> dict[str, float]:
+def rebuild_round(registry: Registry, workdir: Path, number: int, enroot: str | None = None) -> dict[str, float]:
     """The rebuild row: the second of two builds that differ in their last RUN, each way."""
     results = {}
     for kind, output in (("merged", ["-o", "app.sqsh"]), ("layered", ["-t", "app:1"])):
@@ -187,12 +206,14 @@ def rebuild_round(registry: Registry, workdir: Path, number: int) -> dict[str, f
         results[f"{kind} rebuild"], results["rebuild limit"] = wall, float(step[0])
         shutil.rmtree(home)
     if shutil.which("podman"):
-        results["podman rebuild"] = podman_rebuild_s(registry, workdir / f"rebuild-podman{number}")
+        results.update(podman_rebuild(registry, workdir / f"rebuild-podman{number}", enroot))
     return results
 
 
-def podman_rebuild_s(registry: Registry, home: Path) -> float:
-    """podman's rebuild: the second of the same two builds (its base image pulled by the first)."""
+def podman_rebuild(registry: Registry, home: Path, enroot: str | None) -> dict[str, float]:
+    """podman's rebuild: the second of the same two builds (its base image pulled by the first),
+    and with ``enroot``, enroot's: that build, then enroot's import of the image it made."""
+    results = {}
     context = home / "context"
     context.mkdir(parents=True)
     tag = f"localhost/hydria-lifecycle-bench-{os.getpid()}"
@@ -203,12 +224,23 @@ def podman_rebuild_s(registry: Registry, home: Path) -> float:
             began = time.perf_counter()
             subprocess.run(["podman", "build", "--isolation=chroot", "--network=host", "--tls-verify=false", "-q",
                             "-t", f"{tag}:{version}", str(context)], capture_output=True, text=True, check=True)
-            wall = time.perf_counter() - began
+            results["podman rebuild"] = time.perf_counter() - began
+        if enroot:
+            # enroot 4.1's podman:// import exits 1 after writing the image where `docker rm` fails
+            # (its exit trap removes a Docker container, podman's import too): the image is checked.
+            app = home / "app.sqsh"
+            os.sync()
+            prefault(PREFAULT_GIB)
+            began = time.perf_counter()
+            subprocess.run([enroot, "import", "-o", str(app), f"podman://{tag}:2"],
+                           env={**os.environ, **enroot_environment(enroot, home)}, capture_output=True, check=False)
+            results["enroot rebuild"] = results["podman rebuild"] + time.perf_counter() - began
+            subprocess.run(["unsquashfs", "-s", str(app)], check=True, capture_output=True)  # mksquashfs finished it
     finally:
         subprocess.run(["podman", "rmi", "-f", f"{tag}:1", f"{tag}:2", f"{registry.address}/bench/lifecycle:v1"],
                        capture_output=True, check=False)
         subprocess.run(["podman", "image", "prune", "-f"], capture_output=True, check=False)
-    return wall
+    return results
 
 
 def user_home(home: Path, folder: str) -> Path:
@@ -225,7 +257,8 @@ def user_env(home: Path, **settings: str) -> dict[str, str]:
             **settings}
 
 
-def one_round(registry: Registry, workdir: Path, number: int, reads: str = TEST_READS) -> dict[str, float]:
+def one_round(registry: Registry, workdir: Path, number: int, reads: str = TEST_READS,
+              enroot: str | None = None) -> dict[str, float]:
     uri = f"docker://{registry.address}#bench/lifecycle"
     results = {}
     for kind in ("merged", "layered"):
@@ -243,11 +276,33 @@ def one_round(registry: Registry, workdir: Path, number: int, reads: str = TEST_
             assert first.ok
             image, results[f"{kind} import"] = layered_s(f"{uri}:v2", home / "out/v2.sqsh", env)
         results[f"{kind} first import"], results[f"{kind} first import cpu"] = first.wall, first.cpu
-        results[f"{kind} start ms"] = start_ms(image, env)
-        results[f"{kind} cold read"] = cold_read_s(image, env, reads)
+        results[f"{kind} start ms"] = start_ms([HYDRIA, "start", str(image)], env)
+        results[f"{kind} cold read"] = cold_read_s([HYDRIA, "start", str(image)], env, reads)
         shutil.rmtree(home)  # room for the next: three times the image's size each
+    if enroot:
+        results.update(enroot_round(enroot, registry, workdir, number, reads))
     results["limit"] = limit_s(registry, workdir, number)
     results["download"] = download_s(registry, workdir / f"download{number}")
+    return results
+
+
+def enroot_round(enroot: str, registry: Registry, workdir: Path, number: int, reads: str) -> dict[str, float]:
+    """enroot's side of the import row: the first version cold, the new version after it, a start
+    and a cold read of the new version, and what ``enroot create`` of it keeps on the node."""
+    home = user_home(workdir / f"enroot{number}", "out")
+    env = {**os.environ, **enroot_environment(enroot, home)}
+    uri = f"docker://{registry.address}#{ENROOT_REPOSITORY}"
+    first = timed("enroot v1", [[*AS_USER, enroot, "import", "-o", str(home / "out/v1.sqsh"), f"{uri}:v1"]], env)
+    assert first.ok
+    measure = timed("enroot v2", [[*AS_USER, enroot, "import", "-o", str(home / "out/v2.sqsh"), f"{uri}:v2"]], env)
+    assert measure.ok
+    start = [enroot, "start", str(home / "out/v2.sqsh")]
+    results = {"enroot import": measure.wall, "enroot first import": first.wall, "enroot first import cpu": first.cpu,
+               "enroot start ms": start_ms(start, env), "enroot cold read": cold_read_s(start, env, reads)}
+    subprocess.run([*AS_USER, enroot, "create", "-n", "v2", str(home / "out/v2.sqsh")], env=env, check=True,
+                   capture_output=True)
+    results["enroot create kept"] = disk_usage(home / "data")
+    shutil.rmtree(home)
     return results
 
 
@@ -347,8 +402,14 @@ def main() -> int:
             push([Image([*base.layers, *update.layers], base.config)], registry.address, "bench/lifecycle", "v2",
                  workdir)
             push([update], registry.address, "bench/lifecycle", "new", workdir)
-            measure = {**ROWS, "import": partial(one_round, reads=TEST_READS if options.shape == "test" else NGC_READS),
-                       "task": partial(task_round, task_s=options.task_s)}
+            enroot = real_enroot()
+            if enroot and {"import", "rebuild"} & set(rows):
+                for tag, layers in (("v1", base.layers), ("v2", [*base.layers, *update.layers])):
+                    push([Image(layers, base.config, manifest_format="docker")], registry.address, ENROOT_REPOSITORY,
+                         tag, workdir)
+            reads = TEST_READS if options.shape == "test" else NGC_READS
+            measure = {**ROWS, "import": partial(one_round, reads=reads, enroot=enroot),
+                       "rebuild": partial(rebuild_round, enroot=enroot), "task": partial(task_round, task_s=options.task_s)}
             rounds = [{key: value for row in rows for key, value in measure[row](registry, workdir, number).items()}
                       for number in range(options.rounds)]
             if "store" in rows and "import" not in rows:  # the limit of the new-version rows
@@ -360,12 +421,14 @@ def main() -> int:
           f"{'; limit: a cold import of the new layer alone' if limit else ''})")
     lines = [("new version, merged into one file", "merged import", limit),
              ("new version, layered", "layered import", limit),
+             ("new version, enroot import", "enroot import", limit),
              ("store import, one image file", "store merged import", limit),
              ("store import, layered", "store layered import", limit),
              ("limit (the new layer alone)", "limit", None),
              ("rebuild, one file (-o)", "merged rebuild", median.get("rebuild limit")),
              ("rebuild, layered (-t)", "layered rebuild", median.get("rebuild limit")),
              ("rebuild, podman build", "podman rebuild", median.get("rebuild limit")),
+             ("rebuild, podman + enroot import", "enroot rebuild", median.get("rebuild limit")),
              ("limit (the changed step)", "rebuild limit", None)]
     for label, key, against in lines:
         if key in median:
@@ -376,8 +439,13 @@ def main() -> int:
               f"{median['layered first import']:.2f} s "
               f"({median['layered first import'] / median['merged first import']:.2f}x; CPU "
               f"{median['merged first import cpu']:.1f} s / {median['layered first import cpu']:.1f} s)")
+        if "enroot first import" in median:
+            print(f"  first import, enroot:              {median['enroot first import']:.2f} s "
+                  f"(CPU {median['enroot first import cpu']:.1f} s)")
         print(f"  limit (every blob downloaded at once): {median['download']:.2f} s "
-              f"(layered first import {median['layered first import'] / median['download']:.1f}x)")
+              f"(layered first import {median['layered first import'] / median['download']:.1f}x"
+              + (f", enroot {median['enroot first import'] / median['download']:.1f}x" if "enroot first import" in median
+                 else "") + ")")
     if "task kept" in median:
         read, kept, tables = median["task limit"], median["task kept"], median["image metadata"]
         print(f"  a {options.task_s:.0f} s task that read one {NEW_LAYER_MB} MB file (limit: {read / 2**20:.1f} MiB, "
@@ -386,11 +454,16 @@ def main() -> int:
         print(f"    kept on the node:           {kept / 2**20:8.1f} MiB ({kept / read:.1f}x the bytes read)")
         print(f"    read of the image's files:  {median['task image read'] / 2**20:8.1f} MiB "
               f"({median['task image read'] / (read + tables):.1f}x the bytes read and the tables)")
+    if "enroot create kept" in median:
+        print(f"  enroot create of the new version (a pyxis step's container) keeps on the node: "
+              f"{median['enroot create kept'] / 2**30:.2f} GiB")
     if "merged start ms" in median:
         print(f"  start, merged / layered:           {median['merged start ms']:.0f} ms / "
-              f"{median['layered start ms']:.0f} ms")
+              f"{median['layered start ms']:.0f} ms"
+              + (f" (enroot start IMAGE.sqsh {median['enroot start ms']:.0f} ms)" if "enroot start ms" in median else ""))
         print(f"  cold read of every file, merged / layered: {median['merged cold read']:.2f} s / "
-              f"{median['layered cold read']:.2f} s ({median['layered cold read'] / median['merged cold read']:.2f}x)")
+              f"{median['layered cold read']:.2f} s ({median['layered cold read'] / median['merged cold read']:.2f}x)"
+              + (f" (enroot {median['enroot cold read']:.2f} s)" if "enroot cold read" in median else ""))
     return 0
 
 

@@ -46,6 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.compiled import compile_hydria
+from benchmarks.import_bench import enroot_environment, real_enroot
 from hydria.config import load_settings
 from hydria.container.read_cache import UNPACK_AFTER
 from hydria.image.squashfs import Tar2Sqfs, repack, squash_plan
@@ -223,8 +224,10 @@ def keep_on_this_node(user: User, target: str, env: dict[str, str], scripts: lis
         raise SystemExit(f"hydria kept nothing of {target} in {folder}")
 
 
-def readers(tree: Path, image: Path, layers: Path, env: dict[str, str]) -> dict[str, tuple[list[str], dict[str, str]]]:
-    """Each reader: the command that runs a program inside it, and its environment."""
+def readers(tree: Path, image: Path, layers: Path, env: dict[str, str],
+            enroot_env: dict[str, str] | None) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """Each reader: the command that runs a program inside it, and its environment (enroot's
+    with ``enroot_env``, where a real enroot is installed)."""
     host = ["unshare", "-rm", "sh", "-c", 'mount --rbind /dev "$0/dev" && exec chroot "$0" "$@"', str(tree)]
     first = {**env, "HYDRIA_READ_CACHE_SIZE": "0"}  # a first start on the node: the reader serves
     found = {"host directory (limit)": (host, env),
@@ -237,9 +240,9 @@ def readers(tree: Path, image: Path, layers: Path, env: dict[str, str]) -> dict[
              "squashfuse (before)": ([HYDRIA, "start", str(image)], {**first, "HYDRIA_FAST_READER": "n"})}
     if shutil.which("ch-run"):
         found["ch-run IMAGE.sqsh"] = (["ch-run", str(image), "--"], env)
-    enroot = shutil.which("enroot")
-    if enroot and "hydria" not in os.path.realpath(enroot):
-        found["enroot start NAME (extracted)"] = ([enroot, "start", "readbench"], env)
+    enroot = real_enroot()
+    if enroot and enroot_env is not None:
+        found["enroot start NAME (extracted)"] = ([enroot, "start", "readbench"], enroot_env)
     return found
 
 
@@ -265,15 +268,22 @@ def main() -> int:
     state.mkdir()
     shutil.chown(state, user.uid, user.gid)
     env = {"HYDRIA_DATA_PATH": str(state / "data"), "HYDRIA_CACHE_PATH": str(state / "cache"),
-           "HYDRIA_READ_CACHE_PATH": str(state / "unpacked"), "ENROOT_DATA_PATH": str(state / "enroot")}
+           "HYDRIA_READ_CACHE_PATH": str(state / "unpacked")}
     subprocess.run([HYDRIA, "create", "-n", "readbench", str(image)], user=user.uid, group=user.gid,
                    extra_groups=[], env=user.environment(env), check=True, cwd="/")
+    enroot, enroot_env = real_enroot(), None
+    if enroot:  # enroot's extracted container, as pyxis creates one
+        (state / "enroot").mkdir()
+        shutil.chown(state / "enroot", user.uid, user.gid)
+        enroot_env = user.environment(enroot_environment(enroot, state / "enroot", user.environment()["PATH"]))
+        subprocess.run([enroot, "create", "-n", "readbench", str(image)], user=user.uid, group=user.gid,
+                       extra_groups=[], env=enroot_env, check=True, cwd="/", capture_output=True)
     if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise SystemExit("cannot become the daemons' subreaper")
     layers = layered(tree, image, squash_options)
     for target in (str(image), "readbench", str(layers)):  # the named container's image.sqsh is a file of its own
         keep_on_this_node(user, target, env, list(workloads.values()))
-    table = readers(tree, image, layers, env)
+    table = readers(tree, image, layers, env, enroot_env)
     samples: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
     names = list(table)
     for turn in range(options.rounds):  # interleaved: a slow moment of the machine hits every reader alike
