@@ -53,6 +53,24 @@ def test_root_filesystem_is_read_only_unless_rw(images: dict[str, Path], workspa
     assert output(workspace, str(images["debian"]), "sh", "-c", "touch /tmp/scratch && echo tmp") == "tmp\n"
 
 
+@pytest.mark.parametrize("named", [False, True])
+def test_run_and_lock_are_writable_on_a_read_only_root(named: bool, images: dict[str, Path],
+                                                       workspace: Workspace) -> None:
+    """As enroot's system fstab: /var/run (/run in Debian's image) and /var/lock are tmpfs of the
+    container's, so a program's pid file, socket or lock works without --rw, and is gone after;
+    /etc/machine-id is the host's (dbus, journald's readers)."""
+    target = str(images["debian"])
+    if named:
+        assert workspace.run("create", "--name", "ro", target).returncode == 0
+        target = "ro"
+    script = ("touch /run/app.pid /var/lock/app.lock && echo written; "
+              "stat -f -c %T /run /run/lock; cat /etc/machine-id")
+    assert output(workspace, target, "sh", "-c", script).split() == [
+        "written", "tmpfs", "tmpfs", Path("/etc/machine-id").read_text().strip()]
+    assert start(workspace, target, "ls", "/run/app.pid").returncode != 0  # not kept
+    assert start(workspace, target, "touch", "/etc/machine-id").returncode != 0  # read-only
+
+
 def test_image_config_behaves_as_in_docker(images: dict[str, Path], workspace: Workspace) -> None:
     image = str(images["debian"])
     assert output(workspace, image) == "python 3.11.2\n"  # ENTRYPOINT + CMD
