@@ -46,6 +46,17 @@ def test_identity_and_root_remap(images: dict[str, Path], workspace: Workspace) 
     assert result.returncode != 0
 
 
+def test_a_users_program_has_no_capability_to_regain(images: dict[str, Path], workspace: Workspace) -> None:
+    """As enroot: a user's program runs with every capability set empty, its bounding set too,
+    under no_new_privs and the seccomp filter; --root keeps the bounding set (apt, chown)."""
+    report = ("grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status | tr -s '\\t' ' '; "
+              "unshare -U true && echo nested-ok")  # a new user namespace still starts with its own
+    assert output(workspace, str(images["debian"]), "sh", "-c", report).splitlines() == [
+        "CapEff: 0000000000000000", "CapBnd: 0000000000000000", "NoNewPrivs: 1", "Seccomp: 2", "nested-ok"]
+    as_root = output(workspace, "--root", str(images["debian"]), "grep", "^CapBnd:", "/proc/self/status")
+    assert as_root.split()[1] != "0000000000000000"
+
+
 def test_root_filesystem_is_read_only_unless_rw(images: dict[str, Path], workspace: Workspace) -> None:
     result = start(workspace, str(images["debian"]), "touch", "/new")
     assert result.returncode != 0 and "Read-only file system" in result.stderr

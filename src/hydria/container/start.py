@@ -215,6 +215,8 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
         from hydria.runtime import confinement
 
         confinement.apply_masks(options.confinement)
+    if inner_uid != 0 and options.confinement is None:
+        sc.empty_bounding_set()  # as enroot's switchroot: a user's program keeps no capability to regain
     if not namespaces.privileged(settings, uid):
         sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
         seccomp.install()

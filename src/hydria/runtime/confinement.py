@@ -77,7 +77,7 @@ def restrict(confinement: Confinement) -> None:
 
 
 def _set_capabilities(capabilities: CapabilitySets) -> None:
-    last = _last_capability()
+    last = sc.last_capability()
     known = (1 << (last + 1)) - 1  # a capability newer than the kernel is none it could give
     for number in range(last + 1):
         if not capabilities.bounding >> number & 1:
@@ -98,17 +98,3 @@ def _failing_as(what: str) -> Iterator[None]:
     except OSError as e:
         raise HydriaError(f"{what} in the container: {e.strerror}",
                           hint="the bundle's config.json asks for it (docs/slurm.md lists what hydria does)") from None
-
-
-def _last_capability() -> int:
-    """The kernel's highest capability number, asked of the kernel itself: the file that tells
-    (/proc/sys/kernel/cap_last_cap) may be masked by now."""
-    number = 0
-    while number < 63:
-        try:
-            sc.in_bounding_set(number + 1)
-        except OSError:  # EINVAL: no such capability
-            break
-        number += 1
-    return number
-

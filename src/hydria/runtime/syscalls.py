@@ -107,6 +107,26 @@ def in_bounding_set(number: int) -> bool:
     return bool(result)
 
 
+def last_capability() -> int:
+    """The kernel's highest capability number, asked of the kernel itself: the file that tells
+    (/proc/sys/kernel/cap_last_cap) may be masked by now."""
+    number = 0
+    while number < 63:
+        try:
+            in_bounding_set(number + 1)
+        except OSError:  # EINVAL: no such capability
+            break
+        number += 1
+    return number
+
+
+def empty_bounding_set() -> None:
+    """Drop every capability from this process's bounding set (CAP_SETPCAP needed), so that no
+    program it runs can get one back."""
+    for number in range(last_capability() + 1):
+        prctl(PR_CAPBSET_DROP, number)
+
+
 def set_process_title(title: str) -> None:
     """What ``ps``, ``pgrep`` and ``pkill`` show and match for this process: its name (the first
     15 bytes) and its command line, written over the one it was started with (a forked helper
