@@ -64,6 +64,14 @@ def test_root_filesystem_is_read_only_unless_rw(images: dict[str, Path], workspa
     assert output(workspace, str(images["debian"]), "sh", "-c", "touch /tmp/scratch && echo tmp") == "tmp\n"
 
 
+def test_the_users_home_is_there_as_enroot_makes_it(images: dict[str, Path], workspace: Workspace) -> None:
+    """Without the host's home bound, the container has the user's home from the image's
+    /etc/skel (enroot's 10-shadow), so ``pip install --user`` and ``~/.cache`` work with --rw."""
+    script = "ls -A ~; touch ~/.cache-marker && echo writable"
+    assert output(workspace, "--rw", str(images["debian"]), "sh", "-c", script).split() == [
+        ".bash_logout", ".bashrc", ".profile", "writable"]
+
+
 @pytest.mark.parametrize("named", [False, True])
 def test_run_and_lock_are_writable_on_a_read_only_root(named: bool, images: dict[str, Path],
                                                        workspace: Workspace) -> None:

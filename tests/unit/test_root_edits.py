@@ -184,3 +184,50 @@ def test_a_build_reads_the_images_accounts_only_from_plain_files(tmp_path: Path)
     inside.parent.mkdir(parents=True)
     inside.write_text("app:x:7:8::/home/app:/bin/sh\n")
     assert (home_of(str(root), "app"), owner_of(str(root), "app")) == ("/home/app", (7, 8))
+
+
+def test_a_missing_home_is_made_from_the_skeleton_as_enroot_makes_it(tmp_path: Path) -> None:
+    """enroot's 10-shadow: the caller's home, where the image lacks it, with /etc/skel's plain
+    files and login.defs' UMASK; an image's own home, CREATE_HOME no, or a home bound from the
+    host (HYDRIA_MOUNT_HOME) are left as they are."""
+    root = make_root(tmp_path)
+    (root / "etc/login.defs").write_text("# the image's\nUMASK\t\t027\n")
+    (root / "etc/skel").mkdir()
+    (root / "etc/skel/.profile").write_text("export FROM_SKEL=1\n")
+    (root / "etc/skel/.cache").mkdir()  # folders are left out
+    os.mkfifo(root / "etc/skel/.fifo")  # as are other than plain files (a FIFO would hang the start)
+    (root / "etc/skel/.large").write_bytes(b"x" * (identity.SKELETON_FILE_SIZE + 1))
+    home = root / pwd.getpwuid(os.getuid()).pw_dir.lstrip("/")
+    apply(identity.edits(context(root)), root)
+    assert sorted(os.listdir(home)) == [".profile"] and (home / ".profile").read_text() == "export FROM_SKEL=1\n"
+    assert home.stat().st_mode & 0o777 == 0o750
+    (home / ".profile").write_text("the user's own\n")
+    apply(identity.edits(context(root)), root)  # a home that is there is kept
+    assert (home / ".profile").read_text() == "the user's own\n"
+
+    for login_defs, mount_home in (("CREATE_HOME no\n", False), ("", True)):
+        other = tmp_path / f"other-{mount_home}"
+        (other / "etc").mkdir(parents=True)
+        (other / "etc/login.defs").write_text(login_defs)
+        bound = context(other)
+        bound = bound._replace(settings=bound.settings._replace(mount_home=mount_home))
+        _apply_edits(identity.edits(bound), bound, {}, kept=())
+        assert not (other / pwd.getpwuid(os.getuid()).pw_dir.lstrip("/")).exists()
+
+
+def test_a_skeleton_linked_out_of_the_root_is_read_inside_it(tmp_path: Path) -> None:
+    """A hostile image's /etc/skel (or useradd's SKEL) linked to a host folder: the new home gets
+    what the link's target inside the root holds, never the host's files."""
+    host_folder = tmp_path / "host-secrets"
+    host_folder.mkdir()
+    (host_folder / "id_rsa").write_text("the host's key\n")
+    home_in = pwd.getpwuid(os.getuid()).pw_dir.lstrip("/")
+    for skeleton in ("link", "useradd"):
+        root = make_root(tmp_path / skeleton)
+        if skeleton == "link":
+            (root / "etc/skel").symlink_to(host_folder)
+        else:
+            (root / "etc/default").mkdir()
+            (root / "etc/default/useradd").write_text(f"SKEL=../../../..{host_folder}\n")
+        apply(identity.edits(context(root)), root)
+        assert (root / home_in).is_dir() and os.listdir(root / home_in) == []

@@ -323,11 +323,16 @@ def _hook_edits(context: edits.StartContext, options: StartOptions, devices: edi
 
 
 def _apply_edits(changes: edits.Edits, context: edits.StartContext, environment: dict[str, str], kept: Sequence[str]) -> None:
-    """The one place where edits change the container, in runtime/edits.py's order: files, mounts
+    """The one place where edits change the container, in runtime/edits.py's order: folders, files, mounts
     (device nodes first), links, one refresh of the loader cache, the environment (``kept``: --env's
     names). A file, or an optional link, that the root cannot take (a read-only unpacked root)
     leaves the image's own."""
     root = context.root
+    for folder in changes.folders:
+        try:
+            edits.make_folder(root, folder)
+        except (OSError, HydriaError):
+            continue
     for file in changes.files:
         try:
             edits.write_file(root, file)

@@ -9,17 +9,20 @@ import pwd
 from collections.abc import Callable
 
 from hydria.errors import HydriaError
-from hydria.runtime.edits import Edits, File, StartContext
+from hydria.runtime.edits import Edits, File, Folder, StartContext
 from hydria.runtime.mounts import read_in_root, resolve_in_root
 
 ORIGIN = "hydria's identity hook"
+# What of /etc/skel a new home gets, at most: the usual dotfiles are a handful of a few KiB each.
+SKELETON_FILES, SKELETON_FILE_SIZE = 64, 1 << 16
 
 
 def edits(context: StartContext) -> Edits:
     """Root and the caller first in the container's passwd and group files, so that ``id``,
-    ``whoami`` and ``~`` work (enroot's 10-shadow hook), and, under ``--root`` on a Debian-family
-    image, apt fetching as root instead of as its ``_apt`` sandbox user, which a user namespace of
-    one uid cannot switch to (enroot's 10-aptfix hook)."""
+    ``whoami`` and ``~`` work, the caller's home where the image lacks it (enroot's 10-shadow
+    hook), and, under ``--root`` on a Debian-family image, apt fetching as root instead of as its
+    ``_apt`` sandbox user, which a user namespace of one uid cannot switch to (enroot's 10-aptfix
+    hook)."""
     root, user, remap_root = context.root, context.user, context.settings.remap_root
     if not _is(os.path.isdir, root, "/etc"):
         return Edits()
@@ -33,7 +36,42 @@ def edits(context: StartContext) -> Edits:
              for name, new in (("passwd", entries), ("group", groups))]
     if remap_root and _is(os.path.isfile, root, "/etc/debian_version"):
         files.append(File("/etc/apt/apt.conf.d/hydria", b'APT::Sandbox::User "root";\n', ORIGIN))
-    return Edits(files=tuple(files))
+    folders: tuple[Folder, ...] = ()
+    if not context.settings.mount_home:  # else the home is bound there
+        folders, skeleton = _new_home(root, "/root" if remap_root else user.pw_dir)
+        files += skeleton
+    return Edits(files=tuple(files), folders=folders)
+
+
+def _new_home(root: str, home: str) -> tuple[tuple[Folder, ...], list[File]]:
+    """As enroot's 10-shadow hook: where the image lacks the user's home, it is made (unless
+    login.defs says ``CREATE_HOME no``), its mode from login.defs' ``UMASK`` (077 without), with
+    the plain files of the skeleton folder (``SKEL`` in /etc/default/useradd, else /etc/skel; at
+    most ``SKELETON_FILES`` of ``SKELETON_FILE_SIZE`` each: an image's own cannot fill the start)."""
+    if not home.startswith("/") or _is(os.path.lexists, root, home):
+        return (), []
+    defs = dict(line.split(None, 1) for line in read_in_root(root, "/etc/login.defs").splitlines()
+                if len(line.split(None, 1)) == 2 and not line.lstrip().startswith("#"))
+    if defs.get("CREATE_HOME", "yes").strip() != "yes":
+        return (), []
+    try:
+        umask = int(defs.get("UMASK", "077").strip(), 8) & 0o777
+    except ValueError:
+        umask = 0o077
+    useradd = dict(line.strip().partition("=")[::2] for line in read_in_root(root, "/etc/default/useradd").splitlines())
+    skeleton = useradd.get("SKEL") or "/etc/skel"
+    files = []
+    try:
+        folder = resolve_in_root(root, skeleton)
+        names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    except (OSError, HydriaError):
+        names = []
+    for name in names[:SKELETON_FILES]:
+        path = f"{skeleton.rstrip('/')}/{name}"
+        if _is(lambda inside: os.path.isfile(inside) and os.path.getsize(inside) <= SKELETON_FILE_SIZE, root, path):
+            content = read_in_root(root, path, errors="surrogateescape").encode(errors="surrogateescape")
+            files.append(File(f"{home}/{name}", content, ORIGIN))
+    return (Folder(home, 0o777 & ~umask, ORIGIN),), files
 
 
 def _first(new: list[str], old: list[str]) -> bytes:

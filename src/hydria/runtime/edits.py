@@ -10,7 +10,8 @@ what the hooks.d scripts appended (hooks/scripts.py), right after them; the devi
 job's (GPUs, InfiniBand, SHARP, CDI devices, Slurm's PMI, the launch agent) last. Each round in
 this order (docs/runtime.md):
 
-0. the files, where the root takes them (a read-only unpacked root keeps the image's own);
+0. the folders, then the files, where the root takes them (a read-only unpacked root keeps the
+   image's own);
 1. device nodes, then the mounts, in the hooks' order (after the system fstab and the hooks.d
    scripts; before the image's fstab, the ``mounts.d`` files and ``--mount``, which may cover them);
 2. the symbolic links (in what the mounts brought in), then one refresh of the image's loader cache
@@ -80,6 +81,14 @@ class File(Record):
     origin: str
 
 
+class Folder(Record):
+    """A folder made in the root where it is missing (with its parents), where the root takes it."""
+
+    path: str  # in the container
+    mode: int
+    origin: str
+
+
 class Edits(Record):
     environment: tuple[tuple[str, str], ...] = ()
     mounts: tuple[MountEntry, ...] = ()
@@ -88,6 +97,7 @@ class Edits(Record):
     links: tuple[Link, ...] = ()
     libraries: tuple[str, ...] = ()  # what was added for the loader (for messages): its cache is refreshed
     files: tuple[File, ...] = ()
+    folders: tuple[Folder, ...] = ()  # made before the files
 
 
 class StartContext(Record):
@@ -121,6 +131,12 @@ def write_file(root: str, file: File) -> None:
     os.makedirs(os.path.dirname(inside), exist_ok=True)
     with open(os.open(inside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644), "wb") as handle:
         handle.write(file.content)
+
+
+def make_folder(root: str, folder: Folder) -> None:
+    """Make ``folder`` inside ``root`` where it is missing. Raises OSError or HydriaError
+    (MountFailed) where the root cannot take it."""
+    os.makedirs(resolve_in_root(root, folder.path), mode=folder.mode, exist_ok=True)
 
 
 def need_own_dev(devices: Sequence[DeviceNode]) -> bool:
