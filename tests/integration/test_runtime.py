@@ -797,10 +797,11 @@ def test_the_home_directory_is_home_also_under_root(images: dict[str, Path], wor
 
 
 def test_a_home_with_mounts_inside_is_bound_whole(images: dict[str, Path], workspace: Workspace) -> None:
-    """As enroot (rbind): a home that holds mounts (a scratch file system, an automounted folder,
-    another user's step's mount in a shared folder) is bound with them. A bind of such a folder
-    alone is refused in a user namespace (it would uncover what the mounts hide): the error says
-    to bind it with them."""
+    """As enroot (rbind): a home (``$HOME``, here not the passwd entry's) that holds mounts (a
+    scratch file system, an automounted folder, another user's step's mount in a shared folder)
+    is bound with them, and the container's ``$HOME`` names where. A bind of such a folder alone
+    is refused in a user namespace (it would uncover what the mounts hide): the error says to
+    bind it with them."""
     home = workspace.root / "home-with-mounts"
     (home / "scratch").mkdir(parents=True)
     os.chown(home, workspace.user.uid, workspace.user.gid)
@@ -808,10 +809,10 @@ def test_a_home_with_mounts_inside_is_bound_whole(images: dict[str, Path], works
                    check=True)
     try:
         (home / "scratch" / "marker").write_text("on the scratch mount\n")
-        for root, inside in ((["--root"], "/root"), ([], str(home))):
-            shown = output(workspace, *root, str(images["busybox"]), "cat", f"{inside}/scratch/marker",
+        for root, inside in ((["--root"], "/root"), ([], str(home))):  # $HOME is where it is bound, as enroot sets it
+            shown = output(workspace, *root, str(images["busybox"]), "sh", "-c", 'echo $HOME; cat "$HOME/scratch/marker"',
                            HYDRIA_MOUNT_HOME="y", HOME=str(home))
-            assert shown == "on the scratch mount\n"
+            assert shown == f"{inside}\non the scratch mount\n"
         alone = workspace.run("start", "--mount", f"{home}:/mnt:none:x-create=dir,bind", str(images["busybox"]), "true")
         assert alone.returncode != 0 and f"failed to mount: {home} at /mnt: Invalid argument" in alone.stderr
         assert "may hold other mounts" in alone.stderr and "(rbind)" in alone.stderr, alone.stderr

@@ -176,12 +176,15 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     hook_edits = _hook_edits(context, options, device_edits, specs)
     _apply_edits(hook_edits, context, environment, kept)
     substitution = {**os.environ, "HYDRIA_ROOTFS": root, "ENROOT_ROOTFS": root}
+    home = _home_mount(settings, host_user)
     final = [*fstab.parse(read_in_root(root, "/etc/fstab"), "image fstab", substitution),
              *_config_files(settings, "mounts.d", ".fstab", substitution),
              *fstab.parse(conf.mounts if conf else "", f"{options.conf.path if options.conf else ''} mounts()"),
-             *_home_mount(settings, host_user),
+             *home,
              *extra_mounts]  # last: "umount:/root" can take the home away again, as with enroot
     mount_entries(final, root, 0, cwd)
+    if home and "HOME" not in kept:
+        environment["HOME"] = home[0].target  # as enroot's 10-home hook: where it is bound, $HOME or /root
 
     identity.login_environment(environment, root, inner_uid, host_user)
     hook_state = None
