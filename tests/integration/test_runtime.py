@@ -296,6 +296,9 @@ def test_remove_asks_and_defaults_to_no(images: dict[str, Path], workspace: Work
     answer = run_as(workspace.user, [workspace.hydria, "remove", "keep"], env=workspace.env(), input="n\n")
     assert "Do you really want to delete" in answer.stderr
     assert workspace.run("list").stdout == "keep\n"
+    unanswered = run_as(workspace.user, [workspace.hydria, "remove", "keep"], env=workspace.env(), input="")
+    assert unanswered.returncode == 1 and "no answer" in unanswered.stderr and "remove -f" in unanswered.stderr
+    assert workspace.run("list").stdout == "keep\n"  # a script without -f learns that it is still there
     answer = run_as(workspace.user, [workspace.hydria, "remove", "keep"], env=workspace.env(), input="y\n")
     assert workspace.run("list").stdout == ""
 

@@ -18,8 +18,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _ask(path: Path) -> bool:
+    """The user's answer; an input that ends unanswered (a script without -f) is an error, as
+    with enroot, whose exit status says the container is still there."""
     print(f"Do you really want to delete {path}? [y/N] ", end="", file=sys.stderr, flush=True)
-    return sys.stdin.readline().strip() in ("y", "Y")
+    answer = sys.stdin.readline()
+    if not answer:
+        print(file=sys.stderr)
+        raise HydriaError(f"no answer: {path} is kept", hint="hydria remove -f NAME removes without asking")
+    return answer.strip() in ("y", "Y")
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
