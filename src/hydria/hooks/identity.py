@@ -50,12 +50,12 @@ def _new_home(root: str, home: str) -> tuple[tuple[Folder, ...], list[File]]:
     most ``SKELETON_FILES`` of ``SKELETON_FILE_SIZE`` each: an image's own cannot fill the start)."""
     if not home.startswith("/") or _is(os.path.lexists, root, home):
         return (), []
-    defs = dict(line.split(None, 1) for line in read_in_root(root, "/etc/login.defs").splitlines()
-                if len(line.split(None, 1)) == 2 and not line.lstrip().startswith("#"))
-    if defs.get("CREATE_HOME", "yes").strip() != "yes":
+    defs = {words[0]: words[1] for words in map(str.split, read_in_root(root, "/etc/login.defs").splitlines())
+            if len(words) >= 2 and not words[0].startswith("#")}  # NAME VALUE [# comment]
+    if defs.get("CREATE_HOME", "yes") != "yes":
         return (), []
     try:
-        umask = int(defs.get("UMASK", "077").strip(), 8) & 0o777
+        umask = int(defs.get("UMASK", "077"), 8) & 0o777
     except ValueError:
         umask = 0o077
     useradd = dict(line.strip().partition("=")[::2] for line in read_in_root(root, "/etc/default/useradd").splitlines())
