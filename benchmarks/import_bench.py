@@ -49,9 +49,9 @@ class Measure:
     slowest: float = 0.0
 
 
-def real_enroot(path: str | None = None) -> str | None:
-    """``path``, or ``enroot`` on PATH, where it is NVIDIA's enroot, not hydria under that name."""
-    found = path or shutil.which("enroot")
+def real_enroot() -> str | None:
+    """``enroot`` on PATH, where it is NVIDIA's enroot, not hydria under that name."""
+    found = shutil.which("enroot")
     return found if found and "hydria" not in os.path.realpath(found) else None
 
 
