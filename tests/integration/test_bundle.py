@@ -124,7 +124,8 @@ def test_bundle_all_carries_settings_and_configuration(images: dict[str, Path], 
     give_to_user(workspace, workspace.root)
     ok(workspace, "bundle", "-o", "plain.run", str(images["busybox"]))
     ok(workspace, "bundle", "-a", "-o", "all.run", str(images["busybox"]), HYDRIA_MOUNT_HOME="y")
-    show = ["sh", "-c", "echo ${SITE:-none} ${HOOKED:-none}; test -d $HOME && echo home || echo no-home"]
+    bound = 'grep -q " $HOME " /proc/self/mountinfo'  # not only there: a start makes one where the image lacks it
+    show = ["sh", "-c", f"echo ${{SITE:-none}} ${{HOOKED:-none}}; {bound} && echo home || echo no-home"]
     plain = run_bundle(workspace, workspace.out / "plain.run", *show)
     assert plain.stdout.split() == ["none", "yes", "no-home"], plain.stderr  # system hooks only
     everything = run_bundle(workspace, workspace.out / "all.run", *show)

@@ -29,7 +29,7 @@ from hydria.hooks import cgroups, identity, localtime, scripts, slurm_pmi
 from hydria.log import Logger
 from hydria.paths import check_input_file, ensure_dir, listed, process_tag, read_text
 from hydria.record import TYPE_CHECKING, Record
-from hydria.runtime import edits, environ, fstab, lock, namespaces, rootfs, seccomp
+from hydria.runtime import edits, environ, fstab, lock, namespaces, rootfs, run_folders, seccomp
 from hydria.runtime import syscalls as sc
 from hydria.runtime.mounts import link_in_root, mount_entries, read_in_root, resolve_in_root
 from hydria.runtime.reader import installed_reader
@@ -155,7 +155,9 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
                           f"{options.misplaced_option} ... {options.target} [COMMAND...]")
     mounts = fstab.parse(SYSTEM_FSTAB + (NET_FSTAB if settings.unshare_net else "") + _dev_fstab(settings),
                          "system fstab")
+    image_run = run_folders.image_contents(root)  # what the image has where the system fstab mounts a tmpfs
     mount_entries(mounts, root, -1, cwd)
+    run_folders.restore(root, image_run)
     host = {**settings.environment, **os.environ}
     bare = edits.StartContext(root, area, cwd, host, {}, settings, host_user)  # before any environment
     _apply_edits(edits.combined([identity.edits(bare), localtime.edits(bare), cgroups.edits(bare)]), bare, {}, kept=())
