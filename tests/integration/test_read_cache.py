@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from hydria.container.read_cache import UNPACK_AFTER
+from testbed.kept import entries
 from testbed.oci import Image, push
 from testbed.publish import PublishedImage
 from testbed.registry import Registry
@@ -55,11 +56,6 @@ def cache_on_own_disk(workspace: Workspace) -> Iterator[None]:
 def cache_disk(workspace: Workspace) -> Iterator[None]:
     with cache_on_own_disk(workspace):
         yield
-
-
-def entries(folder: Path) -> list[Path]:
-    """The kept trees of a read cache."""
-    return sorted(p for p in folder.glob("*") if "." not in p.name and (p / "size").is_file())
 
 
 READ = ("/etc/passwd",)  # a file (no link) of every test image, which the helpers' containers read

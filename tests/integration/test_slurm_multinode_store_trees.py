@@ -7,7 +7,6 @@ tree's lock), and each node mounts it in its own mount namespace."""
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 
 from testbed import slurm
 from testbed.forwarding import Forwarder
+from testbed.kept import wait_for_kept_file
 from testbed.nodes import HEAD_ADDRESS
 from testbed.oci import push
 from testbed.publish import PublishedImage
@@ -47,10 +47,7 @@ def test_every_node_of_a_step_stacks_the_stores_tree(cluster: None, busybox: Pub
         slurm.Submitter(workspace).ok("srun", "-N2", f"--container-image={image}", "sh", "-c",
                                       "cat /bin/busybox > /dev/null; sleep 7", HYDRIA_DATA_PATH="",
                                       HYDRIA_TESTBED_READ_CACHE=str(workspace.root / "read-cache"))
-        deadline = time.monotonic() + 30
-        while not list(TREES.glob("*/root/bin/busybox")) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert len(list(TREES.glob("*/root/bin/busybox"))) == 1
+        assert len(wait_for_kept_file(TREES, "bin/busybox")) == 1, sorted(TREES.rglob("*"))
         out = slurm.Submitter(other_workspace).ok(
             "srun", "-N2", f"--container-image={image}", "sh", "-c",
             "echo $(hostname) $(grep -c 'lowerdir=/run/hydria-spank/store-trees/' /proc/self/mountinfo)",

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from testbed import slurm
+from testbed.kept import wait_for_kept_file
 from testbed.oci import push
 from testbed.publish import PublishedImage
 from testbed.registry import Registry
@@ -51,21 +52,13 @@ def stored_image(request: pytest.FixtureRequest, cluster: None, busybox: Publish
     return image
 
 
-def _kept(name: str, timeout: float = 30) -> list[Path]:
-    """The node's kept copies of the image's file ``name``, once the keeper wrote one."""
-    deadline = time.monotonic() + timeout
-    while not (found := list(TREES.glob(f"*/root/{name}"))) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return found
-
-
 def test_what_one_users_step_read_serves_every_users_steps(stored_image: str, workspace: Workspace,
                                                            other_workspace: Workspace, store_user: User) -> None:
     first = slurm.Submitter(workspace).run("srun", f"--container-image={stored_image}", "sh", "-c",
                                            "cat /bin/busybox > /dev/null; sleep 7",
                                            HYDRIA_TESTBED_READ_CACHE=str(workspace.root / "read-cache"))
     assert first.returncode == 0, first.stderr
-    kept = _kept("bin/busybox")
+    kept = wait_for_kept_file(TREES, "bin/busybox")
     assert len(kept) == 1, sorted(TREES.rglob("*"))
     assert kept[0].stat().st_uid == store_user.uid and TREES.stat().st_mode & 0o777 == 0o700
     assert not list((workspace.root / "read-cache").glob("*/root"))  # not kept once more for the user
