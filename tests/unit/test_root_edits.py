@@ -197,9 +197,16 @@ def test_a_missing_home_is_made_from_the_skeleton_as_enroot_makes_it(tmp_path: P
     (root / "etc/skel/.cache").mkdir()  # folders are left out
     os.mkfifo(root / "etc/skel/.fifo")  # as are other than plain files (a FIFO would hang the start)
     (root / "etc/skel/.large").write_bytes(b"x" * (identity.SKELETON_FILE_SIZE + 1))
+    (root / "etc/skel/.bashrc").write_bytes(b"alias x='\xff'\n")  # not UTF-8: copied as it is
     home = root / pwd.getpwuid(os.getuid()).pw_dir.lstrip("/")
-    apply(identity.edits(context(root)), root)
-    assert sorted(os.listdir(home)) == [".profile"] and (home / ".profile").read_text() == "export FROM_SKEL=1\n"
+    umask = os.umask(0o077)  # the caller's umask leaves the mode login.defs gives
+    try:
+        apply(identity.edits(context(root)), root)
+    finally:
+        os.umask(umask)
+    assert sorted(os.listdir(home)) == [".bashrc", ".profile"]
+    assert (home / ".profile").read_text() == "export FROM_SKEL=1\n"
+    assert (home / ".bashrc").read_bytes() == b"alias x='\xff'\n"
     assert home.stat().st_mode & 0o777 == 0o750
     (home / ".profile").write_text("the user's own\n")
     apply(identity.edits(context(root)), root)  # a home that is there is kept

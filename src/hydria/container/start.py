@@ -49,8 +49,7 @@ SYSTEM_FSTAB = """\
 /sys /sys none x-create=dir,rbind,ro,rslave 0 -1
 /dev /dev none x-create=dir,rbind,rw,nosuid,noexec,rslave 0 -1
 tmpfs /tmp tmpfs x-create=dir,rw,nosuid,nodev,mode=1777 0 -1
-tmpfs /var/run tmpfs x-create=dir,rw,nosuid,nodev,mode=755 0 -1
-tmpfs /var/lock tmpfs x-create=dir,rw,nosuid,nodev,mode=755 0 -1
+""" + "".join(f"tmpfs {folder} tmpfs x-create=dir,rw,nosuid,nodev,mode=755 0 -1\n" for folder in run_folders.FOLDERS) + """\
 /etc/hosts /etc/hosts none x-create=file,bind,ro,nosuid,nodev,private 0 -1
 /etc/hostname /etc/hostname none x-create=file,bind,ro,nosuid,nodev,private,nofail,silent 0 -1
 /etc/resolv.conf /etc/resolv.conf none x-create=file,bind,ro,nosuid,nodev,private,nofail,silent 0 -1

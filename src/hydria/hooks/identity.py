@@ -67,11 +67,24 @@ def _new_home(root: str, home: str) -> tuple[tuple[Folder, ...], list[File]]:
     except (OSError, HydriaError):
         names = []
     for name in names[:SKELETON_FILES]:
-        path = f"{skeleton.rstrip('/')}/{name}"
-        if _is(lambda inside: os.path.isfile(inside) and os.path.getsize(inside) <= SKELETON_FILE_SIZE, root, path):
-            content = read_in_root(root, path, errors="surrogateescape").encode(errors="surrogateescape")
+        content = _skeleton_file(root, f"{skeleton.rstrip('/')}/{name}")
+        if content is not None:
             files.append(File(f"{home}/{name}", content, ORIGIN))
     return (Folder(home, 0o777 & ~umask, ORIGIN),), files
+
+
+def _skeleton_file(root: str, path: str) -> bytes | None:
+    """The bytes of the root's plain file ``path`` (resolved inside the root), or None where it
+    is something else, larger than ``SKELETON_FILE_SIZE`` or unreadable."""
+    try:
+        inside = resolve_in_root(root, path)
+        if not os.path.isfile(inside):
+            return None  # a FIFO would hang the start
+        with open(inside, "rb") as handle:
+            content = handle.read(SKELETON_FILE_SIZE + 1)
+    except (OSError, HydriaError):
+        return None
+    return content if len(content) <= SKELETON_FILE_SIZE else None
 
 
 def _first(new: list[str], old: list[str]) -> bytes:

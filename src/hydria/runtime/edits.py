@@ -134,9 +134,15 @@ def write_file(root: str, file: File) -> None:
 
 
 def make_folder(root: str, folder: Folder) -> None:
-    """Make ``folder`` inside ``root`` where it is missing. Raises OSError or HydriaError
-    (MountFailed) where the root cannot take it."""
-    os.makedirs(resolve_in_root(root, folder.path), mode=folder.mode, exist_ok=True)
+    """Make ``folder`` inside ``root`` where it is missing, with its mode whatever the caller's
+    umask (its parents as the umask gives them). Raises OSError or HydriaError (MountFailed)
+    where the root cannot take it."""
+    inside = resolve_in_root(root, folder.path)
+    if os.path.isdir(inside):
+        return
+    os.makedirs(os.path.dirname(inside), exist_ok=True)
+    os.mkdir(inside, folder.mode)
+    os.chmod(inside, folder.mode)
 
 
 def need_own_dev(devices: Sequence[DeviceNode]) -> bool:

@@ -17,7 +17,7 @@ from hydria.errors import HydriaError
 from hydria.record import Record
 from hydria.runtime.mounts import resolve_in_root
 
-FOLDERS = ("/var/run", "/var/lock")
+FOLDERS = ("/var/run", "/var/lock")  # the system fstab (container/start.py) mounts a tmpfs on each
 KEPT_ENTRIES, KEPT_FILE_SIZE = 256, 1 << 16
 
 
