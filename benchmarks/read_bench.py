@@ -175,7 +175,7 @@ def reap() -> None:
 def measure(user: User, argv: list[str], env: dict[str, str], script: str) -> tuple[float, float, float]:
     """Wall seconds, CPU seconds (user + system of everything it started) of one cold run, and
     the wall seconds of the workload alone, timed inside (no start)."""
-    timed = f's=$EPOCHREALTIME; {script}; e=$EPOCHREALTIME; echo "workload $s $e" >&2'
+    timed = f'set -o pipefail; s=$EPOCHREALTIME; {{ {script}; }} || exit; e=$EPOCHREALTIME; echo "workload $s $e" >&2'
     drop_caches()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
