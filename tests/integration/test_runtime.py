@@ -191,6 +191,27 @@ def test_enroot_style_hook_reaches_the_program(images: dict[str, Path], workspac
     assert chosen == "user /hook:/bin\n"
 
 
+def test_a_hook_reads_and_edits_the_environment_that_the_container_will_have(images: dict[str, Path],
+                                                                            workspace: Workspace, hooks: Path) -> None:
+    """As with enroot, the hooks' environment file holds the container's environment (the image's,
+    environ.d's, --env's): a site hook turns a feature on for the jobs that ask for it, changes a
+    line and deletes one; a hook without a #! line runs with bash, as enroot runs it."""
+    environ_d = workspace.root / "config" / "environ.d"
+    environ_d.mkdir()
+    (environ_d / "50-site.env").write_text("SITE_A=1\nDROPPED=1\n")
+    hook = hooks / "50-site.sh"
+    hook.write_text("""if grep -q '^MY_FEATURE=1$' "$ENROOT_ENVIRON"; then echo FEATURE=on >> "$ENROOT_ENVIRON"; fi
+sed -i -e 's|^PATH=|PATH=/site/bin:|' -e '/^DROPPED=/d' "$ENROOT_ENVIRON"
+[[ -n "${BASH_VERSION}" ]] || exit 7
+""")
+    hook.chmod(0o755)
+    command = ("sh", "-c", "echo ${FEATURE-off} ${DROPPED-gone} $SITE_A ${PATH%%:*}")
+    assert output(workspace, "--env", "MY_FEATURE=1", str(images["busybox"]), *command) == "on gone 1 /site/bin\n"
+    assert output(workspace, str(images["busybox"]), *command) == "off gone 1 /site/bin\n"
+    # --env's word still wins over a hook's
+    assert output(workspace, "--env", "DROPPED=mine", str(images["busybox"]), *command) == "off mine 1 /site/bin\n"
+
+
 ENROOT_STYLE_HOOK = """#!/bin/bash
 set -euo pipefail
 source "${ENROOT_LIBRARY_PATH}/common.sh"

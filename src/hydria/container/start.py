@@ -163,12 +163,13 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     if settings.restrict_dev or settings.unshare_ipc:
         for name, target in DEV_LINKS.items():
             os.symlink(target, f"{root}/dev/{name}")
-    sites = scripts.run_hooks(settings, root, area, options.conf)
+    image_environment = "" if options.oci_process else read_in_root(root, "/etc/environment")
     env_files = [text for _, text in _config_texts(settings, "environ.d", ".env")]
+    sites = scripts.run_hooks(settings, root, area, options.conf,
+                              environ.build(image_environment, env_files, env_options, os.environ))
     conf = sites.conf  # what --conf's environ(), mounts() and rc() printed
     if rc_text is None and conf is not None:
         rc_text = conf.rc
-    image_environment = "" if options.oci_process else read_in_root(root, "/etc/environment")
     environment = environ.build(image_environment, env_files, env_options, os.environ,
                                 conf.environ if conf else "")
     kept = [name for name, _ in env_options]

@@ -6,13 +6,18 @@ capabilities of its user namespace (as enroot's hooks do, to mount), the caller'
 every setting as ``HYDRIA_*`` (switches ``y``/``n``) and ``ENROOT_*`` (as enroot hands them: a
 switch that is off is unset), and ``HYDRIA_PID``, ``HYDRIA_ROOTFS``, ``HYDRIA_ENVIRON``,
 ``HYDRIA_MOUNTS`` (and their ``ENROOT_*`` twins). ``enroot-mount`` is first on its ``PATH``
-(cli/enroot_mount.py). It may append ``NAME=value`` lines to the environment file and fstab lines
-to the mounts file (what they append becomes one record of edits, runtime/edits.py); its stdout is
-discarded, its stderr shown, and a non-zero exit aborts the start.
+(cli/enroot_mount.py). As with enroot, the environment file holds the container's environment as
+it stands before the hooks (the image's ``/etc/environment``, ``environ.d``, ``--env``), so that a
+hook can act on what the job asked for (``grep -q '^MY_FEATURE=1$' "$ENROOT_ENVIRON"``), change a
+line (``sed -i 's|^PATH=|PATH=/site/bin:|'``) or delete one; it may append ``NAME=value`` lines
+to it and fstab lines to the mounts file. What the hooks changed, added and deleted becomes one
+record of edits (runtime/edits.py). A hook's stdout is discarded, its stderr shown, and a non-zero
+exit aborts the start. A script without ``#!`` runs with bash, as enroot's ``runparts`` runs it.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
@@ -27,6 +32,8 @@ from hydria.runtime.environ import parse_env_lines
 from hydria.version import __version__
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from hydria.runtime.confscript import ConfOutput, ConfScript
 
 
@@ -36,36 +43,61 @@ class HookFailed(HydriaError):
 
 
 class HookOutput(Record):
-    edits: Edits  # the variables and the fstab lines the scripts appended
+    edits: Edits  # what the scripts did to the environment file, and the fstab lines they appended
     conf: ConfOutput | None = None
 
 
-def run_hooks(settings: Settings, root: str, area: str, conf: ConfScript | None = None) -> HookOutput:
+def run_hooks(settings: Settings, root: str, area: str, conf: ConfScript | None = None,
+              environment: Mapping[str, str] | None = None) -> HookOutput:
     """Run the executable ``*.sh`` of the system, then the user's ``hooks.d``, then the
-    configuration script (its ``hooks()``; what its other functions print is returned).
+    configuration script (its ``hooks()``; what its other functions print is returned), with
+    ``environment`` (the container's, before the hooks) in the environment file.
     Raises HookFailed, or HydriaError for a failing configuration script."""
-    environ_file, mounts_file = hook_files(area)
-    for path in (environ_file, mounts_file):
-        open(path, "a").close()
     scripts = [p for folder in (settings.sysconf_path, settings.config_path)
                for p in listed(os.path.join(folder, "hooks.d"), ".sh") if os.path.isfile(p) and os.access(p, os.X_OK)]
-    conf_output = None
-    if scripts or conf is not None:
-        import subprocess  # here: a start with no hook scripts spares its import
-
-        env = hook_environment(settings, root, area)
-        _write_mount_program(f"{area}/bin")
-        with sc.ambient_capabilities("hooks"):
-            for script in scripts:
-                result = subprocess.run([str(script)], env=env, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, check=False)
-                if result.returncode != 0:
-                    raise HookFailed(f"{script} exited with return code {result.returncode}")
-            if conf is not None:
-                conf_output = conf.run(env)
+    if not scripts and conf is None:
+        return HookOutput(Edits())
+    environ_file, mounts_file = hook_files(area)
+    written = "".join(f"{name}={value}\n" for name, value in (environment or {}).items() if "\n" not in value)
+    with open(environ_file, "w") as handle:
+        handle.write(written)
+    open(mounts_file, "w").close()
+    env = hook_environment(settings, root, area)
+    _write_mount_program(f"{area}/bin")
+    with sc.ambient_capabilities("hooks"):
+        for script in scripts:
+            returncode = _run_script(str(script), env)
+            if returncode != 0:
+                raise HookFailed(f"{script} exited with return code {returncode}")
+        conf_output = conf.run(env) if conf is not None else None
     substitution = dict(os.environ, HYDRIA_ROOTFS=root, ENROOT_ROOTFS=root)
-    return HookOutput(Edits(tuple(parse_env_lines(read_text(environ_file))),
+    return HookOutput(Edits(_changes(written, read_text(environ_file)),
                             tuple(fstab.parse(read_text(mounts_file), "hooks", substitution))), conf_output)
+
+
+def _run_script(script: str, env: dict[str, str]) -> int:
+    """Run a hook script; its exit status. One the kernel cannot execute (no ``#!`` line) runs
+    with bash, as enroot's ``runparts`` (a bash function) runs it."""
+    import shutil
+    import subprocess  # here: a start with no hook scripts spares its import
+
+    for argv in ([script], [shutil.which("bash", path=env.get("PATH")) or "/bin/sh", script]):
+        try:
+            return subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  check=False).returncode
+        except OSError as e:
+            if e.errno != errno.ENOEXEC:
+                raise
+    raise AssertionError("unreachable: a shell runs any file")
+
+
+def _changes(written: str, text: str) -> tuple[tuple[str, str | None], ...]:
+    """What the hooks did to the environment file that held ``written`` and now holds ``text``:
+    each variable they added or changed, in the file's order, and each they deleted (None)."""
+    before = dict(parse_env_lines(written))
+    after = dict(parse_env_lines(text))  # a name's last line wins
+    return (*((name, value) for name, value in after.items() if before.get(name) != value),
+            *((name, None) for name in before if name not in after))
 
 
 def hook_files(area: str) -> tuple[str, str]:

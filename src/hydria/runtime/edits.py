@@ -90,7 +90,7 @@ class Folder(Record):
 
 
 class Edits(Record):
-    environment: tuple[tuple[str, str], ...] = ()
+    environment: tuple[tuple[str, str | None], ...] = ()  # None: removed (a hooks.d script deleted its line)
     mounts: tuple[MountEntry, ...] = ()
     devices: tuple[DeviceNode, ...] = ()
     hooks: tuple[Hook, ...] = ()
@@ -176,10 +176,15 @@ def device_mounts(devices: Sequence[DeviceNode], root: str) -> list[MountEntry]:
 
 
 def environment_over(environment: dict[str, str], edits: Edits, kept: Iterable[str]) -> None:
-    """Set the edits' variables in ``environment``, except those named in ``kept`` (``--env``'s)."""
+    """Set (or remove) the edits' variables in ``environment``, except those named in ``kept``
+    (``--env``'s)."""
     keep = set(kept)
     for name, value in edits.environment:
-        if name not in keep:
+        if name in keep:
+            continue
+        if value is None:
+            environment.pop(name, None)
+        else:
             environment[name] = value
 
 
