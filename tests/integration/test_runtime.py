@@ -783,6 +783,25 @@ def test_a_bind_mount_option_that_means_nothing(images: dict[str, Path], workspa
            "ignored" in warned.stderr
 
 
+def test_mounts_d_entries_of_pass_minus_one_are_mounted_before_the_hooks(images: dict[str, Path],
+                                                                        workspace: Workspace, hooks: Path) -> None:
+    """As enroot mounts its 10-system.fstab: a site's mounts.d entry of pass -1 is there when the
+    hooks run; one of a pass nothing mounts is said, not silently dropped; --mount takes pass 0."""
+    (workspace.out / "site").mkdir()
+    (workspace.out / "site" / "file").write_text("early\n")
+    directory = workspace.root / "config" / "mounts.d"
+    directory.mkdir(exist_ok=True)
+    (directory / "50-site.fstab").write_text(f"{workspace.out}/site /early none x-create=dir,bind,ro 0 -1\n"
+                                             f"{workspace.out}/site /never none x-create=dir,bind,ro 0 2\n")
+    write_hook(hooks, "50-reads.sh", 'echo "SEEN=$(cat "$ENROOT_ROOTFS/early/file")" >> "$ENROOT_ENVIRON"\n', workspace)
+    result = start(workspace, str(images["busybox"]), "sh", "-c", "echo $SEEN; cat /early/file; ls /never")
+    assert result.returncode != 0 and result.stdout == "early\nearly\n", result.stderr
+    assert f"[WARN] {workspace.out}/site at /never (from {directory}/50-site.fstab:2): not mounted: its pass, 2," \
+        in result.stderr
+    refused = start(workspace, "-m", f"{workspace.out}/site:/x:none:bind:0:-1", str(images["busybox"]), "true")
+    assert refused.returncode == 1 and "never in pass -1" in refused.stderr
+
+
 def test_concurrent_forced_creates_of_one_name(images: dict[str, Path], workspace: Workspace) -> None:
     """Each one succeeds (--force: the last one stays); the container that is left works, and
     nothing else is left, also of creates and removals that were killed."""

@@ -89,6 +89,15 @@ def test_bad_mount_option(value: str) -> None:
     assert failed.value.hint == MOUNT_OPTION_FORM
 
 
+@pytest.mark.parametrize("value", ["/a:/b:none:bind:0:-1", "/a:/b:none:bind:0:2", "/a:/b:none:bind:1"])
+def test_a_mount_option_of_a_pass_other_than_zero_is_refused(value: str) -> None:
+    """A --mount is mounted with pass 0, after the hooks: another pass would mount it never."""
+    with pytest.raises(FstabError, match="Invalid argument: .* never in pass") as failed:
+        from_mount_option(value)
+    assert failed.value.hint == "leave out FREQ:PASSNO, or give 0:0"
+    assert from_mount_option("/a:/b:none:bind:0:0").passno == 0
+
+
 def test_a_mount_option_with_fields_out_of_place_says_the_form() -> None:
     """/data:/data:bind:ro:x reads ro as the options and x as the dump frequency."""
     with pytest.raises(FstabError, match='invalid fstab entry: "/tmp /mnt bind ro x" at --mount') as failed:

@@ -157,6 +157,11 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     image_run = run_folders.image_contents(root)  # what the image has where the system fstab mounts a tmpfs
     mount_entries(mounts, root, -1, cwd)
     run_folders.restore(root, image_run)
+    substitution = {**os.environ, "HYDRIA_ROOTFS": root, "ENROOT_ROOTFS": root}
+    configured = [*fstab.parse(read_in_root(root, "/etc/fstab"), "image fstab", substitution),
+                  *_config_files(settings, "mounts.d", ".fstab", substitution)]
+    _warn_never_mounted(configured, (-1, 0))
+    mount_entries(configured, root, -1, cwd)  # before the hooks, as enroot mounts pass -1 (its 10-system.fstab)
     host = {**settings.environment, **os.environ}
     bare = edits.StartContext(root, area, cwd, host, {}, settings, host_user)  # before any environment
     _apply_edits(edits.combined([identity.edits(bare), localtime.edits(bare), cgroups.edits(bare)]), bare, {}, kept=())
@@ -173,16 +178,14 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     environment = environ.build(image_environment, env_files, env_options, os.environ,
                                 conf.environ if conf else "")
     kept = [name for name, _ in env_options]
+    conf_mounts = fstab.parse(conf.mounts if conf else "", f"{options.conf.path if options.conf else ''} mounts()")
+    _warn_never_mounted([*sites.edits.mounts, *conf_mounts], (0,))
     _apply_edits(sites.edits, bare, environment, kept)
     context = edits.StartContext(root, area, cwd, host, dict(environment), settings, host_user)
     hook_edits = _hook_edits(context, options, device_edits, specs)
     _apply_edits(hook_edits, context, environment, kept)
-    substitution = {**os.environ, "HYDRIA_ROOTFS": root, "ENROOT_ROOTFS": root}
     home = _home_mount(settings, host_user)
-    final = [*fstab.parse(read_in_root(root, "/etc/fstab"), "image fstab", substitution),
-             *_config_files(settings, "mounts.d", ".fstab", substitution),
-             *fstab.parse(conf.mounts if conf else "", f"{options.conf.path if options.conf else ''} mounts()"),
-             *home,
+    final = [*configured, *conf_mounts, *home,
              *extra_mounts]  # last: "umount:/root" can take the home away again, as with enroot
     mount_entries(final, root, 0, cwd)
     if home and "HOME" not in kept:
@@ -414,6 +417,16 @@ def _config_texts(settings: Settings, folder: str, suffix: str) -> list[tuple[st
     files = [*listed(os.path.join(settings.sysconf_path, folder), suffix),
              *listed(os.path.join(settings.config_path, folder), suffix)]
     return [(path, read_text(path)) for path in files if os.path.isfile(path)]
+
+
+def _warn_never_mounted(entries: Sequence[fstab.MountEntry], passes: tuple[int, ...]) -> None:
+    """Warn of each entry whose pass (fstab's sixth field, or its fifth where that is 0) is none
+    of ``passes``: nothing mounts it (as with enroot, which says nothing)."""
+    for entry in entries:
+        if entry.passno not in passes:
+            log.warning("%s at %s (from %s): not mounted: its pass, %d, is none that is mounted (0: after the "
+                        "hooks%s)", entry.source, entry.target, entry.origin, entry.passno,
+                        "; -1: before them" if -1 in passes else "")
 
 
 def _config_files(settings: Settings, folder: str, suffix: str,

@@ -181,4 +181,7 @@ def from_mount_option(value: str) -> MountEntry:
     entry = parse_line(value.replace(":", " "), "--mount")
     if entry is None:
         raise FstabError(f"Invalid argument: {value}", hint=MOUNT_OPTION_FORM)
+    if entry.passno != 0:
+        raise FstabError(f"Invalid argument: {value}: a --mount is mounted after the hooks, never in pass "
+                         f"{entry.passno}", hint="leave out FREQ:PASSNO, or give 0:0")
     return entry
