@@ -238,3 +238,20 @@ def test_a_skeleton_linked_out_of_the_root_is_read_inside_it(tmp_path: Path) -> 
             (root / "etc/default/useradd").write_text(f"SKEL=../../../..{host_folder}\n")
         apply(identity.edits(context(root)), root)
         assert (root / home_in).is_dir() and os.listdir(root / home_in) == []
+
+
+def test_an_image_without_path_gets_enroots_path(tmp_path: Path) -> None:
+    """enroot's login emulation: login.defs' ENV_SUPATH, else the standard path with the sbin
+    folders, for every user; an image's own PATH is kept."""
+    root = make_root(tmp_path)
+    user = pwd.getpwuid(os.getuid())
+    environment: dict[str, str] = {}
+    identity.login_environment(environment, str(root), 1000, user)
+    assert environment["PATH"] == identity.STANDARD_PATH
+    (root / "etc/login.defs").write_text("ENV_SUPATH\tPATH=/site/sbin:/usr/bin # the site's\nENV_PATH\tPATH=/usr/bin\n")
+    environment = {}
+    identity.login_environment(environment, str(root), 1000, user)
+    assert environment["PATH"] == "/site/sbin:/usr/bin"
+    environment = {"PATH": "/image/bin"}
+    identity.login_environment(environment, str(root), 1000, user)
+    assert environment["PATH"] == "/image/bin"

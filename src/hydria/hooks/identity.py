@@ -15,6 +15,7 @@ from hydria.runtime.mounts import read_in_root, resolve_in_root
 ORIGIN = "hydria's identity hook"
 # What of /etc/skel a new home gets, at most: the usual dotfiles are a handful of a few KiB each.
 SKELETON_FILES, SKELETON_FILE_SIZE = 64, 1 << 16
+STANDARD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # _PATH_STDPATH, without login.defs
 
 
 def edits(context: StartContext) -> Edits:
@@ -50,8 +51,7 @@ def _new_home(root: str, home: str) -> tuple[tuple[Folder, ...], list[File]]:
     most ``SKELETON_FILES`` of ``SKELETON_FILE_SIZE`` each: an image's own cannot fill the start)."""
     if not home.startswith("/") or _is(os.path.lexists, root, home):
         return (), []
-    defs = {words[0]: words[1] for words in map(str.split, read_in_root(root, "/etc/login.defs").splitlines())
-            if len(words) >= 2 and not words[0].startswith("#")}  # NAME VALUE [# comment]
+    defs = _login_defs(root)
     if defs.get("CREATE_HOME", "yes") != "yes":
         return (), []
     try:
@@ -71,6 +71,12 @@ def _new_home(root: str, home: str) -> tuple[tuple[Folder, ...], list[File]]:
         if content is not None:
             files.append(File(f"{home}/{name}", content, ORIGIN))
     return (Folder(home, 0o777 & ~umask, ORIGIN),), files
+
+
+def _login_defs(root: str) -> dict[str, str]:
+    """The image's ``/etc/login.defs``: ``NAME VALUE [# comment]`` lines."""
+    return {words[0]: words[1] for words in map(str.split, read_in_root(root, "/etc/login.defs").splitlines())
+            if len(words) >= 2 and not words[0].startswith("#")}
 
 
 def _skeleton_file(root: str, path: str) -> bytes | None:
@@ -121,6 +127,6 @@ def login_environment(environment: dict[str, str], root: str, uid: int, user: pw
     environment.setdefault("USER", "root" if uid == 0 else user.pw_name)
     environment.setdefault("LOGNAME", user.pw_name)
     environment.setdefault("SHELL", _shell(root))
-    environment.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" if uid == 0
-                           else "/usr/local/bin:/usr/bin:/bin")
+    if "PATH" not in environment:  # an image without one (a bare tarball's): as enroot's login emulation gives it
+        environment["PATH"] = _login_defs(root).get("ENV_SUPATH", "").removeprefix("PATH=") or STANDARD_PATH
     environment.setdefault("TERM", "dumb")
