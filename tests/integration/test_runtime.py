@@ -802,6 +802,23 @@ def test_mounts_d_entries_of_pass_minus_one_are_mounted_before_the_hooks(images:
     assert refused.returncode == 1 and "never in pass -1" in refused.stderr
 
 
+def test_enroots_own_hooks_and_mount_files_in_a_kept_folder_are_left_out(images: dict[str, Path],
+                                                                          workspace: Workspace, hooks: Path) -> None:
+    """A configuration folder kept from enroot with its standard files still there: hydria does
+    their work itself, and running them too would undo its choices (enroot's 10-system.fstab
+    mounts /tmp 755 over hydria's 1777); they are left out with one warning, the site's own run."""
+    directory = workspace.root / "config" / "mounts.d"
+    directory.mkdir(exist_ok=True)
+    (directory / "10-system.fstab").write_text("tmpfs /tmp tmpfs x-create=dir,rw,nosuid,nodev,mode=755 0 -1\n")
+    write_hook(hooks, "10-shadow.sh", "exit 1\n", workspace)
+    write_hook(hooks, "50-site.sh", 'echo "SITE=ran" >> "$ENROOT_ENVIRON"\n', workspace)
+    result = start(workspace, str(images["busybox"]), "sh", "-c", "stat -c %a /tmp; echo $SITE")
+    assert result.returncode == 0 and result.stdout == "1777\nran\n", result.stderr
+    assert result.stderr.count("[WARN]") == 1
+    assert f"left out, since hydria does their work itself: {hooks}/10-shadow.sh, {directory}/10-system.fstab " \
+        in result.stderr
+
+
 def test_concurrent_forced_creates_of_one_name(images: dict[str, Path], workspace: Workspace) -> None:
     """Each one succeeds (--force: the last one stays); the container that is left works, and
     nothing else is left, also of creates and removals that were killed."""

@@ -158,8 +158,13 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     mount_entries(mounts, root, -1, cwd)
     run_folders.restore(root, image_run)
     substitution = {**os.environ, "HYDRIA_ROOTFS": root, "ENROOT_ROOTFS": root}
+    left_out = scripts.enroot_own_files(settings)
+    if left_out:
+        log.warning("enroot's own hooks and mount files are left out, since hydria does their work itself: %s "
+                    "(remove them: docs/migration.md)", ", ".join(left_out))
     configured = [*fstab.parse(read_in_root(root, "/etc/fstab"), "image fstab", substitution),
-                  *_config_files(settings, "mounts.d", ".fstab", substitution)]
+                  *(entry for path, text in _config_texts(settings, "mounts.d", ".fstab") if path not in left_out
+                    for entry in fstab.parse(text, path, substitution))]
     _warn_never_mounted(configured, (-1, 0))
     mount_entries(configured, root, -1, cwd)  # before the hooks, as enroot mounts pass -1 (its 10-system.fstab)
     host = {**settings.environment, **os.environ}
@@ -427,14 +432,6 @@ def _warn_never_mounted(entries: Sequence[fstab.MountEntry], passes: tuple[int, 
             log.warning("%s at %s (from %s): not mounted: its pass, %d, is none that is mounted (0: after the "
                         "hooks%s)", entry.source, entry.target, entry.origin, entry.passno,
                         "; -1: before them" if -1 in passes else "")
-
-
-def _config_files(settings: Settings, folder: str, suffix: str,
-                  substitution: dict[str, str]) -> list[fstab.MountEntry]:
-    entries = []
-    for path, text in _config_texts(settings, folder, suffix):
-        entries += fstab.parse(text, path, substitution)
-    return entries
 
 
 def _program(command: Sequence[str], rc_fd: int | None, login_shell: str | None) -> tuple[str, list[str]]:

@@ -38,6 +38,23 @@ if TYPE_CHECKING:
 
 
 
+# enroot's own hooks (standard and optional) and mount files, which hydria's built-in hooks and
+# system fstab replace (docs/migration.md): a folder kept from enroot may still hold them, and
+# running them too would do it twice, or undo hydria's choices (/tmp 1777, --net's own /sys).
+ENROOT_OWN = {
+    "hooks.d": frozenset({"10-aptfix.sh", "10-cgroups.sh", "10-devices.sh", "10-home.sh", "10-localtime.sh",
+                          "10-shadow.sh", "98-nvidia.sh", "99-mellanox.sh", "50-mig-config.sh", "50-sharp.sh",
+                          "50-slurm-pmi.sh", "50-slurm-pytorch.sh"}),
+    "mounts.d": frozenset({"10-system.fstab", "20-config.fstab"}),
+}
+
+
+def enroot_own_files(settings: Settings) -> list[str]:
+    """enroot's own hooks and mount files in the system's and the user's folders, left out."""
+    return [path for folder in (settings.sysconf_path, settings.config_path) for kind, names in ENROOT_OWN.items()
+            for name in sorted(names) if os.path.isfile(path := os.path.join(folder, kind, name))]
+
+
 class HookFailed(HydriaError):
     pass
 
@@ -55,6 +72,7 @@ def run_hooks(settings: Settings, root: str, area: str, conf: ConfScript | None 
     Raises HookFailed, or HydriaError for a failing configuration script."""
     scripts = [p for folder in (settings.sysconf_path, settings.config_path)
                for p in listed(os.path.join(folder, "hooks.d"), ".sh") if os.path.isfile(p) and os.access(p, os.X_OK)]
+    scripts = [p for p in scripts if os.path.basename(p) not in ENROOT_OWN["hooks.d"]]  # start.py says so
     if not scripts and conf is None:
         return HookOutput(Edits())
     environ_file, mounts_file = hook_files(area)
