@@ -109,7 +109,7 @@ def node_report(settings: Settings, image: str | None = None) -> NodeReport:
         partial(_image_reader, settings),
         partial(_read_cache, settings),
         *(partial(_path, settings, setting) for setting in ("data_path", "runtime_path", "temp_path")),
-        partial(_cache, settings), partial(_store, settings),
+        partial(_cache, settings), partial(_store, settings), partial(_configuration, settings),
         partial(_mounts, settings), partial(_named_containers, settings), partial(_start, settings, image),
         _slurm_plugin, _gpus, partial(_cdi, settings), _infiniband,
     ]
@@ -388,6 +388,20 @@ def _store_import_problem(owner_uid: int) -> tuple[str, str] | None:
                    lines[0] if lines else f"exit status {result.returncode}")
     hint = next((line[len("[INFO] hint: "):] for line in lines if line.startswith("[INFO] hint: ")), "")
     return message, hint or f"run it to see why: sudo -u {user_name(owner_uid)} hydria store check"
+
+
+def _configuration(settings: Settings) -> Check:
+    """The configuration folders: enroot's own hooks and mount files, kept from enroot, are left
+    out at every start (hooks/scripts.py), which says so each time."""
+    from hydria.hooks.scripts import enroot_own_files
+
+    name = "configuration"
+    left_out = enroot_own_files(settings)
+    folders = f"{settings.sysconf_path}, {settings.config_path}"
+    if left_out:
+        return Check(name, "warn", f"{folders}: enroot's own files, left out at every start with a warning: "
+                     f"{', '.join(left_out)}", "remove them: hydria does their work itself (docs/migration.md)")
+    return Check(name, "ok", folders)
 
 
 def _mounts(settings: Settings) -> Check:
