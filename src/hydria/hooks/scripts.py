@@ -76,8 +76,8 @@ def run_hooks(settings: Settings, root: str, area: str, conf: ConfScript | None 
     if not scripts and conf is None:
         return HookOutput(Edits())
     environ_file, mounts_file = hook_files(area)
-    written = "".join(f"{name}={value}\n" for name, value in (environment or {}).items() if "\n" not in value)
-    with open(environ_file, "w") as handle:
+    written = environment_text(environment or {})
+    with open(environ_file, "w", encoding="utf-8", errors="surrogateescape") as handle:  # bytes as they are
         handle.write(written)
     open(mounts_file, "w").close()
     env = hook_environment(settings, root, area)
@@ -107,6 +107,12 @@ def _run_script(script: str, env: dict[str, str]) -> int:
             if e.errno != errno.ENOEXEC:
                 raise
     raise AssertionError("unreachable: a shell runs any file")
+
+
+def environment_text(environment: Mapping[str, str]) -> str:
+    """``environment`` as ``NAME=value`` lines, leaving out a value that a line cannot hold (one
+    with a line break, or another character that ends a line for ``str.splitlines``)."""
+    return "".join(f"{name}={value}\n" for name, value in environment.items() if value.splitlines() in ([], [value]))
 
 
 def _changes(written: str, text: str) -> tuple[tuple[str, str | None], ...]:
