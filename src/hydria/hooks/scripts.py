@@ -36,8 +36,6 @@ if TYPE_CHECKING:
 
     from hydria.runtime.confscript import ConfOutput, ConfScript
 
-
-
 # enroot's own hooks (standard and optional) and mount files, which hydria's built-in hooks and
 # system fstab replace (docs/migration.md): a folder kept from enroot may still hold them, and
 # running them too would do it twice, or undo hydria's choices (/tmp 1777, --net's own /sys).
