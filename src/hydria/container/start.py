@@ -163,7 +163,7 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
         log.warning("enroot's own hooks and mount files are left out, since hydria does their work itself: %s "
                     "(remove them: docs/migration.md)", ", ".join(left_out))
     configured = [*fstab.parse(read_in_root(root, "/etc/fstab"), "image fstab", substitution),
-                  *(entry for path, text in _config_texts(settings, "mounts.d", ".fstab") if path not in left_out
+                  *(entry for path, text in _config_texts(settings, "mounts.d", ".fstab") if not scripts.is_enroot_own(path)
                     for entry in fstab.parse(text, path, substitution))]
     _warn_never_mounted(configured, (-1, 0))
     mount_entries(configured, root, -1, cwd)  # before the hooks, as enroot mounts pass -1 (its 10-system.fstab)

@@ -47,10 +47,16 @@ ENROOT_OWN = {
 }
 
 
+def is_enroot_own(path: str) -> bool:
+    """Whether ``path`` (``FOLDER/hooks.d/NAME`` or ``FOLDER/mounts.d/NAME``) is one of enroot's own."""
+    return os.path.basename(path) in ENROOT_OWN.get(os.path.basename(os.path.dirname(path)), frozenset())
+
+
 def enroot_own_files(settings: Settings) -> list[str]:
     """enroot's own hooks and mount files in the system's and the user's folders, left out."""
-    return [path for folder in (settings.sysconf_path, settings.config_path) for kind, names in ENROOT_OWN.items()
-            for name in sorted(names) if os.path.isfile(path := os.path.join(folder, kind, name))]
+    return [path for folder in (settings.sysconf_path, settings.config_path)
+            for kind, suffix in (("hooks.d", ".sh"), ("mounts.d", ".fstab"))
+            for path in listed(os.path.join(folder, kind), suffix) if is_enroot_own(path) and os.path.isfile(path)]
 
 
 class HookFailed(HydriaError):
@@ -70,7 +76,7 @@ def run_hooks(settings: Settings, root: str, area: str, conf: ConfScript | None 
     Raises HookFailed, or HydriaError for a failing configuration script."""
     scripts = [p for folder in (settings.sysconf_path, settings.config_path)
                for p in listed(os.path.join(folder, "hooks.d"), ".sh") if os.path.isfile(p) and os.access(p, os.X_OK)]
-    scripts = [p for p in scripts if os.path.basename(p) not in ENROOT_OWN["hooks.d"]]  # start.py says so
+    scripts = [p for p in scripts if not is_enroot_own(p)]  # start.py says so
     if not scripts and conf is None:
         return HookOutput(Edits())
     environ_file, mounts_file = hook_files(area)
@@ -97,14 +103,15 @@ def _run_script(script: str, env: dict[str, str]) -> int:
     import shutil
     import subprocess  # here: a start with no hook scripts spares its import
 
-    for argv in ([script], [shutil.which("bash", path=env.get("PATH")) or "/bin/sh", script]):
-        try:
-            return subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                  check=False).returncode
-        except OSError as e:
-            if e.errno != errno.ENOEXEC:
-                raise
-    raise AssertionError("unreachable: a shell runs any file")
+    def run(argv: list[str]) -> int:
+        return subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=False).returncode
+
+    try:
+        return run([script])
+    except OSError as e:
+        if e.errno != errno.ENOEXEC:
+            raise
+    return run([shutil.which("bash", path=env.get("PATH")) or "/bin/sh", script])
 
 
 def environment_text(environment: Mapping[str, str]) -> str:
