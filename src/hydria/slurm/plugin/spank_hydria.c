@@ -631,19 +631,21 @@ static void mount_idmapped(const struct passwd *owner, uid_t uid, gid_t gid, con
     _exit(0);
 }
 
-/* store_trees mounted for this step at RUNTIME_PATH/store-trees/JOB.STEP (store_mount). Where it
- * cannot be (a kernel before 5.12, a file system without idmapped mounts), slurmd's log says why
- * and each user keeps their own, as without store_trees. */
+/* store_trees mounted for this step at RUNTIME_PATH/store-trees/JOB.STEP.NODE (store_mount). Where
+ * it cannot be (a kernel before 5.12, a file system without idmapped mounts), slurmd's log says why
+ * and each user keeps their own, as without store_trees. The node's name keeps two nodes that
+ * share RUNTIME_PATH apart: one's rmdir at its step's end would take the other's mount away. */
 static void mount_store_trees(spank_t sp, const char *ids)
 {
     struct passwd *owner = getpwnam(store_owner);
-    char base[PATH_MAX], target[PATH_MAX];
+    char base[PATH_MAX], target[PATH_MAX], node[HOST_NAME_MAX + 1] = "";
     uid_t uid;
     gid_t gid;
+    (void)gethostname(node, sizeof node - 1);
     if (!owner || spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
         spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS ||
         snprintf(base, sizeof base, "%s/store-trees", runtime_path) >= (int)sizeof base ||
-        snprintf(target, sizeof target, "%s/%s", base, ids + strlen("--step=")) >= (int)sizeof target)
+        snprintf(target, sizeof target, "%s/%s.%s", base, ids + strlen("--step="), node) >= (int)sizeof target)
         return;
     pid_t child = fork();
     if (child == 0)
