@@ -19,6 +19,7 @@ from hydria.errors import ConfigError
 from hydria.expand import ExpansionError, expand
 from hydria.paths import listed, read_text, writable_by_others
 from hydria.record import TYPE_CHECKING, Record
+from hydria.units import SIZE_HINT, parse_size, setting_size
 
 if TYPE_CHECKING:
     from typing import Literal
@@ -160,7 +161,8 @@ class Settings(Record):
         out = {}
         for spec in SPECS:
             value = getattr(self, spec.name.lower())
-            out[HYDRIA_PREFIX + spec.name] = ("y" if value else "n") if spec.kind == "bool" else str(value)
+            out[HYDRIA_PREFIX + spec.name] = ("y" if value else "n") if spec.kind == "bool" \
+                else setting_size(value) if spec.kind == "size" else str(value)
         return out
 
 
@@ -388,8 +390,7 @@ def _convert(spec: SettingSpec, assignment: Assignment, variables: Mapping[str, 
     if spec.kind == "size":
         size = parse_size(text)
         if size is None:
-            raise ConfigError(f"Invalid configuration: {where}: {text!r} is not a size",
-                              hint="a number of bytes, or with K, M, G or T (powers of 1024), e.g. 500G")
+            raise ConfigError(f"Invalid configuration: {where}: {text!r} is not a size", hint=SIZE_HINT)
         return size
     if spec.kind == "int":
         if not is_number(text.strip()):
@@ -416,24 +417,6 @@ def _warn_once(message: str) -> None:
         from hydria.log import Logger
 
         Logger(__name__).warning("%s", message)
-
-
-def parse_size(text: str) -> int | None:
-    """Bytes in ``text`` ("500G", "1.5T", "4096"; K, M, G, T are powers of 1024), or None."""
-    text = text.strip().upper().removesuffix("B").removesuffix("I")
-    factor = 1
-    if text[-1:] in _SIZE_UNITS:
-        factor, text = _SIZE_UNITS[text[-1]], text[:-1]
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    import math
-
-    return int(value * factor) if math.isfinite(value) and value >= 0 else None
-
-
-_SIZE_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 def current_context(env: Mapping[str, str]) -> Context:

@@ -40,6 +40,7 @@ from hydria.runtime.reader import (
 )
 from hydria.tools import run_tool
 from hydria.trees import delete_tree
+from hydria.units import format_size
 
 # program, Debian package, needed for what (None: optional)
 TOOLS = (
@@ -287,16 +288,16 @@ def _read_cache(settings: Settings) -> Check:
         return Check(name, "fail", f"{cache.folder} cannot be made ({parent} is not writable or not there): "
                                    "images are not unpacked", local)
     present = read_cache.entries(cache)
-    limit = f"at most {cache.limit / 2**30:.0f} GiB"
+    limit = f"at most {format_size(cache.limit)}"
     detail = (f"{cache.folder}: what containers read of {len(present)} image(s) and layer image(s), "
-              f"{sum(i.size for i in present) / 2**30:.1f} GiB "
+              f"{format_size(sum(i.size for i in present))} "
               f"({limit}); the files that a container running {read_cache.UNPACK_AFTER:.0f} s reads are kept there, "
               "and later starts read them at the disk's speed")
     concerns, fix = [f"it {problem}"] if problem else [], local
     free, reserve = read_cache.free_and_reserve(cache.folder)
     if free < reserve:
-        concerns.append(f"its file system has {free / 2**30:.1f} GiB free, less than the tenth "
-                        f"({reserve / 2**30:.1f} GiB) that an unpack leaves free: no image is unpacked")
+        concerns.append(f"its file system has {format_size(free)} free, less than the tenth "
+                        f"({format_size(reserve)}) that an unpack leaves free: no image is unpacked")
         fix = f"make room on that disk, or {local} with room"
     if concerns:
         return Check(name, "warn", f"{detail}; but " + "; and ".join(concerns), fix)
@@ -364,7 +365,7 @@ def _store(settings: Settings) -> Check:
         return Check(name, "ok", f"{store.root}, written by {owner} only")
     images = store.stored_images()
     size = store.size_on_disk()
-    detail = f"{store.root}, written by {owner} only: {len(images)} image(s), {size / 2**30:.1f} GB"
+    detail = f"{store.root}, written by {owner} only: {len(images)} image(s), {format_size(size)}"
     if settings.store_prune_above and size > settings.store_prune_above:
         return Check(name, "warn", f"{detail}, more than HYDRIA_STORE_PRUNE_ABOVE",
                      f"as {owner}: hydria store prune (images used within a day stay)")

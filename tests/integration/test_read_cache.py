@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from hydria.container.read_cache import UNPACK_AFTER
+from hydria.container.read_cache import UNPACK_AFTER, free_and_reserve
+from hydria.units import format_size
 from testbed.kept import entries
 from testbed.oci import Image, push
 from testbed.publish import PublishedImage
@@ -516,7 +517,8 @@ def test_a_disk_without_its_reserve_gets_no_unpack_and_doctor_says_so(images: di
     subprocess.run(["fallocate", "-l", str(space.f_bavail * space.f_frsize - keep), str(filler)], check=True)
     check = read_cache_check()
     assert check["status"] == "warn", check
-    assert "GiB free, less than the tenth (0.1 GiB) that an unpack leaves free: no image is unpacked" \
+    reserve = format_size(free_and_reserve(str(workspace.unpacked))[1])
+    assert f"free, less than the tenth ({reserve}) that an unpack leaves free: no image is unpacked" \
         in check["detail"], check
     assert check["fix"] == "make room on that disk, or set HYDRIA_READ_CACHE_PATH to a folder on a node-local " \
                            "disk with room"
@@ -524,7 +526,7 @@ def test_a_disk_without_its_reserve_gets_no_unpack_and_doctor_says_so(images: di
                            f"cat /etc/passwd > /dev/null; sleep {UNPACK_AFTER + 3}")
     assert result.returncode == 0, result.stderr
     assert live_processes(workspace.user) == [] and entries(workspace.unpacked) == []
-    assert "less than the tenth (0.1 GiB) that an unpack leaves free: images are not unpacked" in result.stderr
+    assert f"less than the tenth ({reserve}) that an unpack leaves free: images are not unpacked" in result.stderr
     assert "HYDRIA_READ_CACHE_PATH" in result.stderr
     again = workspace.run("start", str(images["busybox"]), "true")
     assert again.returncode == 0 and "less than the tenth" not in again.stderr, "said once"

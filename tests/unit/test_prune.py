@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from hydria.config import parse_size
 from hydria.image.prune import Item, victims
 
 NOW = time.time()
@@ -32,11 +31,3 @@ def names(chosen: list[Item]) -> list[str]:
 ])
 def test_least_recently_used_first_and_never_in_use(target: int, expected: list[str]) -> None:
     assert names(victims(items(), target, DAY, mounted=lambda: {"/s/mounted"})) == expected
-
-
-@pytest.mark.parametrize(("text", "size"), [
-    ("500G", 500 << 30), ("1.5T", int(1.5 * (1 << 40))), ("4096", 4096), ("0", 0), ("2GiB", 2 << 30),
-    ("10 M", 10 << 20), ("", None), ("lots", None), ("-1G", None), ("nan", None), ("inf", None),
-])
-def test_sizes(text: str, size: int | None) -> None:
-    assert parse_size(text) == size

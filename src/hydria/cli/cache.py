@@ -25,6 +25,7 @@ from hydria.image.imagecache import ImageCache
 from hydria.image.prune import Item, item, mounted_images, regular_files, remove, victims
 from hydria.imagebuild import cache as build_cache
 from hydria.imagebuild import idmap
+from hydria.units import format_size
 
 GRACE = 600.0  # seconds
 
@@ -60,11 +61,11 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
                               "unpacked": {"path": reads.folder if reads else None, "images": len(unpacked),
                                            "bytes": unpacked_bytes}}, indent=1))
         else:
-            print(f"{root}: {len(blobs)} blob(s), {blob_bytes / 1e6:.1f} MB; "
-                  f"{len(images)} kept image(s), {image_bytes / 1e6:.1f} MB; "
-                  f"build cache (hydria build) {len(built)} entries, {build_bytes / 1e6:.1f} MB")
+            print(f"{root}: {len(blobs)} blob(s), {format_size(blob_bytes)}; "
+                  f"{len(images)} kept image(s), {format_size(image_bytes)}; "
+                  f"build cache (hydria build) {len(built)} entries, {format_size(build_bytes)}")
             if reads:
-                print(f"{reads.folder}: {len(unpacked)} unpacked image(s) of this node, {unpacked_bytes / 1e6:.1f} MB")
+                print(f"{reads.folder}: {len(unpacked)} unpacked image(s) of this node, {format_size(unpacked_bytes)}")
         return 0
     everything = [*blobs, *images, *(e.item for e in built), *unpacked]
 
@@ -85,8 +86,8 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
                 read_cache.remove(leftover)
     verb = "would remove" if options.dry_run else "removed"
     left = sum(i.size for i in everything) + shared_layers - sum(i.size for i in gone)
-    print(f"{verb} {len(gone)} file(s), {sum(i.size for i in gone) / 1e6:.1f} MB; "
-          f"your share of {root} is {left / 1e6:.1f} MB")
+    print(f"{verb} {len(gone)} file(s), {format_size(sum(i.size for i in gone))}; "
+          f"your share of {root} is {format_size(left)}")
     return 0
 
 

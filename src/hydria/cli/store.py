@@ -24,6 +24,7 @@ from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.paths import user_name
 from hydria.record import TYPE_CHECKING
+from hydria.units import SIZE_HINT, format_size, parse_size
 
 if TYPE_CHECKING:
     from hydria.image.imagestore import ImageStore
@@ -94,16 +95,15 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
         return 0
     for entry in entries:
         created = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.created))
-        print(f"{entry.key[:12]}  {entry.size / 1e6:9.1f} MB  {created}  {entry.uri}")
+        print(f"{entry.key[:12]}  {format_size(entry.size):>10}  {created}  {entry.uri}")
     return 0
 
 
 def size_argument(text: str) -> int:
-    from hydria.config import parse_size
-
+    """A size option's value (``--to``). Raises argparse.ArgumentTypeError."""
     size = parse_size(text)
     if size is None:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (bytes, or with K, M, G or T, e.g. 400G)")
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} ({SIZE_HINT})")
     return size
 
 
@@ -114,12 +114,12 @@ def _prune(store: ImageStore, options: argparse.Namespace, settings: Settings) -
             raise HydriaError("prune needs a size", hint="give --to SIZE, or set HYDRIA_STORE_PRUNE_ABOVE")
         target = store.prune_target(settings.store_prune_above, settings.store_prune_to)
         if target is None:
-            print(f"the store holds no more than HYDRIA_STORE_PRUNE_ABOVE ({settings.store_prune_above / 2**30:.1f} GB)")
+            print(f"the store holds no more than HYDRIA_STORE_PRUNE_ABOVE ({format_size(settings.store_prune_above)})")
             return 0
     gone = store.prune(target, dry_run=options.dry_run)
     verb = "would remove" if options.dry_run else "removed"
     for image in gone:
-        print(f"{verb} {image.path} ({image.size / 1e6:.1f} MB)")
+        print(f"{verb} {image.path} ({format_size(image.size)})")
     left = store.size_on_disk() - (sum(i.size for i in gone) if options.dry_run else 0)
-    print(f"{verb} {len(gone)} image(s), {sum(i.size for i in gone) / 1e6:.1f} MB; the store holds {left / 1e6:.1f} MB")
+    print(f"{verb} {len(gone)} image(s), {format_size(sum(i.size for i in gone))}; the store holds {format_size(left)}")
     return 0

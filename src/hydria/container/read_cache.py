@@ -40,6 +40,7 @@ from hydria.runtime.layered import is_layered
 from hydria.runtime.mountinfo import options_in_use
 from hydria.runtime.rootfs import LAYER_SEPARATOR, OPTION_SEPARATORS, SUPERBLOCK_SIZE, image_layers
 from hydria.trees import delete_tree
+from hydria.units import format_size
 
 if TYPE_CHECKING:
     from hydria.image.prune import Item
@@ -149,10 +150,10 @@ def warn_once_without_room(cache: ReadCache) -> None:
         os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
     except OSError:
         return
-    log.warning("the read cache %s has %.1f GiB free on its disk, less than the tenth (%.1f GiB) that an unpack "
+    log.warning("the read cache %s has %s free on its disk, less than the tenth (%s) that an unpack "
                 "leaves free: images are not unpacked there for faster later starts, unless removing older unpacked "
                 "images makes room (make room on that disk, or set %s to a folder on a node-local disk with room; "
-                "said once until there is room)", cache.folder, free / 2**30, reserve / 2**30, SETTING)
+                "said once until there is room)", cache.folder, format_size(free), format_size(reserve), SETTING)
 
 
 def kept_tree(cache: ReadCache, key: str) -> str | None:

@@ -33,6 +33,7 @@ from hydria.interrupt import terminate_as_interrupt
 from hydria.log import Logger
 from hydria.paths import check_output_folder
 from hydria.runtime.layered import layered_text
+from hydria.units import format_size
 
 if TYPE_CHECKING:
     from hydria.image.sources.registry import RegistrySource
@@ -206,7 +207,7 @@ def import_into_store(uri: str, settings: Settings, *, arch: str | None = None,
     target = store.prune_target(settings.store_prune_above, settings.store_prune_to)
     if target is not None:
         gone = store.prune(target)
-        log.info("Pruned the image store to %.1f GB: %d image(s) least recently used", target / 2**30, len(gone))
+        log.info("Pruned the image store to %s: %d image(s) least recently used", format_size(target), len(gone))
     return stored
 
 

@@ -19,17 +19,10 @@ from dataclasses import dataclass, field
 
 from hydria import log as logging_
 from hydria.log import INFO, Logger
+from hydria.units import format_size
 
 log = Logger(__name__)
 REDRAW_INTERVAL = 0.1
-
-
-def human(count: float) -> str:
-    """``count`` bytes in the unit that suits it: 512 B, 12.3 kB, 45.6 MB, 1.23 GB."""
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if count >= size:
-            return f"{count / size:.2f} {unit}" if unit == "GB" else f"{count / size:.1f} {unit}"
-    return f"{int(count)} B"
 
 
 def _duration(seconds: float) -> str:
@@ -49,12 +42,12 @@ class _Blob:
 
     def line(self, digest: str) -> str:
         """Most telling first, for a narrow terminal: the blob, done or how far, sizes, rate."""
-        size = f"{human(self.done)} / {human(self.total)}" if self.total >= 0 else human(self.done)
+        size = f"{format_size(self.done)} / {format_size(self.total)}" if self.total >= 0 else format_size(self.done)
         if self.finished is not None:
             state = "done"
         else:
             state = f"{100 * self.done // self.total}%" if self.total > 0 else "..."
-        return f"{digest[7:19]}  {state:<4}  {size:>21}  {human(self.rate()):>9}/s"
+        return f"{digest[7:19]}  {state:<4}  {size:>21}  {format_size(self.rate()):>9}/s"
 
 
 @dataclass
@@ -67,9 +60,9 @@ class _Squash:
     def line(self) -> str:
         now = self.ended or time.monotonic()
         if self.ended is not None:
-            return f"Squashed {human(self.merged)} in {_duration(now - self.started)}"
+            return f"Squashed {format_size(self.merged)} in {_duration(now - self.started)}"
         what = "compressing the last blocks" if self.merge_ended is not None else "merging the layers"
-        return f"Squashing: {human(self.merged)} merged, {_duration(now - self.started)}, {what}"
+        return f"Squashing: {format_size(self.merged)} merged, {_duration(now - self.started)}, {what}"
 
 
 class Progress:
@@ -184,9 +177,9 @@ class Progress:
         active = [b for b in blobs if b.finished is None]
         rate = sum(b.rate() for b in active)
         if not active:
-            return f"Downloaded {finished}/{len(self._blobs)}, {human(done)}"
+            return f"Downloaded {finished}/{len(self._blobs)}, {format_size(done)}"
         left = f", {_duration((total - done) / rate)} left" if rate > 0 and total > done else ""
-        return f"Downloading {finished}/{len(self._blobs)} done, {human(done)} of {human(total)}, {human(rate)}/s{left}"
+        return f"Downloading {finished}/{len(self._blobs)} done, {format_size(done)} of {format_size(total)}, {format_size(rate)}/s{left}"
 
     def _draw(self, force: bool = False) -> None:
         now = time.monotonic()

@@ -26,6 +26,7 @@ from hydria.image.reference import RegistryImage
 from hydria.image.sources.registryhttp import RegistryError, RegistryHttp
 from hydria.log import Logger
 from hydria.record import Record
+from hydria.units import format_size
 
 log = Logger(__name__)
 CHUNK = 16 << 20
@@ -60,7 +61,7 @@ def push(image: PushImage, ref: RegistryImage, settings: Settings, tell: Callabl
                 continue
             _upload(http, blob, settings)
             sent += 1
-            tell(f"{blob.descriptor.digest[7:19]}  sent {blob.descriptor.size / 1e6:.1f} MB")
+            tell(f"{blob.descriptor.digest[7:19]}  sent {format_size(blob.descriptor.size)}")
         tag = ref.tag or "latest"
         with http.request(f"manifests/{tag}", method="PUT", content=image.manifest,
                           headers={"Content-Type": mf.OCI_MANIFEST}) as response:

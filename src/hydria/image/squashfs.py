@@ -26,6 +26,7 @@ from hydria.errors import ConfigError, HydriaError, MissingTool
 from hydria.log import Logger
 from hydria.record import Record
 from hydria.tools import run_tool
+from hydria.units import parse_size
 
 log = Logger(__name__)
 
@@ -66,12 +67,16 @@ class SquashfsFailed(HydriaError):
     """tar2sqfs (or mksquashfs) could not write the image."""
 
 
-def _size(text: str) -> int:
-    units = {"K": 1 << 10, "k": 1 << 10, "M": 1 << 20, "m": 1 << 20}
-    try:
-        return int(text[:-1]) * units[text[-1]] if text[-1:] in units else int(text)
-    except ValueError:
-        raise ConfigError(f"HYDRIA_SQUASH_OPTIONS: invalid block size {text!r}") from None
+def _block_size(text: str) -> int:
+    """``-b``'s value, which squashfs allows as a power of two from 4K to 1M."""
+    size = parse_size(text)
+    if size is None or size not in _BLOCK_SIZES:
+        raise ConfigError(f"HYDRIA_SQUASH_OPTIONS: invalid block size {text!r}",
+                          hint="a power of two from 4K to 1M, e.g. -b 128K (squashfs's default) or -b 1M")
+    return size
+
+
+_BLOCK_SIZES = frozenset(1 << shift for shift in range(12, 21))
 
 
 class SquashPlan(Record):
@@ -112,7 +117,7 @@ def squash_plan(squash_options: str, processors: int) -> SquashPlan:
                 raise ConfigError(f"HYDRIA_SQUASH_OPTIONS: unknown compressor {compressor!r}",
                                   hint="use one of " + ", ".join(sorted(COMPRESSORS)))
         elif word == "-b":
-            block_size = _size(value())
+            block_size = _block_size(value())
         elif word in _EXTRAS:
             extras[word] = value()
         elif word == "-Xhc":
