@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 
+from hydria import locks
 from hydria.config import Settings
 from hydria.log import Logger
 from hydria.paths import is_own_private_dir, private_dir_problem
@@ -282,15 +283,7 @@ def remove_entry(cache: ReadCache, path: str) -> bool:
 def lock(cache: ReadCache, key: str, wait: bool = False) -> int | None:
     """Hold ``KEY.lock`` (waiting for it only with ``wait``); its descriptor, or None when another
     process holds it. Closing the descriptor releases it."""
-    import fcntl
-
-    fd = os.open(os.path.join(cache.folder, key + LOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
+    return locks.take(os.path.join(cache.folder, key + LOCK), timeout=None if wait else 0)
 
 
 def _locked(cache: ReadCache, key: str) -> bool:

@@ -23,7 +23,6 @@ many users at once.
 from __future__ import annotations
 
 import errno
-import fcntl
 import hashlib
 import os
 import stat
@@ -32,6 +31,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Protocol
 
+from hydria import locks
 from hydria.anonfile import anonymous_file
 from hydria.errors import HydriaError
 from hydria.image import cachelayout, downloads
@@ -258,7 +258,7 @@ class BlobCache:
         planted a file or link under its name."""
         path = self.locks / f"{hex_of(digest)}.{os.geteuid()}.lock"
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+            fd = locks.open_lock(path)
         except OSError as e:
             log.warning("Not using the lock %s: %s; downloading without it", path, e.strerror)
             yield
@@ -266,7 +266,7 @@ class BlobCache:
         try:
             owner = os.fstat(fd).st_uid
             if owner == os.geteuid():
-                fcntl.flock(fd, fcntl.LOCK_EX)  # only this user's imports can hold it
+                locks.acquire(fd)  # only this user's imports can hold it
             else:
                 log.warning("Not using the lock %s: it belongs to %s; downloading without it", path, user_name(owner))
             yield

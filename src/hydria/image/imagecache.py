@@ -30,7 +30,6 @@ layers for the next one).
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import stat
@@ -39,6 +38,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from hydria import locks
 from hydria.anonfile import AnonymousFile, anonymous_file, link_or_copy
 from hydria.errors import HydriaError
 from hydria.image.layerset import (
@@ -106,12 +106,8 @@ class ImageCache:
         """Hold the layers of this user's entries against removal by another import's eviction
         while this import makes an entry (a layer image is named by none until its entry exists)."""
         ensure_dir(str(self.directory), setting="HYDRIA_CACHE_PATH")
-        fd = os.open(self.directory / LAYERS_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
+        with locks.held(self.directory / LAYERS_LOCK, shared=True):
             yield
-        finally:
-            os.close(fd)
 
     def usable(self) -> bool:
         """Whether the directory is this user's own (or missing); warns when it is not."""
@@ -155,13 +151,10 @@ class ImageCache:
     def collect_layers(self) -> None:
         """Remove the layer images that no layered image names, unless an import is making one."""
         try:
-            fd = os.open(self.directory / LAYERS_LOCK, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+            fd = locks.take(self.directory / LAYERS_LOCK, timeout=0, create=False)
         except OSError:
             return  # no layered image was ever made here
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
+        if fd is None:
             return  # an import is making an entry: the next eviction collects them
         try:
             for name, users in layer_users(self.directory, self.entries()).items():

@@ -14,12 +14,8 @@ user and node (docs/store.md).
   entry's path can read it. Entries of older versions, imported with the owner's credentials,
   carry no ``public`` mark in their record; the owner's next import makes them unreadable to
   others (:meth:`ImageStore.seal_unmarked`), and their keys are no longer asked for.
-* ``STORE/locks/<key>.lock``: who imports an image now. Made with an exclusive link of a file
-  written first (it works on NFS where ``flock`` may not, and a lock is never seen empty), holding
-  the importer's node and PID; the importer touches it
-  every ``HEARTBEAT`` seconds, and one untouched for ``STALE_AFTER`` seconds is taken over (its
-  importer died), by a rename that only one of the waiting importers wins; at once where its
-  importer ran on this node and its process is gone (:mod:`hydria.liveness`).
+* ``STORE/locks/<key>.lock``: who imports an image now, a :class:`hydria.locks.LinkLock` (it
+  holds on NFS, where ``flock`` may not): taken over from a dead importer, whose partial files go.
 
 Users read: an entry is used only when it and every folder above it belong to the store's owner
 (or root) and nobody else may write them. Only the owner writes, so a user gets from the store
@@ -34,10 +30,8 @@ import json
 import os
 import pwd
 import stat
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 from hydria.anonfile import AnonymousFile, anonymous_file
@@ -54,20 +48,15 @@ from hydria.image.layerset import (
 )
 from hydria.image.manifest import Platform
 from hydria.image.prune import Item, item, mounted_images, regular_files, remove, victims
-from hydria.interrupt import worker_thread
-from hydria.liveness import holder_line, holder_name, is_gone
+from hydria.locks import STALE_AFTER, LinkLock
 from hydria.log import Logger
-from hydria.paths import process_tag, staging_file, user_name, writable_by_others
+from hydria.paths import user_name, writable_by_others
 from hydria.record import Record
 from hydria.runtime.rootfs import layer_problem
 
 log = Logger(__name__)
 
 GRACE = 24 * 3600.0  # seconds after its last use (its access time) during which an image is never pruned
-HEARTBEAT = 5.0  # seconds between touches of an import's lock
-# Seconds without a touch after which a lock's importer is taken for dead: well past NFS's attribute
-# cache (acregmax, 60 s by default), through which another node may see the heartbeat late.
-STALE_AFTER = 180.0
 POLL = 0.5  # seconds between looks of an importer that waits for another
 SUFFIX = ".sqsh"
 PUBLIC = "public"  # in the key and the record of every image imported without credentials
@@ -226,7 +215,7 @@ class ImageStore:
             found = self._entry(key, suffix)
             if found is not None:
                 return found
-            with self._lock(key) as holder:
+            with self._lock(key).held() as holder:
                 if holder is None:  # ours
                     found = self._entry(key, suffix)
                     if found is not None:
@@ -252,55 +241,14 @@ class ImageStore:
             record(target)
         return target
 
-    @contextmanager
-    def _lock(self, key: str) -> Iterator[str | None]:
-        """Yields None while this process holds the import lock of ``key`` (kept fresh by a
-        heartbeat), else who holds it; a stale lock is taken over first."""
-        path = self.locks / f"{key}.lock"
-        holder = self._claim(path, key)
-        if holder is not None:
-            yield holder
-            return
-        stop = threading.Event()
-        beat = worker_thread(_heartbeat, path, stop)
-        try:
-            yield None
-        finally:
-            stop.set()
-            beat.join()
-            path.unlink(missing_ok=True)
+    def _lock(self, key: str) -> LinkLock:
+        """Who imports ``key`` now (``LinkLock.held`` yields None while it is this process)."""
+        return LinkLock(self.locks / f"{key}.lock", taken_over=lambda line, why: self._taken_over(key, line, why))
 
-    def _claim(self, path: Path, key: str) -> str | None:
-        """None once this process holds the lock, else who holds it. A dead holder's lock is
-        taken over and claimed again at once."""
-        for _ in range(2):
-            try:
-                _link_new(path, f"{holder_line()}\n")
-                return None
-            except FileExistsError:
-                line, age = _holder(path)
-                holder = holder_name(line)
-                if is_gone(line):
-                    self._take_over(path, key, f"{holder} is gone (killed)", line)
-                elif age > STALE_AFTER:
-                    self._take_over(path, key, f"{holder} has not touched its lock for {age:.0f} s", line)
-                else:
-                    return holder
-        return holder
-
-    def _take_over(self, lock: Path, key: str, why: str, line: str) -> None:
-        """Remove a dead importer's lock and its partial files (NFS has no anonymous files): those
-        that its line names, and any left untouched for ``STALE_AFTER`` seconds."""
-        try:
-            os.rename(lock, lock.with_name(f"{lock.name}.stale.{process_tag()}"))  # one waiter wins
-        except FileNotFoundError:
-            return
+    def _taken_over(self, key: str, line: str, why: str) -> None:
+        """Remove the partial files of a dead importer of ``key`` (NFS has no anonymous files):
+        those that its lock's ``line`` names, and any left untouched for ``STALE_AFTER`` seconds."""
         self._say(log.warning, f"Taking over the import of {key[:12]}: {why}")
-        for leftover in self.locks.glob(f"{lock.name}.stale.*"):
-            leftover.unlink(missing_ok=True)
-        if line:  # the file it wrote its lock in, if it was killed before it removed that
-            for staged in self.locks.glob(f".{lock.name}.new.{line.split()[0]}.*"):
-                staged.unlink(missing_ok=True)
         # the names of the dead importer's partial files begin so
         dead = tuple(f".{key}{suffix}.{line.split()[0]}." for suffix in (SUFFIX, LAYERED_SUFFIX)) if line else ()
         for partial in self.images.glob(f".{key}.*.partial"):
@@ -444,34 +392,3 @@ def _owner_uid(root: Path, owner: str) -> int:
     except OSError as e:
         raise HydriaError(f"{root} (HYDRIA_STORE_PATH): {e.strerror}",
                           hint="the administrator makes it, owned by the account that writes it") from None
-
-
-def _link_new(lock: Path, line: str) -> None:
-    """Make ``lock`` holding ``line``, or raise FileExistsError: written beside it first and then
-    linked (exclusive, also on NFS), so that a lock is never seen empty, even of a holder killed
-    at once, whose line must say that it is gone."""
-    staged = staging_file(lock, "new")
-    try:
-        staged.write_text(line)
-        staged.chmod(0o644)
-        os.link(staged, lock)
-    finally:
-        staged.unlink(missing_ok=True)
-
-
-def _holder(lock: Path) -> tuple[str, float]:
-    """What ``lock`` holds (a :func:`holder_line`) and how long ago its holder last touched it."""
-    try:
-        with open(lock, errors="replace") as handle:
-            line = handle.read(4096).strip()
-        return line, time.time() - os.stat(lock).st_mtime
-    except OSError:
-        return "", 0.0
-
-
-def _heartbeat(lock: Path, stop: threading.Event) -> None:
-    while not stop.wait(HEARTBEAT):
-        try:
-            os.utime(lock)
-        except OSError:
-            return

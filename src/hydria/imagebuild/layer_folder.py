@@ -12,12 +12,10 @@ started from an image keeps its layer images open, so replacing the image does n
 
 from __future__ import annotations
 
-import fcntl
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
+from hydria import locks
 from hydria.anonfile import link_or_copy
 from hydria.errors import HydriaError
 from hydria.partial import partial_path
@@ -40,7 +38,7 @@ def publish_layered(entry: Path, target: Path) -> None:
     there) naming them. Raises HydriaError, OSError."""
     folder = _layer_folder(target.parent)
     layers = layer_paths(str(entry))
-    with _locked(folder, fcntl.LOCK_SH):
+    with locks.held(folder / LOCK, shared=True, mode=0o644):
         for layer in dict.fromkeys(layers):
             try:
                 link_or_copy(layer, folder / os.path.basename(layer))
@@ -59,16 +57,15 @@ def collect(parent: Path) -> None:
     """Remove the layer images of ``parent``'s ``LAYER_FOLDER`` that no layered image in
     ``parent`` names, unless an output is being written there."""
     folder = parent / LAYER_FOLDER
-    try:
-        with _locked(folder, fcntl.LOCK_EX | fcntl.LOCK_NB):
-            named = _named_layers(parent)
-            if named is None:
-                return
-            for path in folder.iterdir():
-                if path.name != LOCK and path.name not in named:
-                    path.unlink(missing_ok=True)
-    except BlockingIOError:
-        pass  # another build writes an output here: its collection comes later
+    with locks.held(folder / LOCK, timeout=0, mode=0o644) as alone:
+        if not alone:
+            return  # another build writes an output here: its collection comes later
+        named = _named_layers(parent)
+        if named is None:
+            return
+        for path in folder.iterdir():
+            if path.name != LOCK and path.name not in named:
+                path.unlink(missing_ok=True)
 
 
 def _layer_folder(parent: Path) -> Path:
@@ -81,16 +78,6 @@ def _layer_folder(parent: Path) -> Path:
         raise HydriaError(f"{folder} is not a folder: it keeps the layer images of layered images there",
                           hint="remove it, or write the image elsewhere (-o IMAGE.sqsh writes one file)")
     return folder
-
-
-@contextmanager
-def _locked(folder: Path, operation: int) -> Iterator[None]:
-    fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
-    try:
-        fcntl.flock(fd, operation)
-        yield
-    finally:
-        os.close(fd)
 
 
 def _named_layers(parent: Path) -> set[str] | None:

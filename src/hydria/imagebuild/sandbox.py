@@ -17,6 +17,7 @@ import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
+from hydria import locks
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.imagebuild import copying
@@ -303,23 +304,19 @@ def _claimed_cache(mount: RunMount, scratch: str, held: list[int]) -> str:
     """The folder of a cache mount, locked as its ``sharing`` says (BuildKit's meanings): shared
     with other steps, or one step at a time, the others waiting ("locked"), or taking a new
     empty folder of the step's own ("private", while another step has the folder)."""
-    import fcntl
-
     assert mount.source is not None
     folder = os.open(mount.source, os.O_RDONLY | os.O_DIRECTORY)
     held.append(folder)  # closed when the step's process ends, which releases the lock
-    lock = fcntl.LOCK_SH if mount.sharing == "shared" else fcntl.LOCK_EX
-    try:
-        fcntl.flock(folder, lock | fcntl.LOCK_NB)
+    shared = mount.sharing == "shared"
+    if locks.acquire(folder, shared=shared, timeout=0):
         return mount.source
-    except BlockingIOError:
-        if mount.sharing == "private":
-            own = os.path.join(scratch, f"cache.{len(held)}")
-            os.mkdir(own, os.stat(mount.source).st_mode & 0o7777)
-            return own
+    if mount.sharing == "private":
+        own = os.path.join(scratch, f"cache.{len(held)}")
+        os.mkdir(own, os.stat(mount.source).st_mode & 0o7777)
+        return own
     log.info("Waiting for the cache folder of %s (sharing=%s): another build step is using it",
              mount.target, mount.sharing)
-    fcntl.flock(folder, lock)
+    locks.acquire(folder, shared=shared)
     return mount.source
 
 

@@ -5,10 +5,9 @@ filesystem is mounted until the container's program is executed (its descriptor 
 
 from __future__ import annotations
 
-import fcntl
 import os
-import time
 
+from hydria import locks
 from hydria.errors import HydriaError
 
 TIMEOUT = 30  # seconds, as enroot's
@@ -19,18 +18,14 @@ def hold(path: str, timeout: float = TIMEOUT) -> None:
     """Take the exclusive lock on ``path`` (created when missing). Raises HydriaError on timeout."""
     if path in _held:
         return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                os.close(fd)
-                raise HydriaError(f"Could not acquire rootfs lock: {path}",
-                                  hint=f"another start of this container has been setting it up for {timeout:.0f} s") from None
-            time.sleep(0.02)
+    try:
+        fd = locks.take(path, timeout=timeout)
+    except OSError as e:
+        raise HydriaError(f"Could not acquire rootfs lock: {path}: {e.strerror}",
+                          hint="it must be a file of the container's folder: remove what is there") from None
+    if fd is None:
+        raise HydriaError(f"Could not acquire rootfs lock: {path}",
+                          hint=f"another start of this container has been setting it up for {timeout:.0f} s")
     _held[path] = fd
 
 
