@@ -12,6 +12,7 @@ directory tree instead, in ``rootfs/``.
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -26,11 +27,12 @@ from hydria.digits import is_number
 from hydria.errors import AlreadyExists, HydriaError, InvalidArgument, InvalidImage, NotFound
 from hydria.partial import remove_dead_leftovers
 from hydria.paths import ensure_dir, hidden_sibling, process_tag
+from hydria.runtime import syscalls as sc
 from hydria.runtime.layered import layered_text
 from hydria.runtime.rootfs import Container, check_image, image_layers, overlay_folder_problem
 from hydria.trees import delete_tree
 
-RENAME_ATTEMPTS = 5  # forced creates racing for one name: each try removes the one that won
+RENAME_ATTEMPTS = 50  # forced creates racing for one name where the file system cannot exchange two
 
 
 class NamedContainers:
@@ -69,10 +71,8 @@ class NamedContainers:
         replace = force or self.settings.force_override
         ensure_dir(self.settings.data_path, setting="HYDRIA_DATA_PATH")
         self._sweep_leftovers()
-        if target.exists() or target.is_symlink():
-            if not replace:
-                raise AlreadyExists(target, hint="use --force to replace it")
-            self._discard(target)
+        if not replace and (target.exists() or target.is_symlink()):
+            raise AlreadyExists(target, hint="use --force to replace it")
         staging = self.root / hidden_sibling(name, "creating", process_tag())
         try:
             staging.mkdir(mode=0o700)
@@ -95,17 +95,29 @@ class NamedContainers:
         return target
 
     def _put(self, staging: Path, target: Path, replace: bool) -> None:
-        """Rename ``staging`` to ``target`` (atomic). A create that made the name meanwhile wins
-        unless ``replace``: then the last of concurrent forced creates is the one that stays."""
+        """Rename ``staging`` to ``target``. A container there stays unless ``replace``: then the
+        two are exchanged in one step, so the name always holds a whole container and, of
+        concurrent forced creates, the last one stays; the container it replaced is left at
+        ``staging`` for the caller to delete. Where the file system cannot exchange (NFS), the
+        one there is removed first and the name is empty for that moment."""
         for _ in range(RENAME_ATTEMPTS):
             try:
-                os.rename(staging, target)
+                _rename_new(staging, target)
                 return
-            except OSError:
+            except FileExistsError:
                 if not replace:
-                    break
+                    raise AlreadyExists(target, hint="use --force to replace it") from None
+            try:
+                sc.renameat2(str(staging), str(target), sc.RENAME_EXCHANGE)
+                return
+            except FileNotFoundError:
+                continue  # removed meanwhile: the name is free again
+            except OSError as e:
+                if e.errno not in (errno.EINVAL, errno.ENOSYS):
+                    raise HydriaError(f"cannot replace {target}: {e.strerror}") from None
                 self._discard(target)
-        raise AlreadyExists(target)
+        raise HydriaError(f"cannot replace {target}: other creates of {target.name} replaced it "
+                          f"{RENAME_ATTEMPTS} times while this one tried", hint="create it again")
 
     def _sweep_leftovers(self) -> None:
         """Remove what creates and removals of this node left when they were killed (SIGKILL, a
@@ -162,6 +174,22 @@ class NamedContainers:
         except OSError as e:
             raise HydriaError(f"cannot remove {path}: {e.strerror}") from None
         delete_tree(trash)
+
+
+def _rename_new(source: Path, target: Path) -> None:
+    """Rename ``source`` to ``target``, which must not exist. Raises FileExistsError, OSError."""
+    try:
+        sc.renameat2(str(source), str(target), sc.RENAME_NOREPLACE)
+        return
+    except OSError as e:
+        if e.errno not in (errno.EINVAL, errno.ENOSYS):
+            raise
+    try:  # a file system without the flag: a container's folder is never empty, so rename fails on one
+        os.rename(source, target)
+    except OSError as e:
+        if e.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.EISDIR, errno.ENOTDIR):
+            raise FileExistsError(e.errno, e.strerror, str(target)) from None
+        raise
 
 
 def _pid_of_leftover(name: str, node: str) -> int | None:

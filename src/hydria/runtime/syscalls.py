@@ -45,6 +45,9 @@ MS_STRICTATIME = 0x1000000
 MS_LAZYTIME = 0x2000000
 
 MNT_DETACH = 0x2
+AT_FDCWD = -100
+RENAME_NOREPLACE = 0x1
+RENAME_EXCHANGE = 0x2
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_NAME = 15
@@ -63,6 +66,15 @@ def _check(result: int, what: str) -> None:
     if result != 0:
         errno = ctypes.get_errno()
         raise OSError(errno, os.strerror(errno), what)
+
+
+def renameat2(old: str, new: str, flags: int) -> None:
+    """rename(2) with ``flags`` (RENAME_NOREPLACE, RENAME_EXCHANGE). Raises OSError: EINVAL
+    where the file system cannot, ENOSYS where the C library lacks it (before glibc 2.28)."""
+    function = getattr(_libc, "renameat2", None)
+    if function is None:
+        raise OSError(38, os.strerror(38), "renameat2")  # ENOSYS
+    _check(function(AT_FDCWD, _c(old), AT_FDCWD, _c(new), ctypes.c_uint(flags)), f"rename {old} to {new}")
 
 
 def unshare(flags: int) -> None:
