@@ -1,6 +1,6 @@
-"""SIGTERM (scancel of a Slurm step, kill) handled as Ctrl-C: Python raises KeyboardInterrupt,
-so that ``finally`` blocks remove what was half-written and the tools a command runs are ended
-with it, instead of Python dying mid-write and leaving both behind."""
+"""SIGTERM (scancel of a Slurm step, kill) and SIGHUP (a closed terminal) handled as Ctrl-C:
+Python raises KeyboardInterrupt, so that ``finally`` blocks remove what was half-written and the
+tools a command runs are ended with it, instead of Python dying mid-write and leaving both behind."""
 
 from __future__ import annotations
 
@@ -13,13 +13,21 @@ INTERRUPTED_STATUS = 130  # 128 + SIGINT: Ctrl-C
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where Python raises KeyboardInterrupt for Ctrl-C, so that the same cleanup
-    runs, and told apart by its exit status."""
+    """SIGTERM or SIGHUP, raised where Python raises KeyboardInterrupt for Ctrl-C, so that the
+    same cleanup runs, and told apart by its exit status (128 + the signal)."""
+
+    def __init__(self, status: int = TERMINATED_STATUS) -> None:
+        super().__init__()
+        self.status = status
 
 
 @contextmanager
-def terminate_as_interrupt() -> Iterator[None]:
-    """Only in the main thread, where Python runs signal handlers; the previous handler after."""
+def terminate_as_interrupt(*, ctrl_c: bool = False) -> Iterator[None]:
+    """SIGTERM, and SIGHUP unless it was ignored (``nohup``), raise :class:`Terminated`. With
+    ``ctrl_c`` (a phase that makes something: a download, a squash, a build), SIGINT raises
+    KeyboardInterrupt also where hydria started with it ignored, as a non-interactive shell
+    starts its background jobs (``hydria import ... &`` in a script, then ``kill -INT``). Only in
+    the main thread, where Python runs signal handlers; the previous handlers after."""
     import signal
     import threading
 
@@ -27,24 +35,29 @@ def terminate_as_interrupt() -> Iterator[None]:
         yield
         return
 
-    def interrupt(signum: int, frame: object) -> None:
-        raise Terminated
+    def terminate(signum: int, frame: object) -> None:
+        raise Terminated(128 + signum)
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, terminate)}
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, terminate)
+    if ctrl_c and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def leave_signals_to_the_main_thread() -> None:
-    """In a worker thread: block SIGINT and SIGTERM, so that the kernel delivers them to the main
+    """In a worker thread: block SIGINT, SIGTERM and SIGHUP, so that the kernel delivers them to the main
     thread, where Python raises KeyboardInterrupt at once. A signal another thread took reaches
     Python only when the main thread next runs Python code: one waiting for a child (a build step)
     would raise it only after that child ended, wherever the code then is."""
     import signal
 
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
 
 def worker_thread(target: Callable[..., object], *args: object) -> threading.Thread:

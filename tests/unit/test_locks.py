@@ -44,10 +44,9 @@ def test_a_bounded_wait_ends_and_says_so(tmp_path: Path) -> None:
 
 def test_a_wait_ends_when_the_holder_lets_go(tmp_path: Path) -> None:
     lock = tmp_path / "a.lock"
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
-                               f"fd = os.open({str(lock)!r}, os.O_RDONLY | os.O_CREAT)\n"
-                               "fcntl.flock(fd, fcntl.LOCK_EX); print(flush=True); time.sleep(0.3)"],
-                              stdout=subprocess.PIPE, text=True)
+    program = (f"import fcntl, os, time\nfd = os.open({str(lock)!r}, os.O_RDONLY | os.O_CREAT)\n"
+               "fcntl.flock(fd, fcntl.LOCK_EX); print(flush=True); time.sleep(0.3)")
+    holder = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE, text=True)
     assert holder.stdout is not None and holder.stdout.readline() == "\n"  # it holds the lock now
     fd = locks.take(lock, timeout=30)
     assert fd is not None and holder.wait(30) == 0

@@ -26,25 +26,28 @@ class Command(Record):
     summary: str
     module: str
     needs_settings: bool = True
+    # Makes something (an image, a bundle, a push, a prune): Ctrl-C stops it also where hydria
+    # started with SIGINT ignored (a script's background job); a container's program keeps what it got.
+    makes: bool = False
 
 
 COMMANDS: tuple[Command, ...] = (
-    Command("import", "Import a container image", "hydria.cli.import_"),
+    Command("import", "Import a container image", "hydria.cli.import_", makes=True),
     Command("load", "Import and create a container in one step", "hydria.cli.load"),
-    Command("build", "Build an image from a Dockerfile, without root or a daemon", "hydria.cli.build"),
-    Command("push", "Push an image you built (or an OCI layout) to a registry", "hydria.cli.push"),
+    Command("build", "Build an image from a Dockerfile, without root or a daemon", "hydria.cli.build", makes=True),
+    Command("push", "Push an image you built (or an OCI layout) to a registry", "hydria.cli.push", makes=True),
     Command("digest", "Show the digest of a registry image", "hydria.cli.digest"),
     Command("create", "Create a container from an image file", "hydria.cli.create"),
     Command("start", "Start a container and run a command in it", "hydria.cli.start"),
     Command("exec", "Run a command in a running container", "hydria.cli.exec_"),
     Command("list", "List containers", "hydria.cli.list_"),
     Command("remove", "Remove containers", "hydria.cli.remove"),
-    Command("export", "Write a container back to an image file", "hydria.cli.export"),
-    Command("bundle", "Make a self-extracting bundle from an image file", "hydria.cli.bundle"),
+    Command("export", "Write a container back to an image file", "hydria.cli.export", makes=True),
+    Command("bundle", "Make a self-extracting bundle from an image file", "hydria.cli.bundle", makes=True),
     Command("batch", "Start a container from a configuration file", "hydria.cli.batch"),
-    Command("stage", "In a batch script: import an image once and broadcast it to every node", "hydria.cli.stage"),
-    Command("cache", "List or prune what you keep in the cache", "hydria.cli.cache"),
-    Command("store", "The image store that every user reads and one account writes", "hydria.cli.store"),
+    Command("stage", "In a batch script: import an image once and broadcast it to every node", "hydria.cli.stage", makes=True),
+    Command("cache", "List or prune what you keep in the cache", "hydria.cli.cache", makes=True),
+    Command("store", "The image store that every user reads and one account writes", "hydria.cli.store", makes=True),
     Command("cdi", "List the CDI devices of this node, for start --device", "hydria.cli.cdi"),
     Command("doctor", "Check that this node (or a cluster) can run hydria containers", "hydria.cli.doctor"),
     Command("slurm", "The Slurm plugin's steps and its installation", "hydria.cli.slurm"),
@@ -143,5 +146,5 @@ def _run(command: Command, args: list[str]) -> int:
     from hydria.config import load_settings
     from hydria.interrupt import terminate_as_interrupt
 
-    with terminate_as_interrupt():  # what a command half-wrote goes, as on Ctrl-C
+    with terminate_as_interrupt(ctrl_c=command.makes):  # what a command half-wrote goes, as on Ctrl-C
         return int(module.run(options, load_settings()))

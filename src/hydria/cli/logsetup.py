@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from hydria.errors import HydriaError
-from hydria.interrupt import INTERRUPTED_STATUS, TERMINATED_STATUS, Terminated
+from hydria.interrupt import INTERRUPTED_STATUS, Terminated
 from hydria.log import Logger, to_stderr
 
 log = Logger("hydria")
@@ -31,8 +31,8 @@ def guarded(action: Callable[[], int]) -> int:
         return action()
     except HydriaError as e:
         return report(e)
-    except Terminated:
-        return TERMINATED_STATUS
+    except Terminated as e:
+        return e.status
     except KeyboardInterrupt:
         return INTERRUPTED_STATUS
     except OSError as e:  # a file system error no module anticipated: one line, not a traceback

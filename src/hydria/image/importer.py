@@ -226,8 +226,8 @@ def check_store_import(settings: Settings) -> str:
 
 
 def _watched(stack: ExitStack) -> Progress:
-    """An import's progress display, with SIGTERM ending the import as Ctrl-C does."""
-    stack.enter_context(terminate_as_interrupt())
+    """An import's progress display, with SIGINT, SIGTERM and SIGHUP ending the import."""
+    stack.enter_context(terminate_as_interrupt(ctrl_c=True))
     progress = Progress()
     stack.callback(progress.close)
     return progress

@@ -203,16 +203,17 @@ def squash_tar(output: str, options: list[str], pass_fds: tuple[int, ...], write
     SquashfsFailed with tar2sqfs's own words; stops it on any other failure."""
     writer = Tar2Sqfs(output, options, pass_fds)
     try:
-        result = write(writer.stdin)
-    except BrokenPipeError:
-        writer.finish()  # tar2sqfs stopped reading: raises with its own message
-        raise SquashfsFailed("tar2sqfs stopped reading the tar stream") from None
-    except BaseException:
+        try:
+            result = write(writer.stdin)
+        except BrokenPipeError:
+            writer.finish()  # tar2sqfs stopped reading: raises with its own message
+            raise SquashfsFailed("tar2sqfs stopped reading the tar stream") from None
+        if written is not None:
+            written()
+        writer.finish()
+    except BaseException:  # also Ctrl-C while tar2sqfs compresses the last blocks: it goes too
         writer.abort()
         raise
-    if written is not None:
-        written()
-    writer.finish()
     return result
 
 
