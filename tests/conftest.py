@@ -18,6 +18,27 @@ from testbed.registry import Registry
 from testbed.users import STORE_USER, TEST_USERS, User
 
 VENV_BIN = Path(__file__).resolve().parent.parent / ".venv" / "bin"
+SEED_VARIABLE = "HYDRIA_TEST_SEED"
+
+
+@pytest.hookimpl(tryfirst=True)  # before Hypothesis' plugin reads its seed option
+def pytest_configure(config: pytest.Config) -> None:
+    """Property tests reproducible: one seed for the run (``--hypothesis-seed``, else
+    ``HYDRIA_TEST_SEED``, else a new one), printed in the header, and no example database, so
+    that a run's failure is the same when it is run again with that seed, on any machine."""
+    from hypothesis import settings
+
+    settings.register_profile("hydria", database=None, print_blob=True)
+    settings.load_profile("hydria")
+    if config.getoption("hypothesis_seed") is None:
+        import secrets
+
+        config.option.hypothesis_seed = int(os.environ.get(SEED_VARIABLE) or secrets.randbelow(1 << 32))
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    seed = config.getoption("hypothesis_seed")
+    return f"property tests' seed: {seed} (the same examples again: {SEED_VARIABLE}={seed} bash scripts/test.sh)"
 
 
 @pytest.fixture(scope="session")
