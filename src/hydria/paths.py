@@ -7,6 +7,7 @@ user, the setting that chose it, and a way out.
 
 from __future__ import annotations
 
+import errno
 import os
 import pwd
 import stat
@@ -24,6 +25,7 @@ from hydria.record import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import BinaryIO
 
 PRIVATE_MODE = 0o700
 
@@ -150,10 +152,44 @@ def writable_by_others(path: str, trusted: frozenset[int]) -> str | None:
         checked = os.path.dirname(checked)
 
 
+NOT_REGULAR = "not a regular file (a FIFO, a device or a socket)"
+
+
+def open_regular(path: str | os.PathLike[str], *, follow_links: bool = True) -> int:
+    """A read-only descriptor of the regular file at ``path``, opened without waiting on a FIFO
+    or a device that a user put there (every file hydria reads from a user's input comes here).
+
+    Raises:
+        OSError: as ``open``; IsADirectoryError for a folder, ELOOP for a link where not
+            ``follow_links``, EINVAL for anything else that is no regular file (:data:`NOT_REGULAR`).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW))
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISREG(mode):
+        return fd
+    os.close(fd)
+    if stat.S_ISDIR(mode):
+        raise OSError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
+    raise OSError(errno.EINVAL, NOT_REGULAR, os.fspath(path))
+
+
+def open_binary(path: str | os.PathLike[str], *, follow_links: bool = True) -> BinaryIO:
+    """:func:`open_regular` as a file object. Raises OSError."""
+    return os.fdopen(open_regular(path, follow_links=follow_links), "rb")
+
+
+def read_input(path: str) -> str:
+    """The text of a file a user names on the command line, once :func:`check_input_file` took it:
+    as :func:`read_text`, also of a device or a pipe (/dev/null, <(...))."""
+    with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+        return handle.read()
+
+
 def read_text(path: str) -> str:
     """A text file's whole content, as ``Path.read_text`` (without ``pathlib`` on the start path);
-    bytes that are not UTF-8 are kept as they are (``surrogateescape``), never an error."""
-    with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+    bytes that are not UTF-8 are kept as they are (``surrogateescape``), never an error. Raises
+    OSError, also for what is no regular file (:func:`open_regular`)."""
+    with os.fdopen(open_regular(path), encoding="utf-8", errors="surrogateescape") as handle:
         return handle.read()
 
 
@@ -198,7 +234,7 @@ def _leaf(setting: str) -> str:
 def check_input_file(path: str, option: str) -> None:
     """Raise HydriaError unless ``path``, the value of ``option``, can be read as a file (a regular
     file, or a device or pipe such as /dev/null or <(...)): saying whether it is missing, a
-    directory or unreadable."""
+    directory, a named pipe (whose open would wait for a writer forever) or unreadable."""
     try:
         info = os.stat(path)
     except FileNotFoundError:
@@ -207,6 +243,9 @@ def check_input_file(path: str, option: str) -> None:
         raise HydriaError(f"{option} {path}: {e.strerror}") from None
     if stat.S_ISDIR(info.st_mode):
         raise HydriaError(f"{option} {path}: Is a directory", hint=f"{option} takes a file") from None
+    anonymous = path.startswith(("/dev/fd/", "/proc/self/fd/", "/dev/stdin"))  # <(...), a shell's pipe
+    if stat.S_ISSOCK(info.st_mode) or stat.S_ISFIFO(info.st_mode) and not anonymous:
+        raise HydriaError(f"{option} {path}: {NOT_REGULAR}", hint=f"{option} takes a file")
     if not os.access(path, os.R_OK):
         raise PermissionProblem(path, f"{option}: mode {info.st_mode & 0o777:04o}, owner {user_name(info.st_uid)}",
                                 hint="its owner can make it readable (chmod a+r), or copy it for you")

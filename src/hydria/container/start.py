@@ -27,7 +27,15 @@ from hydria.container import read_cache
 from hydria.errors import HydriaError
 from hydria.hooks import cgroups, identity, localtime, scripts, slurm_pmi
 from hydria.log import Logger
-from hydria.paths import check_input_file, ensure_dir, listed, process_tag, read_text
+from hydria.paths import (
+    NOT_REGULAR,
+    check_input_file,
+    ensure_dir,
+    listed,
+    process_tag,
+    read_input,
+    read_text,
+)
 from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime import edits, environ, fstab, lock, namespaces, rootfs, run_folders, seccomp
 from hydria.runtime import syscalls as sc
@@ -116,7 +124,7 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     extra_mounts = [*(fstab.from_mount_option(m) for m in options.mounts), *options.entries]
     if options.rc is not None:
         check_input_file(options.rc, "--rc")
-    rc_text = read_text(options.rc) if options.rc else None
+    rc_text = read_input(options.rc) if options.rc else None
     # The CDI specs are read as the host sees them (in the user namespace, root's files would
     # belong to nobody): for --device, and for HYDRIA_NVIDIA_CDI, whose request the image may make.
     specs = _cdi_specs(settings) if options.devices or settings.nvidia_cdi else None
@@ -421,7 +429,13 @@ def _dev_fstab(settings: Settings) -> str:
 def _config_texts(settings: Settings, folder: str, suffix: str) -> list[tuple[str, str]]:
     files = [*listed(os.path.join(settings.sysconf_path, folder), suffix),
              *listed(os.path.join(settings.config_path, folder), suffix)]
-    return [(path, read_text(path)) for path in files if os.path.isfile(path)]
+    texts = []
+    for path in files:
+        if os.path.isfile(path):
+            texts.append((path, read_text(path)))
+        elif os.path.exists(path):  # a FIFO, whose read would wait for a writer: never opened
+            log.warning("%s: %s: left out", path, NOT_REGULAR)
+    return texts
 
 
 def _warn_never_mounted(entries: Sequence[fstab.MountEntry], passes: tuple[int, ...]) -> None:

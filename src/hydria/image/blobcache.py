@@ -38,7 +38,7 @@ from hydria.image import cachelayout, downloads
 from hydria.image.growing import GrowingBlob
 from hydria.image.manifest import Blob
 from hydria.log import Logger
-from hydria.paths import ensure_dir, user_name
+from hydria.paths import ensure_dir, open_binary, open_regular, user_name
 from hydria.record import Record
 
 log = Logger(__name__)
@@ -151,7 +151,7 @@ class BlobCache:
         if digest in self._verified:
             return True
         try:
-            fd = open_regular(path)
+            fd = open_regular(path, follow_links=False)
         except OSError:
             return False
         try:
@@ -180,7 +180,7 @@ class BlobCache:
         Raises:
             OSError: the entry is no longer a regular file.
         """
-        with os.fdopen(open_regular(found.path), "rb") as handle:
+        with open_binary(found.path, follow_links=False) as handle:
             yield handle if found.trusted else VerifyingReader(handle, digest, str(found.path))
 
     def fetch(self, digest: str, download: Callable[[Writer], None],
@@ -272,16 +272,6 @@ class BlobCache:
             yield
         finally:
             os.close(fd)
-
-
-def open_regular(path: Path) -> int:
-    """A read-only descriptor of the regular file at ``path``, not following a link there (nor
-    blocking on a FIFO). Raises OSError, ELOOP for a link and EINVAL for what is not a regular file."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(errno.EINVAL, f"{path} is not a regular file")
-    return fd
 
 
 class _HashingWriter:

@@ -39,6 +39,7 @@ from hydria.imagebuild.state import (
 )
 from hydria.imagebuild.words import expand
 from hydria.log import Logger
+from hydria.paths import open_binary
 from hydria.record import Record
 
 if TYPE_CHECKING:
@@ -91,15 +92,28 @@ def _ignore_patterns(context: str, dockerfile_path: str) -> tuple[ignore.Pattern
     from hydria.runtime.layered import LAYER_FOLDER
 
     own = tuple(ignore.parse(f"**/{LAYER_FOLDER}"))
-    for candidate in (f"{dockerfile_path}.dockerignore", os.path.join(context, ".dockerignore")):
+    in_context = os.path.join(context, ".dockerignore")
+    for candidate in (f"{dockerfile_path}.dockerignore", in_context):
+        if candidate == in_context and os.path.islink(candidate) and not _inside(os.path.realpath(candidate), context):
+            raise HydriaError(f"{candidate} is a link to {os.path.realpath(candidate)}, outside the build context",
+                              hint="a build reads nothing of the host outside its context: copy the file in")
         try:
-            with open(candidate) as handle:
-                return (*ignore.parse(handle.read()), *own)
+            with open_binary(candidate) as handle:
+                return (*ignore.parse(handle.read().decode()), *own)
         except FileNotFoundError:
             continue
-        except (OSError, UnicodeDecodeError) as e:
-            raise HydriaError(f"cannot read {candidate}: {e}") from None
+        except OSError as e:
+            raise HydriaError(f"cannot read {candidate}: {e.strerror}",
+                              hint="it must be a text file of .dockerignore patterns") from None
+        except UnicodeDecodeError:
+            raise HydriaError(f"cannot read {candidate}: it is not UTF-8 text",
+                              hint="it must be a text file of .dockerignore patterns") from None
     return own
+
+
+def _inside(path: str, folder: str) -> bool:
+    top = os.path.realpath(folder)
+    return path == top or path.startswith(top.rstrip("/") + "/")
 
 
 class _Builder:

@@ -27,6 +27,7 @@ from hydria.digits import is_number
 from hydria.errors import HydriaError
 from hydria.image.flatten import UnsafeLayer, clean_path
 from hydria.imagebuild import ignore
+from hydria.paths import open_binary
 from hydria.record import Record
 from hydria.runtime.mounts import read_in_root, resolve_in_root
 
@@ -245,7 +246,7 @@ class _Writer:
     def _file(self, source: str, host: str, info: os.stat_result) -> None:
         if os.path.isdir(host):
             raise CopyError(f"cannot copy {source} over the folder {os.path.relpath(host, self.root)}")
-        with open(source, "rb") as reading:
+        with open_binary(source, follow_links=False) as reading:  # what lstat said: a regular file, still
             fd = os.open(host, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
             with open(fd, "wb") as writing:
                 while chunk := reading.read(1 << 20):

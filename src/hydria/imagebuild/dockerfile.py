@@ -11,6 +11,7 @@ from typing import Any
 
 from hydria.digits import is_number
 from hydria.errors import HydriaError, NotFound
+from hydria.paths import open_binary
 from hydria.record import Record
 
 MAX_SIZE = 4 << 20  # a Dockerfile is text; refuse to parse a huge file
@@ -96,7 +97,7 @@ def read(path: str) -> Dockerfile:
         DockerfileError, NotFound: a missing, unreadable or invalid Dockerfile.
     """
     try:
-        with open(path, "rb") as handle:
+        with open_binary(path) as handle:
             data = handle.read(MAX_SIZE + 1)
     except FileNotFoundError:
         raise NotFound(path, hint="give the Dockerfile with -f, or put one in the build context") from None

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from hydria.errors import UsageError
 from hydria.imagebuild.sandbox import RunMount
 from hydria.imagebuild.state import PROXY_ARGS
+from hydria.paths import open_binary
 from hydria.record import Record
 
 CA_TARGET = "/run/hydria-build/ca-bundle.crt"  # where every RUN finds HYDRIA_BUILD_CA_BUNDLE
@@ -32,7 +33,7 @@ class Secret(Record):
     def content(self) -> bytes:
         if self.path is None:
             return os.fsencode(self.value or "")
-        with open(self.path, "rb") as source:
+        with open_binary(self.path) as source:
             return source.read()
 
     def write(self, target: str, mode: int) -> None:

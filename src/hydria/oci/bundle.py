@@ -29,6 +29,7 @@ from hydria.oci.fields import (
     string_field,
     strings_field,
 )
+from hydria.paths import open_binary
 from hydria.record import Record
 from hydria.runtime import fstab
 from hydria.runtime.confinement import Confinement
@@ -83,7 +84,7 @@ def load(bundle: str, uid: int, gid: int) -> OciContainer:
     """
     path = os.path.join(bundle, CONFIG)
     try:
-        with open(path, "rb") as handle:
+        with open_binary(path) as handle:
             config = json.load(handle)
     except OSError as e:
         raise BundleError(f"cannot read {path}: {e.strerror}",

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 
+from hydria.paths import open_binary
+
 MAGIC = b"hydria layered image 1\n"
 MAX_LAYERS = 500  # the kernel's overlay stacks no more lower layers, nor does the reader serve more
 MAX_SIZE = 1 << 20  # far more than MAX_LAYERS names take
@@ -59,7 +61,7 @@ def layer_paths(path: str) -> list[str]:
     Raises:
         LayeredImageError, OSError.
     """
-    with open(path, "rb") as handle:
+    with open_binary(path) as handle:
         text = handle.read(MAX_SIZE + 1)
     if len(text) > MAX_SIZE:
         raise LayeredImageError("it is larger than a layered image can be")

@@ -21,7 +21,7 @@ import os
 import time
 
 from hydria.errors import HydriaError, InvalidImage, NotFound, PermissionProblem
-from hydria.paths import user_name
+from hydria.paths import open_binary, user_name
 from hydria.record import Record
 from hydria.runtime import layered
 from hydria.runtime import syscalls as sc
@@ -87,7 +87,7 @@ def image_layers(image: str) -> list[str]:
     """The squashfs images that make ``image``: itself, or a layered image's layers, the lowest
     first. Raises InvalidImage for a layered image that cannot be read."""
     try:
-        with open(image, "rb") as handle:
+        with open_binary(image) as handle:
             if not layered.is_layered(handle.read(len(layered.MAGIC))):
                 return [image]
         return layered.layer_paths(image)
@@ -100,7 +100,7 @@ def image_layers(image: str) -> list[str]:
 def _head(path: str | os.PathLike[str]) -> tuple[bytes, int]:
     """The first bytes (a squashfs's superblock) and the size of the image file ``path``."""
     try:
-        with open(path, "rb") as handle:
+        with open_binary(path) as handle:
             superblock = handle.read(SUPERBLOCK_SIZE)
             size = os.fstat(handle.fileno()).st_size
     except FileNotFoundError:
