@@ -24,8 +24,8 @@ from hydria.errors import (
 from hydria.record import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from io import BufferedReader
     from pathlib import Path
-    from typing import BinaryIO
 
 PRIVATE_MODE = 0o700
 
@@ -173,7 +173,7 @@ def open_regular(path: str | os.PathLike[str], *, follow_links: bool = True) -> 
     raise OSError(errno.EINVAL, NOT_REGULAR, os.fspath(path))
 
 
-def open_binary(path: str | os.PathLike[str], *, follow_links: bool = True) -> BinaryIO:
+def open_binary(path: str | os.PathLike[str], *, follow_links: bool = True) -> BufferedReader:
     """:func:`open_regular` as a file object. Raises OSError."""
     return os.fdopen(open_regular(path, follow_links=follow_links), "rb")
 
