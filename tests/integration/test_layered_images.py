@@ -359,6 +359,36 @@ def test_a_hardlink_to_what_the_layer_does_not_have_is_refused_by_both_imports(
     assert not kept.exists() or [path for path in kept.iterdir() if path.suffix == ".layers"] == []
 
 
+def test_a_layer_image_written_through_a_link_is_squashed_again(busybox: PublishedImage, registry: Registry,
+                                                                  workspace: Workspace, tmp_path: Path) -> None:
+    """Hydria links the cache's layer images where the user writes (a build's .hydria-layers, a
+    container's folder): ``cp`` onto such a link fails (they are read-only), and one written to
+    all the same (root ignores the mode) is never used again: the next import squashes it anew."""
+    tmp_path.chmod(0o755)
+    data = _layer(tmp_path, "data", {"opt/data/file": b"mine\n"})
+    repository = f"hydria/linked{uuid.uuid4().hex[:12]}"
+    push([Image([*busybox.image.layers, data], busybox.image.config)], registry.address, repository, "v1",
+         workspace.root)
+    uri = f"docker://{registry.address}#{repository}:v1"
+    first = layered_import(workspace, uri)
+    assert first.returncode == 0, first.stderr
+    layered = Path(first.stdout.strip())
+    top = layered.parent / layered.read_text().splitlines()[-1]
+    assert stat.S_IMODE(top.stat().st_mode) == 0o444
+    link = workspace.out / "link.sqsh"
+    os.link(top, link)  # as create and build -t link it
+    overwrite = run_as(workspace.user, ["cp", "/etc/hostname", str(link)])
+    assert overwrite.returncode != 0 and "Permission denied" in overwrite.stderr
+    with open(link, "r+b") as handle:  # root writes all the same: the same bytes, a new modification time
+        handle.write(handle.read(1))
+    again = layered_import(workspace, uri)
+    assert again.returncode == 0, again.stderr
+    assert f"Not using the layer image {top}: it was written to after hydria made it" in again.stderr
+    assert top.stat().st_ino != link.stat().st_ino and stat.S_IMODE(top.stat().st_mode) == 0o444
+    shown = workspace.run("start", str(layered), "cat", "/opt/data/file")
+    assert shown.returncode == 0 and shown.stdout == "mine\n", shown.stderr
+
+
 def test_a_new_version_squashes_only_its_new_layers(busybox: PublishedImage, registry: Registry,
                                                     workspace: Workspace, tmp_path: Path) -> None:
     tmp_path.chmod(0o755)

@@ -21,8 +21,11 @@ time, as ``hydria cache prune`` reads it). Keeping an image can fail
 
 Layered images (``HYDRIA_LAYERED_IMAGES``, image/layered_import.py) are kept in the same folder:
 an entry ``<key>.layers`` (runtime/layered.py) names layer images ``layer-<key>.sqsh`` beside
-it (nobody writes them after the import: no size and time in their names), each kept once whatever number of images
-share it (its key: the layer blob's digest, the squash options and the format). A layer image
+it, each kept once whatever number of images share it (its key: the layer blob's digest, the
+squash options and the format). Hydria links them where the user can reach them (a build's
+``.hydria-layers``, a container's folder), so a layer image is kept read-only (0444: ``cp`` or
+``>`` onto a link fails) with a modification time of its own (``LAYER_MTIME_NS``): one written
+to all the same (by root, or after a chmod) has another, is never used and is squashed again. A layer image
 that no entry names is removed when entries are evicted, unless an import holds
 ``.layers.lock`` (shared: it is making an entry; eviction takes it exclusively, or leaves the
 layers for the next one).
@@ -59,6 +62,9 @@ from hydria.version import __version__
 
 log = Logger(__name__)
 
+LAYER_MODE = 0o444
+LAYER_MTIME_NS = 1_000_000_000  # 1970-01-01 00:00:01 UTC: any write through any link sets another
+
 IMAGE_FORMAT = "1"  # change it when an import writes other bytes for the same inputs
 LAYER_FORMAT = "1"  # the same for a layer image (image/layerimage.py)
 SUFFIX = ".sqsh"
@@ -93,6 +99,8 @@ class ImageCache:
         target = self.directory / (layer_key(blob_digest, squash_options) + SUFFIX)
         with anonymous_file(target) as image:
             write(image)
+            os.fchmod(image.fd, LAYER_MODE)
+            os.utime(image.fd, ns=(time.time_ns(), LAYER_MTIME_NS))
             if not image.commit() and not _own_file(target):  # else a concurrent import kept it first
                 raise HydriaError(f"cannot keep the layer image {target}: another file has its name")
         return target.name
@@ -184,6 +192,15 @@ def _whole_layer(path: Path) -> bool:
     """Whether ``path`` is a whole layer image of this user; a damaged one (cut short by a full
     disk, a bad copy) goes, so that the next import makes it again."""
     if not _own_file(path):
+        return False
+    try:
+        written = path.stat().st_mtime_ns != LAYER_MTIME_NS
+    except FileNotFoundError:
+        return False
+    if written:
+        log.warning("Not using the layer image %s: it was written to after hydria made it (through a link to it, "
+                    "in a build's .hydria-layers or a container's folder); squashing its layer again", path)
+        path.unlink(missing_ok=True)
         return False
     problem = layer_problem(path)
     if problem is None:
