@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 import os
 import resource
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hydria.oci.bundle import load
 from hydria.oci.fields import BundleError
@@ -114,11 +117,72 @@ def test_what_hydria_does_not_do_is_refused_by_name(tmp_path: Path, config: dict
     assert raised.value.message.startswith(f"{tmp_path / 'config.json'}:")
 
 
-@pytest.mark.parametrize(("text", "message"), [("{", "is no JSON"), ("[]", "the file is not a JSON object")])
+@pytest.mark.parametrize(("text", "message"), [
+    ("{", "is no JSON"), ("[]", "holds [] where the OCI configuration's JSON object belongs"),
+    ("null", "holds null where the OCI configuration's JSON object belongs"),
+    ("[" * 2_000 + "]" * 2_000, "nests its JSON deeper than a config.json can be"),
+    ("[" * 100_000 + "]" * 100_000, "nests its JSON deeper than a config.json can be"),
+])
 def test_a_file_that_is_no_config_is_refused(tmp_path: Path, text: str, message: str) -> None:
     (tmp_path / "config.json").write_text(text)
-    with pytest.raises(BundleError, match=message):
+    with pytest.raises(BundleError) as raised:
         load(str(tmp_path), UID, GID)
+    assert message in raised.value.message
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"process": {"args": ["true"], "rlimits": [{"type": "RLIMIT_NOFILE", "soft": 2**70, "hard": 2**70}]}},
+     f"process.rlimits[0].soft {2**70} is larger than a limit can be"),
+    ({"process": {"args": ["true"], "rlimits": [{"type": "RLIMIT_NOFILE", "soft": 10, "hard": 5}]}},
+     "process.rlimits[0].soft is above its hard limit"),
+    ({"hostname": "h" * 10_000, "linux": {"namespaces": [{"type": "uts"}]}},
+     "hostname is 10000 characters long: a host name has at most 64 bytes"),
+    ({"process": {"args": ["true"], "env": [f"V{n}=x" for n in range(200_000)]}},
+     "process.env has 200000 entries, more than the 10000 hydria takes"),
+    ({"process": {"args": ["true"], "env": ["V=" + "x" * 5_000_000]}},
+     "process.env takes more than the"),
+])
+def test_a_value_beyond_what_the_system_takes_is_refused_by_name(tmp_path: Path, changes: dict[str, Any],
+                                                                  message: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(BundleError) as raised:
+        load(str(write(tmp_path, minimal(**changes))), UID, GID)
+    assert message in raised.value.message
+    assert time.monotonic() - started < 30  # linear: 200,000 entries took 86 s before
+
+
+def test_an_unlimited_rlimit_is_the_systems_infinity(tmp_path: Path) -> None:
+    limit = {"type": "RLIMIT_CORE", "soft": 0, "hard": 2**64 - 1}
+    container = load(str(write(tmp_path, minimal(process={"args": ["true"], "rlimits": [limit]}))), UID, GID)
+    assert (container.rlimits[0].soft, container.rlimits[0].hard) == (0, resource.RLIM_INFINITY)
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers(min_value=-2**80, max_value=2**80) | st.floats()
+                     | st.text(max_size=80),
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+                     max_leaves=20)
+_FIELDS = ("ociVersion", "root", "process", "mounts", "hostname", "linux", "annotations", "process.args",
+           "process.env", "process.cwd", "process.user", "process.rlimits", "process.capabilities", "linux.namespaces",
+           "linux.uidMappings", "linux.seccomp", "linux.maskedPaths", "root.path", "root.readonly")
+
+
+@settings(max_examples=300, deadline=None)
+@given(replaced=st.dictionaries(st.sampled_from(_FIELDS), _JSON, max_size=4))
+def test_any_shape_of_config_is_read_or_refused_by_name(replaced: dict[str, Any], tmp_path_factory: Any) -> None:
+    """Fields of a valid config.json replaced by any JSON value: the bundle loads, or fails with a
+    BundleError, never another exception."""
+    config = minimal(process={"args": ["true"], "env": ["A=1"]}, linux={"namespaces": [{"type": "uts"}]})
+    for field, value in replaced.items():
+        top, _, below = field.partition(".")
+        if below and isinstance(config.get(top), dict):
+            config[top][below] = value
+        elif not below:
+            config[top] = value
+    bundle = tmp_path_factory.mktemp("bundle")
+    try:
+        load(str(write(bundle, config)), UID, GID)
+    except BundleError as e:
+        assert e.message
 
 
 def test_a_bundle_without_config_says_what_a_bundle_is(tmp_path: Path) -> None:

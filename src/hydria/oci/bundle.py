@@ -50,6 +50,9 @@ PROCESS = frozenset({"args", "env", "cwd", "terminal", "user", "rlimits", "noNew
 USER = frozenset({"uid", "gid", "umask", "additionalGids"})
 LINUX = frozenset({"namespaces", "uidMappings", "gidMappings", "resources", "seccomp", "maskedPaths",
                    "readonlyPaths"})
+UNLIMITED = 2**64 - 1  # an rlimit's "unlimited" in the specification (uint64), RLIM_INFINITY here
+MAX_ENV = 10_000  # process.env entries: a Slurm step has a few hundred; setting each costs the others' length
+HOST_NAME_MAX = 64  # bytes, as sethostname(2) takes them
 
 
 class Rlimit(Record):
@@ -90,9 +93,15 @@ def load(bundle: str, uid: int, gid: int) -> OciContainer:
         raise BundleError(f"cannot read {path}: {e.strerror}",
                           hint="srun --container=BUNDLE names a folder with an OCI config.json and its root "
                                "file system") from None
+    except RecursionError:
+        raise BundleError(f"{path} nests its JSON deeper than a config.json can be",
+                          hint="write the bundle's config.json again (runc spec, podman, umoci)") from None
     except ValueError as e:
         raise BundleError(f"{path} is no JSON: {e}") from None
-    return _checked(mapping_field(config, "the file"), bundle, path, uid, gid)
+    if not isinstance(config, dict):
+        raise BundleError(f"{path} holds {json.dumps(config)[:40]} where the OCI configuration's JSON object belongs",
+                          hint="write the bundle's config.json again (runc spec, podman, umoci)")
+    return _checked(config, bundle, path, uid, gid)
 
 
 def _checked(config: Mapping[str, Any], bundle: str, path: str, uid: int, gid: int) -> OciContainer:
@@ -136,6 +145,9 @@ def _checked(config: Mapping[str, Any], bundle: str, path: str, uid: int, gid: i
     namespaces = _namespaces(linux, uid, gid, as_root, where)
     if hostname is not None:
         string_field(hostname, f"{where} hostname")
+        if len(hostname.encode("utf-8", "surrogateescape")) > HOST_NAME_MAX:
+            raise BundleError(f"{where} hostname is {len(hostname)} characters long: a host name has at most "
+                              f"{HOST_NAME_MAX} bytes")
         if "uts" not in namespaces:
             raise BundleError(f"{where} hostname needs a uts namespace in linux.namespaces")
     return OciContainer(
@@ -200,7 +212,15 @@ def _mounts(mounts: Any, where: str) -> list[fstab.MountEntry]:
 
 def _environment(env: Any, where: str) -> dict[str, str]:
     result: dict[str, str] = {}
-    for index, entry in enumerate(strings_field(env, f"{where} process.env")):
+    entries = strings_field(env, f"{where} process.env")
+    if len(entries) > MAX_ENV:
+        raise BundleError(f"{where} process.env has {len(entries)} entries, more than the {MAX_ENV} hydria takes",
+                          hint="a program's environment holds a few hundred variables: pass data in files")
+    room = os.sysconf("SC_ARG_MAX")
+    if sum(len(entry.encode("utf-8", "surrogateescape")) + 1 for entry in entries) > room:
+        raise BundleError(f"{where} process.env takes more than the {room} bytes a program can be given (ARG_MAX)",
+                          hint="pass data in files, not in the environment")
+    for index, entry in enumerate(entries):
         name, equals, value = entry.partition("=")
         if not name or not equals:
             raise BundleError(f"{where} process.env[{index}] {entry!r} is not NAME=VALUE")
@@ -225,8 +245,23 @@ def _rlimits(rlimits: Any, where: str) -> list[Rlimit]:
         number = getattr(resource, name, None) if name.startswith("RLIMIT_") else None
         if not isinstance(number, int):
             raise BundleError(f"{field}.type {name!r} is no resource limit of this system")
-        found.append(Rlimit(number, number_field(entry.get("soft"), f"{field}.soft"), number_field(entry.get("hard"), f"{field}.hard")))
+        soft, hard = (_limit_value(entry.get(bound), f"{field}.{bound}") for bound in ("soft", "hard"))
+        if _above(soft, hard):
+            raise BundleError(f"{field}.soft is above its hard limit")
+        found.append(Rlimit(number, soft, hard))
     return found
+
+
+def _limit_value(value: Any, field: str) -> int:
+    """An rlimit's bound: a number up to ``UNLIMITED``, which is ``resource.RLIM_INFINITY``."""
+    number = number_field(value, field)
+    if number > UNLIMITED:
+        raise BundleError(f"{field} {number} is larger than a limit can be ({UNLIMITED}: unlimited)")
+    return resource.RLIM_INFINITY if number == UNLIMITED else number
+
+
+def _above(soft: int, hard: int) -> bool:
+    return hard != resource.RLIM_INFINITY and (soft == resource.RLIM_INFINITY or soft > hard)
 
 
 def _identity(value: Any, own: int, field: str, kind: str) -> bool:
