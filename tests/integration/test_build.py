@@ -317,6 +317,20 @@ def test_a_dockerfile_that_changes_no_file_writes_every_output(debian: Published
     assert started.stdout == "hello\n", started.stderr
 
 
+def test_more_steps_than_the_overlay_stacks_are_refused_before_any_runs(workspace: Workspace) -> None:
+    """The kernel's overlay stacks 500 lower folders: a stage of 600 steps (200 of them in the stage
+    it stands on) would fail at step 501 after running 500; it is refused at once, naming the limit."""
+    lines = ["FROM scratch AS first", *["WORKDIR /a"] * 200, "FROM first", *["RUN touch /ran"] * 400]
+    context = make_context(workspace, {"Dockerfile": "\n".join(lines) + "\n"})
+    started = time.monotonic()
+    result = build(workspace, "-o", "tall.sqsh", str(context))
+    assert result.returncode == 1, result.stderr
+    assert "stage 1 has 600 steps that make layers (ADD, COPY, RUN, WORKDIR), with the stages it stands on: more " \
+           "than the 500 that the kernel's overlay stacks" in result.stderr, result.stderr
+    assert "join RUN steps with &&" in result.stderr and "[first 1/200]" not in result.stderr
+    assert time.monotonic() - started < 60 and not (workspace.out / "tall.sqsh").exists()
+
+
 def test_run_mount_options_are_honoured(debian: PublishedImage, workspace: Workspace) -> None:
     context = make_context(workspace, {"Dockerfile": f"""FROM {base_of(debian)}
 RUN --mount=type=tmpfs,target=/t,size=1m df -k /t | tail -1

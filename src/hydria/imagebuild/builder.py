@@ -80,9 +80,30 @@ def build(options: BuildOptions, settings: Settings, stack: ExitStack, show: Cal
     parsed = dockerfile.read(path)
     builder = _Builder(parsed, context, path, options, settings, stack, show)
     stage = builder.target_stage()
+    _check_stack(parsed, stage)
     image = builder.build_stage(stage)
     builder.warn_unused_args()
     return Built(image, f"build of {os.path.relpath(path)}", builder.cache)
+
+
+def _check_stack(parsed: dockerfile.Dockerfile, stage: dockerfile.Stage) -> None:
+    """Raise DockerfileError, before anything runs, where ``stage`` has more steps that make layers
+    (its own and those of the stages it stands on) than the kernel's overlay stacks: its last
+    steps could never run (a step stands on every layer below it, and on one of its base at least)."""
+    steps, below = 0, stage
+    while True:
+        steps += sum(1 for instruction in below.instructions if instruction.keyword in FILE_STEPS)
+        earlier = parsed.stage(below.base.lower())
+        if earlier is None or earlier.number >= below.number:
+            break
+        below = earlier
+    if steps > sandbox.OVERLAY_MAX_LAYERS:
+        raise stage.instruction.error(
+            f"stage {stage.name or stage.number} has {steps} steps that make layers ({', '.join(sorted(FILE_STEPS))}), "
+            f"with the stages it stands on: more than the {sandbox.OVERLAY_MAX_LAYERS} that the kernel's overlay "
+            "stacks, so its last steps could not run",
+            hint="join RUN steps with && (or COPY what several steps copy at once), or build a base image from the "
+                 "first part of the Dockerfile and FROM it")
 
 
 def _ignore_patterns(context: str, dockerfile_path: str) -> tuple[ignore.Pattern, ...]:

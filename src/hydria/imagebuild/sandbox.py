@@ -153,6 +153,9 @@ def _mount_step(step: StepRoot, settings: Settings) -> str:
                         owners=step.idmap is not None)
 
 
+OVERLAY_MAX_LAYERS = 500  # the kernel's overlay stacks at most this many lower folders (OVL_MAX_STACK)
+
+
 def mount_layers(lowers: Sequence[str], base_images: Sequence[str], scratch: str, name: str, settings: Settings,
                  writable: tuple[str, str] | None = None, owners: bool = False) -> str:
     """Mount layer folders (top first) over a base image's squashfs images (the lowest first) at
@@ -170,6 +173,11 @@ def mount_layers(lowers: Sequence[str], base_images: Sequence[str], scratch: str
         folders.append(empty)
     if writable is None and len(folders) == 1:
         return folders[0]  # read only by hydria's copy: no overlay needed
+    if len(folders) > OVERLAY_MAX_LAYERS:
+        raise HydriaError(f"this step stands on {len(folders)} layers (the base image's and the steps' before it), "
+                          f"more than the {OVERLAY_MAX_LAYERS} that the kernel's overlay stacks",
+                          hint="join RUN steps with && (or COPY what several steps copy at once), or build a base "
+                               "image from the first part of the Dockerfile and FROM it")
     # Short names for the lower folders (the mount's options are limited to a page).
     links = os.path.join(scratch, f"{name}.lower")
     os.makedirs(links, exist_ok=True)
