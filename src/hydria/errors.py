@@ -47,6 +47,13 @@ class NotFound(HydriaError):
         super().__init__(f"No such file or directory: {path}", hint=hint)
 
 
+class ContainerNotFound(NotFound):
+    """The user named a container that is not there: named as typed, not by its folder."""
+
+    def __init__(self, name: str, *, hint: str | None = None) -> None:
+        HydriaError.__init__(self, f"No such container: {name}", hint=hint)
+
+
 class MissingTool(HydriaError):
     """A program hydria runs is not installed, or not on ``PATH``."""
 

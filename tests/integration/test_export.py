@@ -54,7 +54,7 @@ def test_export_refuses_to_overwrite_without_force(images: dict[str, Path], work
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (("missing",), "No such file or directory"),
+    (("missing",), "No such container: missing"),
     (("-o", "nodir/x.sqsh", "c"), "No such file or directory"),
     (("-o", "some/", "c"), "Invalid argument: some/"),
     (("a/b",), "Invalid argument: a/b"),

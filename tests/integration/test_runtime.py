@@ -329,11 +329,10 @@ def test_remove_asks_and_defaults_to_no(images: dict[str, Path], workspace: Work
     (("create", "-n", "..", "IMAGE"), "Invalid argument: .."),
     (("create", "-n", "x" * 256, "IMAGE"), "Invalid argument"),
     (("create", "/no/such.sqsh"), "No such file or directory: /no/such.sqsh"),
-    (("start", "missing"), "No such file or directory"),
+    (("start", "missing"), "No such container: missing\n[INFO] hint: you have no containers: create it first"),
     (("start", "./missing.sqsh"), "No such file or directory"),
-    (("remove", "-f", "missing"), "No such file or directory"),
-    (("remove", "-f", "missing"), "hint: hydria list shows your containers"),
-    (("export", "missing"), "hint: hydria list shows your containers"),
+    (("remove", "-f", "missing"), "No such container: missing\n[INFO] hint: you have no containers"),
+    (("export", "missing"), "No such container: missing\n[INFO] hint: you have no containers"),
     (("exec", "999999999", "true"), "Process not found: 999999999\n[INFO] hint: hydria list --fancy shows the PIDs"),
     (("exec", "1", "true"), "Process not found: 1\n[INFO] hint: the process belongs to another user"),
     (("start", "-e", "1BAD=x", "IMAGE", "true"), "Invalid argument: 1BAD=x"),
@@ -396,14 +395,17 @@ def test_an_option_that_took_the_container_as_its_value_is_named(images: dict[st
     """``hydria start --env c true``: --env takes ``c``, and ``true`` is read as the container."""
     assert workspace.run("create", "-n", "c", str(images["busybox"])).returncode == 0
     result = start(workspace, "--env", "c", "true")
-    assert result.returncode == 1 and "No such file or directory" in result.stderr
+    assert result.returncode == 1 and "No such container: true" in result.stderr
     assert "hint: --env took c as its value, so true was read as the container: give --env its value first" \
         in result.stderr
     shutil.copy(images["busybox"], workspace.out / "app.sqsh")
     result = workspace.run("start", "--rc", "app.sqsh", "echo", "hi", cwd=workspace.out)
     assert result.returncode == 1 and "hint: --rc took app.sqsh as its value, so echo was read" in result.stderr
     plain = start(workspace, "--env", "HOME", "nosuch")
-    assert "hint: create it first: hydria create --name nosuch IMAGE" in plain.stderr
+    assert "No such container: nosuch\n[INFO] hint: your containers: c (create it: hydria create --name nosuch IMAGE)" \
+        in plain.stderr
+    typo = start(workspace, "cc", "true")
+    assert "No such container: cc\n[INFO] hint: did you mean c? (hydria list shows your containers)" in typo.stderr
 
 
 def test_exec_into_a_process_that_is_no_container_is_refused(workspace: Workspace) -> None:
@@ -558,9 +560,10 @@ def test_remove_of_several_names_removes_those_that_exist(images: dict[str, Path
     result = workspace.run("remove", "-f", "missing", "first", "other", "last", "first")
     assert result.returncode == 1
     assert workspace.run("list").stdout.split() == []  # both removed, past the missing names
-    for name in ("missing", "other"):  # each missing one reported, with the way on
-        assert f"No such file or directory: {workspace.root / 'data' / name}" in result.stderr
-    assert result.stderr.count("hint: hydria list shows your containers") == 2
+    for name in ("missing", "other"):  # each missing one reported as typed, with the way on
+        assert f"No such container: {name}" in result.stderr
+    assert str(workspace.root / "data") not in result.stderr
+    assert result.stderr.count("hint: your containers: ") == 2
 
 
 def test_list_fancy_shows_containers_of_image_files_as_unknown(images: dict[str, Path], workspace: Workspace) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from hydria.errors import HydriaError, InvalidArgument, NotFound
+from hydria.errors import ContainerNotFound, HydriaError, InvalidArgument
 from hydria.paths import NAME_MAX
 from hydria.runtime.rootfs import Container, check_image
 
@@ -39,7 +39,25 @@ def find(data_path: str, name: str) -> Container:
         return Container(name, image, home=path)
     if os.path.isdir(os.path.join(path, ROOTFS)):
         return Container(name, None, home=path, directory=os.path.join(path, ROOTFS))
-    raise NotFound(path, hint=f"create it first: hydria create --name {name} IMAGE")
+    raise missing(data_path, name)
+
+
+def missing(data_path: str, name: str) -> ContainerNotFound:
+    """The error for ``name``, which is no container: with the containers there are, or the one
+    that was probably meant."""
+    try:
+        names = sorted(entry for entry in os.listdir(data_path) if not entry.startswith("."))
+    except OSError:
+        names = []
+    if not names:
+        return ContainerNotFound(name, hint=f"you have no containers: create it first: hydria create --name {name} IMAGE")
+    from difflib import get_close_matches
+
+    close = get_close_matches(name, names, n=1)
+    if close:
+        return ContainerNotFound(name, hint=f"did you mean {close[0]}? (hydria list shows your containers)")
+    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    return ContainerNotFound(name, hint=f"your containers: {shown} (create it: hydria create --name {name} IMAGE)")
 
 
 def check_unchanged(container: Container) -> None:

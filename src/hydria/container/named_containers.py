@@ -21,10 +21,10 @@ from pathlib import Path
 
 from hydria.anonfile import link_or_copy
 from hydria.config import Settings
-from hydria.container.named import IDENTITY, IMAGE, ROOTFS, container_path, find
+from hydria.container.named import IDENTITY, IMAGE, ROOTFS, container_path, find, missing
 from hydria.container.running import RunningProcess, running
 from hydria.digits import is_number
-from hydria.errors import AlreadyExists, HydriaError, InvalidArgument, InvalidImage, NotFound
+from hydria.errors import AlreadyExists, HydriaError, InvalidArgument, InvalidImage
 from hydria.partial import remove_dead_leftovers
 from hydria.paths import ensure_dir, hidden_sibling, process_tag
 from hydria.runtime import syscalls as sc
@@ -44,11 +44,8 @@ class NamedContainers:
         return Path(container_path(self.settings.data_path, name))
 
     def container(self, name: str) -> Container:
-        """Raises NotFound when there is no such container."""
-        try:
-            return find(self.settings.data_path, name)
-        except NotFound as e:
-            raise NotFound(self.path(name), hint="hydria list shows your containers") from e
+        """Raises ContainerNotFound when there is no such container."""
+        return find(self.settings.data_path, name)
 
     def create(self, image: Path, name: str | None, *, force: bool, unpack: bool) -> Path:
         """Raises HydriaError for a bad image or name, or an existing container without force."""
@@ -157,7 +154,7 @@ class NamedContainers:
         paths = [self.path(name) for name in names]
         for path in paths:
             if not path.is_dir():
-                raise NotFound(path, hint="hydria list shows your containers")
+                raise missing(self.settings.data_path, path.name)
         self._refuse_running(names)
         for path in paths:
             if confirm is None or confirm(path):
