@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ from hydria.hooks.nvidia import (
     NvidiaError,
     Selection,
     parse_mig_listing,
+    plan,
     request_from,
     select,
 )
@@ -32,9 +34,21 @@ def test_host_wins_and_container_fills_in() -> None:
     request = request_from({"NVIDIA_VISIBLE_DEVICES": "1"},
                            {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"})
     assert request is not None
-    assert (request.devices, request.capabilities, request.from_host) == ("1", ("compute", "utility"), True)
+    assert (request.devices, request.capabilities, request.by_user) == ("1", ("compute", "utility"), True)
     from_image = request_from({}, {"NVIDIA_VISIBLE_DEVICES": "all"})
-    assert from_image is not None and not from_image.from_host
+    assert from_image is not None and not from_image.by_user
+
+
+def test_gpus_asked_with_env_on_a_node_without_a_driver_are_an_error(tmp_path: Path) -> None:
+    """``hydria start -e NVIDIA_VISIBLE_DEVICES=all`` asks as the host's variable does (said nothing
+    on a node without GPUs); the image's own request alone starts without them. (A fake driver
+    root: a node without one is what is tested.)"""
+    asked = request_from({}, {"NVIDIA_VISIBLE_DEVICES": "all"}, frozenset({"NVIDIA_VISIBLE_DEVICES"}))
+    assert asked is not None and asked.by_user
+    with pytest.raises(NvidiaError, match="NVIDIA_VISIBLE_DEVICES is set but this node has no NVIDIA driver loaded"):
+        plan(asked, str(tmp_path), str(tmp_path), {})
+    from_image = request_from({}, {"NVIDIA_VISIBLE_DEVICES": "all"})
+    assert from_image is not None and plan(from_image, str(tmp_path), str(tmp_path), {}) is None
 
 
 def test_capabilities_default_all_and_unknown() -> None:

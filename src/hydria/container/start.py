@@ -120,6 +120,7 @@ class StartOptions(Record):
 def start(container: rootfs.Container, options: StartOptions, settings: Settings) -> None:
     """Start the container and exec its program; returns only by raising HydriaError."""
     env_options = [environ.env_option(e, os.environ) for e in options.env]
+    asked = frozenset(name for name, _ in env_options)  # the user's own --env: a request, as the host's
     env_options += (options.process_env or {}).items()
     extra_mounts = [*(fstab.from_mount_option(m) for m in options.mounts), *options.entries]
     if options.rc is not None:
@@ -194,7 +195,7 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     conf_mounts = fstab.parse(conf.mounts if conf else "", f"{options.conf.path if options.conf else ''} mounts()")
     _warn_never_mounted([*sites.edits.mounts, *conf_mounts], (0,))
     _apply_edits(sites.edits, bare, environment, kept)
-    context = edits.StartContext(root, area, cwd, host, dict(environment), settings, host_user)
+    context = edits.StartContext(root, area, cwd, host, dict(environment), settings, host_user, asked)
     hook_edits = _hook_edits(context, options, device_edits, specs)
     _apply_edits(hook_edits, context, environment, kept)
     home = _home_mount(settings, host_user)

@@ -18,7 +18,8 @@ What it does, as edits of the container (runtime/edits.py) that the start applie
   with enroot.
 
 An image that merely asks for GPUs on a node without an NVIDIA driver starts without them; a GPU
-asked for on the host side (``NVIDIA_VISIBLE_DEVICES`` in the caller's environment) is an error there.
+asked for by the user (``NVIDIA_VISIBLE_DEVICES`` in the caller's environment, or ``--env``) is an
+error there.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ class Gpu(Record):
 class Request(Record):
     devices: str
     capabilities: tuple[str, ...]
-    from_host: bool
+    by_user: bool  # the host environment or --env asked, not only the image
 
 
 @dataclass
@@ -91,9 +92,11 @@ class Plan:
     environment: dict[str, str] = field(default_factory=dict)
 
 
-def request_from(host: Mapping[str, str], container: Mapping[str, str]) -> Request | None:
-    """The GPUs and capabilities asked for, or None when the hook has nothing to do.
-    Raises NvidiaError for an unknown capability."""
+def request_from(host: Mapping[str, str], container: Mapping[str, str],
+                 asked: frozenset[str] = frozenset()) -> Request | None:
+    """The GPUs and capabilities asked for, or None when the hook has nothing to do; the user
+    asked (rather than the image) where the host's environment or ``asked`` (--env's names) has
+    ``NVIDIA_VISIBLE_DEVICES``. Raises NvidiaError for an unknown capability."""
     def value(name: str) -> str | None:
         return host.get(name, container.get(name))
 
@@ -109,7 +112,7 @@ def request_from(host: Mapping[str, str], container: Mapping[str, str]) -> Reque
                 raise NvidiaError(f"Unknown NVIDIA driver capability: {capability}",
                                   hint=f"NVIDIA_DRIVER_CAPABILITIES takes all or any of {', '.join(CAPABILITIES)}")
         capabilities = tuple(wanted) or DEFAULT_CAPABILITIES
-    return Request(devices.strip(), capabilities, "NVIDIA_VISIBLE_DEVICES" in host)
+    return Request(devices.strip(), capabilities, "NVIDIA_VISIBLE_DEVICES" in host or "NVIDIA_VISIBLE_DEVICES" in asked)
 
 
 def discover_gpus(driver_root: str) -> list[Gpu]:
@@ -222,13 +225,13 @@ def plan(request: Request, driver_root: str, root: str, host: Mapping[str, str],
     """What to mount and link for ``request``, or None on a node without an NVIDIA driver.
     Raises NvidiaError when the caller asked for GPUs that this node cannot give."""
     if not os.path.isdir(os.path.join(driver_root, "proc/driver/nvidia")):
-        if request.from_host:
+        if request.by_user:
             raise NvidiaError("NVIDIA_VISIBLE_DEVICES is set but this node has no NVIDIA driver loaded",
                               hint="run on a GPU node, or unset NVIDIA_VISIBLE_DEVICES (or set it to void)")
         log.debug("the image asks for NVIDIA GPUs; this node has no NVIDIA driver")
         return None
     all_gpus, selection = _selection(request, driver_root, host)
-    if request.devices == "all" and not selection.gpus and request.from_host:
+    if request.devices == "all" and not selection.gpus and request.by_user:
         log.warning("NVIDIA_VISIBLE_DEVICES=all: %s, so the container gets none (CUDA programs will find no device)",
                     "this node has no NVIDIA GPU" if not all_gpus else "the job was given no GPU of this node "
                     "(ask Slurm for some: --gpus=N or --gres=gpu:N)")
@@ -357,7 +360,7 @@ def edits(context: StartContext) -> Edits:
     """The hook's edits of the container (none when nothing is asked, or the node has no driver
     for an image's own request). Raises NvidiaError."""
     settings = context.settings
-    request = request_from(context.host, context.container)
+    request = request_from(context.host, context.container, context.asked)
     result = plan(request, str(settings.nvidia_driver_root), context.root, context.host,
                   private_dev=settings.restrict_dev or settings.unshare_ipc) if request else None
     if result is None:

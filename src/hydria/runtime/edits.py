@@ -112,6 +112,7 @@ class StartContext(Record):
     container: Mapping[str, str]
     settings: Settings
     user: pwd.struct_passwd  # the host's account of the user who starts the container
+    asked: frozenset[str] = frozenset()  # the names that --env set: the user's request, as the host's
 
 
 def combined(parts: Iterable[Edits]) -> Edits:
