@@ -69,6 +69,12 @@ class Logger:
     def error(self, message: str, *args: Any) -> None:
         self._write(ERROR, message, args)
 
+    def warning_with_hint(self, hint: str, message: str, *args: Any) -> None:
+        """A warning and, on a line of its own, what to do about it (``[INFO] hint: ...``), as an
+        error's hint is printed (cli/logsetup.py)."""
+        self._write(WARNING, message, args)
+        self._write(INFO, "hint: %s", (hint,))
+
     def _write(self, level: int, message: str, args: tuple[Any, ...]) -> None:
         if _stderr_level is None:
             self.logger.log(level, message, *args)

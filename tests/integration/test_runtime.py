@@ -372,8 +372,8 @@ def test_a_mount_of_what_the_user_may_not_use_is_named(images: dict[str, Path], 
     result = start(workspace, "-m", f"{private}:/mnt", "-m", f"{secret}:/secret:x-create=file", "-m", f"{own}:/own",
                    str(images["busybox"]), "ls", "/own")
     assert result.returncode == 0, result.stderr  # made all the same, as enroot makes it
-    assert (f"mount {private} at /mnt: {private} is a folder you may not open (mode 0700): nothing in the "
-            "container can use it") in result.stderr
+    assert (f"[WARN] mount {private} at /mnt: {private} is a folder you may not open (mode 0700): nothing in the "
+            "container can use it\n[INFO] hint: mount a path you can read, or ask its owner for access\n") in result.stderr
     assert f"{secret} is a file you may neither read nor write (mode 0600)" in result.stderr
     assert f"{own} is" not in result.stderr
 

@@ -231,9 +231,9 @@ def _warn_if_unusable(entry: MountEntry, source: str, info: os.stat_result) -> N
         unusable = not os.access(source, os.R_OK) and not os.access(source, os.W_OK)
         what = "a file you may neither read nor write"
     if unusable and "silent" not in entry.options:
-        log.warning("mount %s at %s: %s is %s (mode %04o): nothing in the container can use it; mount a path "
-                    "you can read, or ask its owner for access", entry.source, entry.target, source, what,
-                    info.st_mode & 0o7777)
+        log.warning_with_hint("mount a path you can read, or ask its owner for access",
+                              "mount %s at %s: %s is %s (mode %04o): nothing in the container can use it",
+                              entry.source, entry.target, source, what, info.st_mode & 0o7777)
 
 
 def _unreachable_because(path: str) -> str:
