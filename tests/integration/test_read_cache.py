@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -631,3 +632,26 @@ def test_a_folder_nobody_may_write_keeps_its_mode_in_the_tree(
     assert shown.stdout == "555\nfirst\nlater\n", shown.stderr
     assert os.listdir(entry / "root" / "ro") == ["first"]
     assert not [name for name in os.listdir(workspace.unpacked) if name.endswith((".failed", ".unpacking"))]
+
+
+def test_creates_of_an_image_that_cannot_be_linked_share_one_copy_and_one_tree(images: dict[str, Path],
+                                                                               workspace: Workspace) -> None:
+    """An image file of another user (protected_hardlinks) is copied once into the data path's
+    .images, whatever number of containers are made of it: one copy on disk, one tree in the read
+    cache (seven creates kept seven of each); the copy goes with the last container."""
+    shared = workspace.root / "shared.sqsh"
+    shutil.copy(images["busybox"], shared)  # root's file: the test user may read it, not link it
+    shared.chmod(0o644)
+    names = [f"c{number}" for number in range(3)]
+    for name in names:
+        assert workspace.run("create", "-n", name, str(shared)).returncode == 0
+        started = workspace.run("start", name, "sh", "-c", f"cat /etc/passwd > /dev/null; sleep {UNPACK_AFTER + 2}")
+        assert started.returncode == 0, started.stderr
+    copies = list((workspace.root / "data" / ".images").iterdir())
+    assert len(copies) == 1 and copies[0].stat().st_nlink == 1 + len(names)
+    deadline = time.monotonic() + 60
+    while not entries(workspace.unpacked) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert len(entries(workspace.unpacked)) == 1
+    assert workspace.run("remove", "-f", *names).returncode == 0
+    assert list((workspace.root / "data" / ".images").iterdir()) == []

@@ -1,13 +1,18 @@
 """Named containers in ``$HYDRIA_DATA_PATH``: create, look up, list, remove.
 
 A container is a directory ``DATA/NAME`` holding, by default, ``image.sqsh`` (a hardlink to the
-image file when it is on the same file system, else a copy; for a layered image, its layer images
-beside it too), ``image.id``, the image's identity
+image file; for a layered image, its layer images beside it too), ``image.id``, the image's identity
 at create (a start refuses the container when a rewrite of the shared file changed it), ``upper/``,
 the overlay directory where its writes persist, and ``work/``, which holds one overlay work directory per running start
 (runtime/rootfs.py): ``create`` takes a fraction of a second and many
 containers share one image's blocks. ``--unpack`` (or ``HYDRIA_UNPACK``) makes enroot's plain
 directory tree instead, in ``rootfs/``.
+
+Where an image file cannot be linked (another file system, another user's file under
+protected_hardlinks), it is copied once into ``DATA/.images/KEY.sqsh`` (KEY: the file's identity,
+as the read cache names it) and every container made of it links that copy, so seven creates of
+one image keep one copy on disk and one tree in the read cache; a copy that no container links
+any more goes when a container is removed.
 """
 
 from __future__ import annotations
@@ -26,12 +31,13 @@ from hydria.container.running import RunningProcess, running
 from hydria.digits import is_number
 from hydria.errors import AlreadyExists, HydriaError, InvalidArgument, InvalidImage
 from hydria.partial import remove_dead_leftovers
-from hydria.paths import ensure_dir, hidden_sibling, process_tag
+from hydria.paths import ensure_dir, hidden_sibling, is_own_private_dir, process_tag
 from hydria.runtime import syscalls as sc
 from hydria.runtime.layered import layered_text
 from hydria.runtime.rootfs import Container, check_image, image_layers, overlay_folder_problem
 from hydria.trees import delete_tree
 
+SHARED_COPIES = ".images"
 RENAME_ATTEMPTS = 50  # forced creates racing for one name where the file system cannot exchange two
 
 
@@ -78,18 +84,64 @@ class NamedContainers:
             else:
                 if layered:  # its layer images beside it, as in the cache
                     for layer in dict.fromkeys(layers):  # an image may have one layer twice
-                        link_or_copy(Path(layer).resolve(), staging / os.path.basename(layer))
+                        self._link(Path(layer).resolve(), staging / os.path.basename(layer))
                     (staging / IMAGE).write_bytes(layered_text([os.path.basename(layer) for layer in layers]))
                 else:
-                    link_or_copy(image.resolve(), staging / IMAGE)
+                    self._link(image.resolve(), staging / IMAGE)
                 (staging / IDENTITY).write_text(check_image(staging / IMAGE) + "\n")
                 (staging / "upper").mkdir()
                 (staging / "work").mkdir()
             self._put(staging, target, replace)
         finally:
-            if staging.exists():
+            if staging.exists():  # a failed create, or the container this one replaced
                 delete_tree(staging)
+                self._collect_copies()
         return target
+
+    def _link(self, source: Path, target: Path) -> None:
+        """Make ``target`` the image file ``source``: a hardlink, else a link to the one copy of
+        it in ``SHARED_COPIES`` (made now where there is none). Raises OSError."""
+        try:
+            os.link(source, target)
+            return
+        except (FileExistsError, FileNotFoundError):
+            raise
+        except OSError:
+            pass
+        from hydria.container.read_cache import image_key
+
+        folder = self.root / SHARED_COPIES
+        try:
+            folder.mkdir(mode=0o700, exist_ok=True)
+        except OSError:
+            pass
+        if not is_own_private_dir(folder):
+            link_or_copy(source, target)  # no folder of this user's own to share copies in
+            return
+        kept = folder / f"{image_key(str(source))}.sqsh"
+        for _ in range(RENAME_ATTEMPTS):
+            try:
+                link_or_copy(source, kept)
+            except FileExistsError:
+                pass  # an earlier or a concurrent create copied it
+            try:
+                os.link(kept, target)
+                return
+            except FileNotFoundError:
+                continue  # a removal collected it meanwhile: copy it again
+        link_or_copy(source, target)
+
+    def _collect_copies(self) -> None:
+        """Remove the shared copies that no container links any more."""
+        folder = self.root / SHARED_COPIES
+        if not is_own_private_dir(folder):
+            return
+        for entry in os.scandir(folder):
+            try:
+                if entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_nlink == 1:
+                    os.unlink(entry.path)
+            except FileNotFoundError:
+                continue
 
     def _put(self, staging: Path, target: Path, replace: bool) -> None:
         """Rename ``staging`` to ``target``. A container there stays unless ``replace``: then the
@@ -171,6 +223,7 @@ class NamedContainers:
         except OSError as e:
             raise HydriaError(f"cannot remove {path}: {e.strerror}") from None
         delete_tree(trash)
+        self._collect_copies()
 
 
 def _rename_new(source: Path, target: Path) -> None:
