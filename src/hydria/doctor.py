@@ -363,7 +363,7 @@ def _store(settings: Settings) -> Check:
         return Check(name, "fail", f"{store.root}: {owner} cannot import into it: {problem[0]}", problem[1])
     if not os.access(store.images, os.R_OK):
         return Check(name, "ok", f"{store.root}, written by {owner} only")
-    images = store.stored_images()
+    images = store.kept_images()
     size = store.size_on_disk()
     detail = f"{store.root}, written by {owner} only: {len(images)} image(s), {format_size(size)}"
     if settings.store_prune_above and size > settings.store_prune_above:

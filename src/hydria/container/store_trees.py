@@ -84,7 +84,7 @@ def keep_reads(folder: str, reads: int, settings: Settings) -> None:
             break
     line, newline, rest = head.partition(b"\n")
     key = os.fsdecode(line)
-    image = _stored_image(store.stored_images(), key) if newline else None
+    image = _stored_image(store.kept_images(), key) if newline else None
     if image is None:
         return
     cache = rc.ReadCache(os.path.abspath(folder), settings.read_cache_size)

@@ -44,12 +44,16 @@ from pathlib import Path
 from hydria import locks
 from hydria.anonfile import AnonymousFile, anonymous_file, link_or_copy
 from hydria.errors import HydriaError
-from hydria.image.layerset import (
-    LAYER_PREFIX,
+from hydria.image.kept import (
+    IMAGE_FORMAT,
+    IMAGE_SUFFIX,
+    LAYER_FORMAT,
     LAYERED_SUFFIX,
-    layer_users,
+    kept_image_files,
+    layer_key,
     layered_in_use,
     names_in,
+    unnamed_layers,
     weigh,
 )
 from hydria.image.manifest import Platform
@@ -65,14 +69,13 @@ log = Logger(__name__)
 LAYER_MODE = 0o444
 LAYER_MTIME_NS = 1_000_000_000  # 1970-01-01 00:00:01 UTC: any write through any link sets another
 
-IMAGE_FORMAT = "1"  # change it when an import writes other bytes for the same inputs
-LAYER_FORMAT = "1"  # the same for a layer image (image/layerimage.py)
-SUFFIX = ".sqsh"
+SUFFIX = IMAGE_SUFFIX
 LAYERS_LOCK = ".layers.lock"
 
 
 class ImageCache:
-    """The images one user keeps under the cache directory ``root``; ``keep`` of them at most."""
+    """The images one user keeps under the cache directory ``root``; ``keep`` of them at most: a
+    home of kept images (hydria/image/kept.py) that trusts the user's own files alone."""
 
     def __init__(self, root: str | Path, keep: int) -> None:
         # Right in the cache directory, not in a shared "images" folder: in a shared (sticky)
@@ -130,7 +133,7 @@ class ImageCache:
         """Remove all but the ``keep`` most recently used entries, and the layer images that no
         entry left names."""
         entries = []
-        for path in self.entries():
+        for path in self.kept_images():
             try:
                 entries.append((path.stat().st_atime_ns, path))
             except FileNotFoundError:
@@ -139,22 +142,17 @@ class ImageCache:
             path.unlink(missing_ok=True)
         self.collect_layers()
 
-    def entries(self) -> list[Path]:
+    def kept_images(self) -> list[Path]:
         """The kept images: image files and layered images (not their layer images)."""
-        try:
-            names = os.listdir(self.directory)
-        except FileNotFoundError:
-            return []
-        return [self.directory / name for name in names
-                if name.endswith(LAYERED_SUFFIX) or name.endswith(SUFFIX) and not name.startswith(LAYER_PREFIX)]
+        return kept_image_files(self.directory)
 
     def prune_items(self) -> tuple[list[Item], int]:
-        """The kept images as ``hydria cache prune`` weighs them (image/layerset.py's weigh)."""
-        return weigh(self.directory, self.entries(), os.geteuid())
+        """The kept images as ``hydria cache prune`` weighs them (image/kept.py's weigh)."""
+        return weigh(self.directory, self.kept_images(), os.geteuid())
 
     def layered_in_use(self, mounted: set[str]) -> set[str]:
         """The layered images (real paths) that name one of the ``mounted`` files."""
-        return layered_in_use(self.directory, self.entries(), mounted)
+        return layered_in_use(self.directory, self.kept_images(), mounted)
 
     def collect_layers(self) -> None:
         """Remove the layer images that no layered image names, unless an import is making one."""
@@ -165,17 +163,10 @@ class ImageCache:
         if fd is None:
             return  # an import is making an entry: the next eviction collects them
         try:
-            for name, users in layer_users(self.directory, self.entries()).items():
-                if not users:
-                    (self.directory / name).unlink(missing_ok=True)
+            for path in unnamed_layers(self.directory, self.kept_images()):
+                path.unlink(missing_ok=True)
         finally:
             os.close(fd)
-
-
-def layer_key(blob_digest: str, squash_options: str) -> str:
-    """A layer image's key: what its bytes depend on (the blob's digest, verified at download)."""
-    text = f"{LAYER_FORMAT}\n{__version__}\n{blob_digest}\n{squash_options}"
-    return LAYER_PREFIX + hashlib.sha256(text.encode()).hexdigest()
 
 
 def _own_file(path: Path) -> bool:

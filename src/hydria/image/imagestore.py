@@ -37,13 +37,16 @@ from pathlib import Path
 from hydria.anonfile import AnonymousFile, anonymous_file
 from hydria.config import Settings
 from hydria.errors import HydriaError
-from hydria.image.imagecache import IMAGE_FORMAT, LAYER_FORMAT, layer_key
-from hydria.image.layerset import (
+from hydria.image.kept import (
+    IMAGE_FORMAT,
+    LAYER_FORMAT,
     LAYERED_SUFFIX,
     is_layer_image,
-    layer_users,
+    kept_image_files,
+    layer_key,
     layered_in_use,
     names_in,
+    unnamed_layers,
     weigh,
 )
 from hydria.image.manifest import Platform
@@ -72,7 +75,8 @@ class StoredImage(Record):
 
 
 class ImageStore:
-    """The store at ``root``, written by ``owner`` (a user name; empty: the directory's owner)."""
+    """The store at ``root``, written by ``owner`` (a user name; empty: the directory's owner): a
+    home of kept images (hydria/image/kept.py) that trusts the owner's and root's files alone."""
 
     def __init__(self, root: str | Path, owner: str = "", tell: Callable[[str], None] | None = None) -> None:
         """``tell`` also gets what an import says of other nodes' imports (waiting, taking over):
@@ -305,14 +309,13 @@ class ImageStore:
             raise HydriaError(f"only {user_name(self.owner_uid)} writes the image store {self.root}",
                               hint=f"run it as that user: sudo -u {user_name(self.owner_uid)} hydria store ...")
 
-    def stored_images(self) -> list[Path]:
+    def kept_images(self) -> list[Path]:
         """The store's images: image files and layered images (not their layer images)."""
-        try:
-            names = os.listdir(self.images)
-        except FileNotFoundError:
-            return []
-        return [self.images / name for name in names if not name.startswith(".") and not is_layer_image(name)
-                and name.endswith((SUFFIX, LAYERED_SUFFIX))]
+        return kept_image_files(self.images)
+
+    def layered_in_use(self, mounted: set[str]) -> set[str]:
+        """The layered images (real paths) whose layer images are all among the ``mounted`` files."""
+        return layered_in_use(self.images, self.kept_images(), mounted)
 
     def size_on_disk(self) -> int:
         """The bytes of the store's images (a layer image that several share once)."""
@@ -331,13 +334,12 @@ class ImageStore:
         self.require_writer()
         if not dry_run:
             self.collect_layers()
-        entries = self.stored_images()
-        items, shared = weigh(self.images, entries, None)
+        items, shared = weigh(self.images, self.kept_images(), None)
         loose = self.size_on_disk() - shared - sum(i.size for i in items)  # layer images named by none: no candidate
 
         def in_use() -> set[str]:
             mounted = mounted_images()
-            return mounted | layered_in_use(self.images, entries, mounted)
+            return mounted | self.layered_in_use(mounted)
         chosen = victims(items, target - shared - max(loose, 0), GRACE, in_use)
         if not dry_run:
             remove(chosen)
@@ -350,10 +352,9 @@ class ImageStore:
         """Remove the layer images that no image of the store names, none used within ``GRACE``
         seconds: an import on another node may have just found or made one for an image whose
         file it has not written yet (the store's folder has no lock that NFS keeps)."""
-        users = layer_users(self.images, self.stored_images())
         in_use = mounted_images()
         now = time.time()
-        for path, info in regular_files([self.images / name for name, names in users.items() if not names]):
+        for path, info in regular_files(unnamed_layers(self.images, self.kept_images())):
             if now - item(path, info).last_used >= GRACE and os.path.realpath(path) not in in_use:
                 path.unlink(missing_ok=True)
 

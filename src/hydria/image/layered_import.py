@@ -14,13 +14,14 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from functools import partial
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO
 
 from hydria.anonfile import AnonymousFile
 from hydria.image import manifest as mf
 from hydria.image.config import runtime_files
 from hydria.image.flatten import ExtraFile, LayerContent, LayerStream, Sink
 from hydria.image.imagecache import CachedImage
+from hydria.image.kept import KeptImages
 from hydria.image.layer_folders import missing_folders
 from hydria.image.layerimage import end_archive, extras_layer, overlay_layer
 from hydria.image.progress import Progress
@@ -30,20 +31,6 @@ from hydria.log import Logger
 log = Logger(__name__)
 
 LayerOpener = Callable[[mf.ResolvedImage, mf.Descriptor], Callable[[], AbstractContextManager[LayerContent]]]
-
-
-class LayerHome(Protocol):
-    """Where layer images are kept: a user's cache (image/imagecache.py) or the image store
-    (image/imagestore.py), each with its own trust rules."""
-
-    def layer(self, blob_digest: str, squash_options: str) -> str | None:
-        """The name of the kept layer image of ``blob_digest``, when there is one."""
-
-    def add_layer(self, blob_digest: str, squash_options: str, write: Callable[[AnonymousFile], None]) -> str:
-        """Keep the layer image that ``write`` writes into the anonymous file it is given; its name."""
-
-    def layer_file(self, name: str) -> Path:
-        """The path of the layer image ``name``."""
 
 
 def write_layered(resolved: mf.ResolvedImage, kept: CachedImage, options: SquashPlan, squash_options: str,
@@ -64,7 +51,7 @@ def write_layered(resolved: mf.ResolvedImage, kept: CachedImage, options: Squash
     return entry
 
 
-def squash_layers(resolved: mf.ResolvedImage, home: LayerHome, options: SquashPlan, squash_options: str,
+def squash_layers(resolved: mf.ResolvedImage, home: KeptImages, options: SquashPlan, squash_options: str,
                   progress: Progress, open_layer: LayerOpener, counted: Callable[[IO[bytes]], Sink]) -> list[str]:
     """The layer images of ``resolved`` in ``home``, the lowest first and the runtime files' on
     top: those ``home`` lacks squashed now.
