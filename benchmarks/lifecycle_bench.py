@@ -6,7 +6,7 @@ Rows (issue 38):
 * **a new version**: an image whose only new layer is 3 MB, imported after the version before it
   (its layers' blobs in the cache). hydria merged into one file (``hydria import -o``, every layer
   merged and squashed again) against a layered import (``HYDRIA_LAYERED_IMAGES``: what a Slurm
-  step's import does, image/layered_import.py), beside the limit: a cold import of an image of
+  step's import does, image/kept/layered_import.py), beside the limit: a cold import of an image of
   that one new layer (its download and squash).
 * **a rebuild**: ``hydria build`` of a Dockerfile ``FROM`` the image whose last ``RUN`` changed,
   after a build of the version before (the base image and the unchanged steps in the caches).

@@ -49,7 +49,7 @@ from benchmarks.compiled import compile_hydria
 from benchmarks.import_bench import enroot_environment, real_enroot
 from hydria.config import load_settings
 from hydria.container.read_cache import UNPACK_AFTER
-from hydria.image.squashfs import Tar2Sqfs, repack, squash_plan
+from hydria.image.squash.squashfs import Tar2Sqfs, repack, squash_plan
 from hydria.runtime.layered import layered_text
 from testbed.users import TEST_USERS, User
 

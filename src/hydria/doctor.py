@@ -27,7 +27,7 @@ from hydria.config import Settings
 from hydria.container import read_cache
 from hydria.digits import is_number
 from hydria.errors import HydriaError, MissingTool
-from hydria.image import cachelayout
+from hydria.image.blobs import layout as cachelayout
 from hydria.paths import hydria_command, private_dir_problem, temp_folder, user_name
 from hydria.record import Record
 from hydria.runtime.filesystems import file_system_type
@@ -347,7 +347,7 @@ def _cache(settings: Settings) -> Check:
 
 def _store(settings: Settings) -> Check:
     """The image store (docs/store.md): one that others could change is not used."""
-    from hydria.image.imagestore import ImageStore
+    from hydria.image.kept.store import ImageStore
 
     name = "image store"
     if not settings.store_path:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hydria.image.flatten import usable_mode
+from hydria.image.squash.flatten import usable_mode
 from testbed.publish import PublishedImage
 from testbed.registry import Registry
 from testbed.tree import Node, snapshot

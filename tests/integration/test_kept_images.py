@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from hydria.anonfile import AnonymousFile
-from hydria.image.imagecache import ImageCache
-from hydria.image.imagestore import GRACE, ImageStore
-from hydria.image.kept import KeptImages, kept_image_files
-from hydria.image.squashfs import squash_tar
+from hydria.image.kept.interface import KeptImages, kept_image_files
+from hydria.image.kept.store import GRACE, ImageStore
+from hydria.image.kept.user_cache import ImageCache
+from hydria.image.squash.squashfs import squash_tar
 from hydria.runtime.layered import layered_text
 from testbed.tarbuild import LayerTar
 

@@ -25,10 +25,10 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from hydria.anonfile import anonymous_file
-from hydria.image.flatten import LayerStream, flatten
-from hydria.image.layerimage import LayerNeedsMerge, end_archive, overlay_layer
-from hydria.image.merged_layers import write_merged
-from hydria.image.squashfs import Tar2Sqfs, squash_plan
+from hydria.image.squash.flatten import LayerStream, flatten
+from hydria.image.squash.layer_image import LayerNeedsMerge, end_archive, overlay_layer
+from hydria.image.squash.one_file import write_merged
+from hydria.image.squash.squashfs import Tar2Sqfs, squash_plan
 from hydria.runtime.layered import layered_text
 from testbed.oci import Image, make_layer, push
 from testbed.publish import PublishedImage
@@ -1076,9 +1076,11 @@ def test_import_o_of_a_layered_image_whose_layer_image_is_gone_or_damaged_import
     assert merged.returncode == 0 and "Merged the kept layered image" in merged.stderr, merged.stderr
 
     top = layered.parent / layered.read_text().splitlines()[-2]  # the layer image of the image's top layer
+    times = top.stat()
     with open(top, "r+b") as handle:  # its size and superblock as they were: only reading it shows the damage
         handle.seek(96)
         handle.write(b"\xff" * (top.stat().st_size // 2))
+    os.utime(top, ns=(times.st_atime_ns, times.st_mtime_ns))  # as a disk's damage, which changes no time
     damaged = workspace.run("import", "-o", "damaged.sqsh", uri, HYDRIA_LAYERED_IMAGES="y")
     assert damaged.returncode == 0, damaged.stderr
     assert f"cannot read the layer image {top}" in damaged.stderr, damaged.stderr

@@ -244,7 +244,7 @@ def test_install_reader_without_the_development_files_says_what_to_install(tmp_p
 
 
 def test_prune_never_takes_an_image_the_reader_serves(images: dict[str, Path], workspace: Workspace) -> None:
-    from hydria.image.prune import mounted_images
+    from hydria.image.kept.prune import mounted_images
 
     process = workspace.popen("start", str(images["busybox"]), "sleep", "30", **READ_CACHE_OFF)
     try:

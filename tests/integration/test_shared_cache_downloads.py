@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hydria.image.downloads import GRACE, STALE
+from hydria.image.blobs.downloads import GRACE, STALE
 from testbed.publish import PublishedImage, push_as
 from testbed.registry import Registry
 from testbed.stallproxy import StallProxy

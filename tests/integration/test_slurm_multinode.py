@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from hydria.config import SPEC_BY_NAME
-from hydria.image.imagestore import ImageStore
-from hydria.image.manifest import parse_platform
-from hydria.image.reference import parse
+from hydria.image.kept.store import ImageStore
+from hydria.image.ref.manifest import parse_platform
+from hydria.image.ref.reference import parse
 from testbed import slurm
 from testbed.authproxy import AuthProxy
 from testbed.forwarding import Forwarder

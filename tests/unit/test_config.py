@@ -284,7 +284,7 @@ def test_a_failing_command_substitution_is_an_error_naming_the_line(value: str, 
 ])
 def test_only_root_can_write(layout: str, expected: bool) -> None:
     """The configuration and the image store follow one rule (hydria.paths.writable_by_others)."""
-    from hydria.image.imagestore import ImageStore
+    from hydria.image.kept.store import ImageStore
 
     folder = Path(tempfile.mkdtemp(dir="/tmp"))
     try:

@@ -13,7 +13,7 @@ from hydria.digits import is_number
 from hydria.errors import ConfigError, HydriaError
 from hydria.hooks import infiniband
 from hydria.hooks.nvidia import Gpu, NvidiaError, select
-from hydria.image.reference import InvalidReference, parse
+from hydria.image.ref.reference import InvalidReference, parse
 from hydria.imagebuild import dockerfile
 from testbed import fakeib
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hydria.image.flatten import (
+from hydria.image.squash.flatten import (
     ExtraFile,
     LayerStream,
     UnreadableLayer,
@@ -124,7 +124,7 @@ def opaque_folder(name: str, mode: int = 0o755):
 
 
 def test_layer_images_deletions_and_opaque_folders_mean_what_the_overlay_reads() -> None:
-    """A layer image's tar (sqfs2tar of what image/layerimage.py wrote) merges as its OCI layer would."""
+    """A layer image's tar (sqfs2tar of what image/squash/layer_image.py wrote) merges as its OCI layer would."""
     out = merge(
         layer(d("a"), deletion_mark("a/gone"), deletion_mark("tree"), opaque_folder("cache", 0o750),
               f("cache/new"), deletion_mark("dev/null", 1, 3), f("x", "new")),
@@ -179,7 +179,7 @@ def test_a_file_between_two_folders_hides_what_the_lowest_has_below_it() -> None
 
 def test_what_a_layer_has_below_its_own_file_stays_out_whatever_the_layers_above() -> None:
     # The layer alone has no opt/tool (opt is its file): a folder opt above it does not bring it
-    # back, as a layered image (stacked by the overlay, image/layerimage.py) shows it too.
+    # back, as a layered image (stacked by the overlay, image/squash/layer_image.py) shows it too.
     out = merge(layer(d("opt")), layer(f("opt", "a file"), d("opt/tool"), f("opt/tool/x")))
     assert out["opt"].isdir() and "opt/tool" not in out and "opt/tool/x" not in out
 

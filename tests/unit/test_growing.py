@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from hydria.image.blobcache import DigestMismatch
-from hydria.image.growing import FollowingReader, GrowingBlob
+from hydria.image.blobs.cache import DigestMismatch
+from hydria.image.blobs.growing_blob import FollowingReader, GrowingBlob
 
 
 @pytest.fixture

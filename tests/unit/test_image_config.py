@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hydria.image.config import ImageConfigInvalid, runtime_files
+from hydria.image.ref.runtime_files import ImageConfigInvalid, runtime_files
 from hydria.runtime import environ, fstab
 
 ROOT = "/run/root"

@@ -8,7 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from hydria.image.config import runtime_files
+from hydria.image.ref.runtime_files import runtime_files
 
 
 def run_rc(tmp_path: Path, config: dict[str, object], *args: str) -> tuple[str, bool]:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from hydria.container.named import validate_name
 from hydria.errors import HydriaError
-from hydria.image.reference import parse as parse_reference
+from hydria.image.ref.reference import parse as parse_reference
 from hydria.runtime import environ
 
 _ANY_TEXT = st.text(st.characters(codec="utf-8") | st.sampled_from("\udcff\x00\n\t /:#@"), max_size=60)

@@ -1,5 +1,5 @@
 """Which of an image's WORKDIR and VOLUME folders a layered image's top layer adds, from what the
-reader found at each part of their paths (image/layer_folders.py); the real reader's answers are
+reader found at each part of their paths (image/squash/missing_folders.py); the real reader's answers are
 checked by tests/integration/test_layered_images.py."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from hydria.image import layer_folders
-from hydria.image.flatten import ExtraFile
-from hydria.image.layerimage import LayerNeedsMerge
+from hydria.image.squash import missing_folders as layer_folders
+from hydria.image.squash.flatten import ExtraFile
+from hydria.image.squash.layer_image import LayerNeedsMerge
 
 
 def _reader_answering(tmp_path: Path, answer: str, status: int = 0) -> str:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hydria.image.flatten import NOTHING, Deletion, deletion
+from hydria.image.squash.flatten import NOTHING, Deletion, deletion
 from hydria.runtime.layered import (
     MAGIC,
     MAX_LAYERS,

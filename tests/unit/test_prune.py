@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hydria.image.prune import Item, victims
+from hydria.image.kept.prune import Item, victims
 
 NOW = time.time()
 DAY = 86400.0

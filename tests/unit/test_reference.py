@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hydria.image.reference import (
+from hydria.image.ref.reference import (
     DOCKER_HUB,
     EngineImage,
     InvalidReference,

@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from hydria.errors import ConfigError
-from hydria.image.squashfs import SquashPlan, squash_plan
+from hydria.image.squash.squashfs import SquashPlan, squash_plan
 
 
 @pytest.mark.parametrize(("options", "expected"), [

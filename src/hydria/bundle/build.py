@@ -27,8 +27,8 @@ from typing import BinaryIO, Protocol
 from hydria.config import Settings
 from hydria.digits import is_number
 from hydria.errors import HydriaError, MissingTool
-from hydria.image.merged_layers import one_file, squashfs_tar
-from hydria.image.squashfs import squash_plan
+from hydria.image.squash.one_file import one_file, squashfs_tar
+from hydria.image.squash.squashfs import squash_plan
 from hydria.paths import output_file, staging_file, umask
 from hydria.record import Record
 from hydria.runtime.rootfs import check_image

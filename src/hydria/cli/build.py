@@ -56,7 +56,7 @@ def build_args(items: list[str]) -> dict[str, str]:
 
 def _outputs(options: argparse.Namespace) -> tuple[Path | None, Path | None, str]:
     """The image file, the OCI layout and the tag its manifest gets there."""
-    from hydria.image.reference import RegistryImage, parse
+    from hydria.image.ref.reference import RegistryImage, parse
 
     tag = "latest"
     image_file = Path(options.output) if options.output else None

@@ -21,8 +21,8 @@ from pathlib import Path
 from hydria.cli.store import size_argument
 from hydria.config import Settings
 from hydria.container import read_cache
-from hydria.image.imagecache import ImageCache
-from hydria.image.prune import Item, item, mounted_images, regular_files, remove, victims
+from hydria.image.kept.prune import Item, item, mounted_images, regular_files, remove, victims
+from hydria.image.kept.user_cache import ImageCache
 from hydria.imagebuild import cache as build_cache
 from hydria.imagebuild import idmap
 from hydria.units import format_size

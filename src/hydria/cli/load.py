@@ -26,7 +26,7 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     from hydria.container.named_containers import NamedContainers
     from hydria.errors import AlreadyExists, InvalidArgument
     from hydria.image.importer import import_image
-    from hydria.image.reference import parse
+    from hydria.image.ref.reference import parse
     from hydria.paths import ensure_dir, hidden_sibling, process_tag
 
     if not options.uri.startswith("docker://"):

@@ -13,7 +13,7 @@ from hydria.errors import InvalidArgument
 
 if TYPE_CHECKING:
     from hydria.image.push import PushImage
-    from hydria.image.reference import RegistryImage
+    from hydria.image.ref.reference import RegistryImage
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def destination_of(uri: str) -> RegistryImage:
     """Where a push goes: a registry image named by a tag. Raises InvalidArgument."""
-    from hydria.image.reference import RegistryImage, parse
+    from hydria.image.ref.reference import RegistryImage, parse
 
     ref = parse(uri)
     if not isinstance(ref, RegistryImage) or ref.digest is not None:

@@ -27,7 +27,7 @@ from hydria.record import TYPE_CHECKING
 from hydria.units import SIZE_HINT, format_size, parse_size
 
 if TYPE_CHECKING:
-    from hydria.image.imagestore import ImageStore
+    from hydria.image.kept.store import ImageStore
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
-    from hydria.image.imagestore import ImageStore
+    from hydria.image.kept.store import ImageStore
 
     if not settings.store_path:
         raise HydriaError("no image store is set", hint="set HYDRIA_STORE_PATH in the system's hydria.conf "

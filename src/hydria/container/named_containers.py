@@ -256,8 +256,8 @@ def _pid_of_leftover(name: str, node: str) -> int | None:
 def _unpack(image: Path, target: Path, settings: Settings) -> None:
     """Unpack ``image`` into the new folder ``target``; a layered image is merged into one file
     beside ``target`` first (what a start of it shows), which goes when the unpack ends."""
-    from hydria.image.merged_layers import one_file
-    from hydria.image.squashfs import squash_plan
+    from hydria.image.squash.one_file import one_file
+    from hydria.image.squash.squashfs import squash_plan
     from hydria.tools import ToolFailed, run_tool
 
     try:

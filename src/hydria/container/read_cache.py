@@ -44,7 +44,7 @@ from hydria.trees import delete_tree
 from hydria.units import format_size
 
 if TYPE_CHECKING:
-    from hydria.image.prune import Item
+    from hydria.image.kept.prune import Item
 
 UNPACK_AFTER = 5.0  # seconds a container runs before what it read is kept
 ROOT, SIZE, LOCK, UNPACKING, FAILED, TIMES = "root", "size", ".lock", ".unpacking", ".failed", ".times"
@@ -215,7 +215,7 @@ def entries(cache: ReadCache) -> list[Item]:
     ``KEY``, the bytes its tree takes, when it was last started."""
     from pathlib import Path  # not on a start's path (docs/runtime.md)
 
-    from hydria.image.prune import Item
+    from hydria.image.kept.prune import Item
 
     if not is_own_private_dir(cache.folder):
         return []

@@ -58,7 +58,7 @@ def tree(trees: StoreTrees, key: str) -> str | None:
 
 def holds(image: str, settings: Settings) -> bool:
     """Whether ``image`` is one of the image store's images (the store the settings name)."""
-    from hydria.image.imagestore import ImageStore
+    from hydria.image.kept.store import ImageStore
 
     store = ImageStore.configured(settings)
     return store is not None and os.path.dirname(os.path.realpath(image)) == os.path.realpath(store.images)
@@ -70,7 +70,7 @@ def keep_reads(folder: str, reads: int, settings: Settings) -> None:
     closes its end (the plugin runs it at the lowest CPU and I/O priority). Returns at once when
     the key is not one of the store's images."""
     from hydria.container.unpack_behind import keep, read_batches
-    from hydria.image.imagestore import ImageStore
+    from hydria.image.kept.store import ImageStore
     from hydria.runtime.rootfs import image_layers
 
     store = ImageStore.configured(settings)

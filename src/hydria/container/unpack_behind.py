@@ -286,7 +286,7 @@ def _paths(layers: list[str], read: set[tuple[int, int]]) -> list[ImagePath]:
 def _make_room(cache: rc.ReadCache, need: int) -> bool:
     """Remove the least recently started unpacked images (none in use, none started in the last
     minutes) until ``need`` more bytes fit the size limit and leave the disk its reserve."""
-    from hydria.image.prune import victims
+    from hydria.image.kept.prune import victims
 
     items = rc.entries(cache)
     total = sum(item.size for item in items)

@@ -15,20 +15,20 @@ from typing import IO, TYPE_CHECKING
 from hydria.anonfile import AnonymousFile, anonymous_file, link_or_copy
 from hydria.config import Settings
 from hydria.errors import AlreadyExists, HydriaError, InvalidArgument, InvalidImage
-from hydria.image import manifest as mf
-from hydria.image.blobcache import BlobCache
-from hydria.image.compression import Prefetcher, decompressed
-from hydria.image.config import runtime_files
-from hydria.image.flatten import ExtraFile, LayerContent, LayerStream, flatten
-from hydria.image.growing import FollowingReader
-from hydria.image.imagecache import CachedImage, ImageCache
-from hydria.image.imagestore import ImageStore
-from hydria.image.layered_import import squash_layers, write_layered
-from hydria.image.layerimage import LayerNeedsMerge
-from hydria.image.merged_layers import write_merged
+from hydria.image.blobs.cache import BlobCache
+from hydria.image.blobs.compression import Prefetcher, decompressed
+from hydria.image.blobs.growing_blob import FollowingReader
+from hydria.image.kept.layered_import import squash_layers, write_layered
+from hydria.image.kept.store import ImageStore
+from hydria.image.kept.user_cache import CachedImage, ImageCache
 from hydria.image.progress import Progress
-from hydria.image.reference import EngineImage, ImageReference, LocalImage, RegistryImage, parse
-from hydria.image.squashfs import SquashPlan, squash_plan, squash_tar, squashed
+from hydria.image.ref import manifest as mf
+from hydria.image.ref.reference import EngineImage, ImageReference, LocalImage, RegistryImage, parse
+from hydria.image.ref.runtime_files import runtime_files
+from hydria.image.squash.flatten import ExtraFile, LayerContent, LayerStream, flatten
+from hydria.image.squash.layer_image import LayerNeedsMerge
+from hydria.image.squash.one_file import write_merged
+from hydria.image.squash.squashfs import SquashPlan, squash_plan, squash_tar, squashed
 from hydria.interrupt import terminate_as_interrupt
 from hydria.log import Logger
 from hydria.paths import check_output_folder
@@ -276,7 +276,7 @@ def _stored(store: ImageStore, uri: str, digest: str, want: mf.Platform, squash_
 def _merged_from_layers(store: ImageStore | None, uri: str, digest: str, want: mf.Platform, settings: Settings,
                         target: Path, options: SquashPlan) -> Path | None:
     """``target`` made of the layered image that the image store or the cache keeps of the image
-    (the store's first), merged into one file without a download (image/merged_layers.py); None
+    (the store's first), merged into one file without a download (image/squash/one_file.py); None
     where neither keeps one, or where its layer images went meanwhile (said in the log)."""
     found = store.lookup(store.key(uri, digest, settings.squash_options, want, layered=True)) if store else None
     if found is None and (entry := layered_entry(uri, digest, want, settings)) is not None:

@@ -20,9 +20,9 @@ from contextlib import AbstractContextManager
 import httpx
 
 from hydria.config import Settings
-from hydria.image import manifest as mf
-from hydria.image.blobcache import digest_of
-from hydria.image.reference import RegistryImage
+from hydria.image.blobs.cache import digest_of
+from hydria.image.ref import manifest as mf
+from hydria.image.ref.reference import RegistryImage
 from hydria.image.sources.registryhttp import RegistryError, RegistryHttp
 from hydria.log import Logger
 from hydria.record import Record
@@ -154,7 +154,7 @@ def from_oci_layout(folder: str, name: str | None) -> PushImage:
     from contextlib import contextmanager
 
     from hydria.errors import InvalidImage
-    from hydria.image.blobcache import VerifyingReader
+    from hydria.image.blobs.cache import VerifyingReader
 
     blobs = os.path.join(folder, "blobs", "sha256")
 

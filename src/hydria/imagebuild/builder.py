@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from hydria.config import Settings
 from hydria.errors import HydriaError, InvalidArgument
-from hydria.image import manifest as mf
+from hydria.image.ref import manifest as mf
 from hydria.imagebuild import copying, dockerfile, download, ignore, sandbox, steps
 from hydria.imagebuild.cache import BuildCache, key_of
 from hydria.imagebuild.dockerfile import Dockerfile, Instruction, Stage
@@ -43,7 +43,7 @@ from hydria.paths import open_binary
 from hydria.record import Record
 
 if TYPE_CHECKING:
-    from hydria.image.imagecache import CachedImage
+    from hydria.image.kept.user_cache import CachedImage
     from hydria.image.progress import Progress
 
 log = Logger(__name__)
@@ -229,9 +229,9 @@ class _Builder:
         """A registry image (``debian:12``, ``nvcr.io/nvidia/pytorch:24.01-py3``) as a stage base."""
         from hydria.image.importer import blob_cache, layered_entry, write_image
         from hydria.image.progress import Progress
-        from hydria.image.reference import RegistryImage, parse
+        from hydria.image.ref.reference import RegistryImage, parse
         from hydria.image.sources.registry import RegistrySource
-        from hydria.image.squashfs import mounted_only_plan
+        from hydria.image.squash.squashfs import mounted_only_plan
 
         known = self.pulled.get(f"{word} {platform}")
         if known is not None:
@@ -296,7 +296,7 @@ class _Builder:
         image cache as a Slurm step's import keeps them (shared with them, and with this
         build's layered output); None where a layer cannot stand alone."""
         from hydria.image.importer import make_layered
-        from hydria.image.layerimage import LayerNeedsMerge
+        from hydria.image.squash.layer_image import LayerNeedsMerge
         from hydria.runtime.layered import layer_paths
 
         entry = kept.find()

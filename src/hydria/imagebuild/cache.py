@@ -28,8 +28,8 @@ from pathlib import Path
 
 from hydria.digits import is_number
 from hydria.errors import HydriaError
-from hydria.image.blobcache import DigestMismatch, hex_of
-from hydria.image.prune import Item, item, regular_files
+from hydria.image.blobs.cache import DigestMismatch, hex_of
+from hydria.image.kept.prune import Item, item, regular_files
 from hydria.imagebuild import idmap
 from hydria.imagebuild.layers import Layer
 from hydria.log import Logger

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 
 from hydria.digits import is_number
 from hydria.errors import HydriaError
-from hydria.image.flatten import UnsafeLayer, clean_path
+from hydria.image.squash.flatten import UnsafeLayer, clean_path
 from hydria.imagebuild import ignore
 from hydria.paths import open_binary
 from hydria.record import Record

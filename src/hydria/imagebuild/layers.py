@@ -17,7 +17,7 @@ import tarfile
 from collections.abc import Mapping
 from typing import IO
 
-from hydria.image.flatten import OPAQUE, WHITEOUT
+from hydria.image.squash.flatten import OPAQUE, WHITEOUT
 from hydria.record import Record
 
 OPAQUE_XATTR = "user.overlay.opaque"

@@ -22,9 +22,9 @@ from typing import Any
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
-from hydria.image import manifest as mf
-from hydria.image.blobcache import digest_of, hex_of
+from hydria.image.blobs.cache import digest_of, hex_of
 from hydria.image.push import PushBlob, PushImage
+from hydria.image.ref import manifest as mf
 from hydria.imagebuild.cache import BuildCache, key_of
 from hydria.imagebuild.layer_folder import publish_layered
 from hydria.imagebuild.state import StageImage, now
@@ -89,7 +89,7 @@ def write_squashfs(image: StageImage, cache: BuildCache, target: Path, uri: str,
     and the squash options), so an unchanged rebuild links it again instead of squashing again."""
     from hydria.anonfile import link_or_copy
     from hydria.image.importer import OutputExists, write_image
-    from hydria.image.squashfs import squash_plan
+    from hydria.image.squash.squashfs import squash_plan
 
     config = image_config(image)
     key = key_of([layer.diff_id for layer in image.layers], config["config"], settings.squash_options, uri)
@@ -119,7 +119,7 @@ def write_layered(image: StageImage, cache: BuildCache, target: Path, uri: str, 
     shares. A rebuild squashes its changed steps' layers only. False (nothing written) where
     layered images are off or a layer cannot stand alone: the caller writes one squashfs file."""
     from hydria.image.importer import layered_entry, make_layered
-    from hydria.image.layerimage import LayerNeedsMerge
+    from hydria.image.squash.layer_image import LayerNeedsMerge
 
     config = image_config(image)
     key = key_of([layer.diff_id for layer in image.layers], config["config"], uri)
@@ -204,7 +204,7 @@ def push_image(record: dict[str, Any], cache: BuildCache, settings: Settings, re
     the blob cache (fetched again from their registry where it no longer has them; mounted from
     their repository where it is on the ``registry`` pushed to)."""
     from hydria.image.importer import blob_cache
-    from hydria.image.reference import RegistryImage, parse
+    from hydria.image.ref.reference import RegistryImage, parse
 
     blobs = blob_cache(settings)
     config = _json(record["config"])

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydria.digits import is_number
-from hydria.image import manifest as mf
+from hydria.image.ref import manifest as mf
 from hydria.imagebuild.dockerfile import Instruction
 from hydria.imagebuild.words import expand, expand_words
 

@@ -6,7 +6,7 @@ name in the layered image's own folder (the cache's or a named container's) or i
 ``LAYER_FOLDER`` beside it (a build's output: the layer images its images there share), so that
 a folder of them can be moved or hardlinked as a whole. A layer image holds its layer's tree in the
 overlay's format: a deletion is a character device 0/0 and an opaque folder has
-``user.overlay.opaque=y`` (image/layerimage.py writes them; docs/architecture.md).
+``user.overlay.opaque=y`` (image/squash/layer_image.py writes them; docs/architecture.md).
 
 Read by every start (the lean set of docs/runtime.md): no imports beyond ``os``.
 """

@@ -18,10 +18,10 @@ from pathlib import Path
 from hydria.config import Settings
 from hydria.digits import is_number
 from hydria.errors import HydriaError, InvalidArgument, MissingTool
-from hydria.image.imagecache import ImageCache
 from hydria.image.importer import image_digest, import_image
-from hydria.image.manifest import parse_platform
-from hydria.image.reference import RegistryImage, parse
+from hydria.image.kept.user_cache import ImageCache
+from hydria.image.ref.manifest import parse_platform
+from hydria.image.ref.reference import RegistryImage, parse
 from hydria.log import Logger
 from hydria.paths import hydria_command, user_name
 from hydria.runtime.rootfs import check_image

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from hydria.config import Settings
 from hydria.errors import MissingTool
-from hydria.image import manifest as mf
-from hydria.image.reference import EngineImage, LocalImage
+from hydria.image.ref import manifest as mf
+from hydria.image.ref.reference import EngineImage, LocalImage
 from hydria.image.sources.local import open_local
 from hydria.paths import temp_folder
 from hydria.tools import run_tool

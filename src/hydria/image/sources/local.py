@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from hydria.errors import HydriaError, InvalidImage, NotFound
-from hydria.image import manifest as mf
-from hydria.image.blobcache import VerifyingReader, digest_of, hex_of
-from hydria.image.reference import LocalImage
+from hydria.image.blobs.cache import VerifyingReader, digest_of, hex_of
+from hydria.image.ref import manifest as mf
+from hydria.image.ref.reference import LocalImage
 
 _MAX_JSON = 16 << 20  # manifests and configs are small; refuse to read a huge "JSON" file
 

@@ -3,7 +3,7 @@
 Requests and their authentication go through image/sources/registryhttp.py; a token is kept for
 the whole import, so every blob reuses it. Blobs are downloaded into the blob
 cache, verified as they stream, and the merge reads each layer while it downloads
-(:mod:`hydria.image.growing`); layers download in merge order, as many at once as the merge needs,
+(:mod:`hydria.image.blobs.growing_blob`); layers download in merge order, as many at once as the merge needs,
 up to ``HYDRIA_MAX_CONNECTIONS`` (:mod:`hydria.image.sources.pacing`).
 """
 
@@ -21,11 +21,11 @@ import httpx
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
-from hydria.image import manifest as mf
-from hydria.image.blobcache import BlobCache, Writer, digest_of
-from hydria.image.growing import GrowingBlob
+from hydria.image.blobs.cache import BlobCache, Writer, digest_of
+from hydria.image.blobs.growing_blob import GrowingBlob
 from hydria.image.progress import Progress
-from hydria.image.reference import RegistryImage
+from hydria.image.ref import manifest as mf
+from hydria.image.ref.reference import RegistryImage
 from hydria.image.sources.httpbody import Pace, body_chunks
 from hydria.image.sources.pacing import DownloadQueue
 from hydria.image.sources.registryhttp import (

@@ -24,7 +24,7 @@ import httpx
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
-from hydria.image.reference import RegistryImage
+from hydria.image.ref.reference import RegistryImage
 from hydria.image.sources import credentials
 from hydria.log import Logger
 

@@ -3,7 +3,7 @@ never one that a container of this node has mounted, nor one used within a grace
 import that is about to read it, a step on another node that found it and mounts it next).
 
 How recently a file was used is its access time, which Linux's default ``relatime`` updates at
-most once a day (a kept image's use sets it: hydria/image/imagecache.py). On a file system
+most once a day (a kept image's use sets it: hydria/image/kept/user_cache.py). On a file system
 mounted ``noatime`` only creation counts.
 """
 

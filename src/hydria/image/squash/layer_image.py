@@ -1,6 +1,6 @@
 """One image layer as a tar stream in the overlay's format, for a layer image of its own
 (runtime/layered.py): the container's overlay stacks layer images as the merge of
-image/flatten.py would have written them into one image.
+image/squash/flatten.py would have written them into one image.
 
 What the OCI layer says with marker files, the overlay reads from the entries themselves: a
 deletion (``.wh.NAME``) becomes a character device 0/0 named NAME, and an opaque folder
@@ -13,7 +13,7 @@ kept (and none of the overlay's own: a layer cannot plant an opaque folder or a 
 first of two entries of one path wins, nothing is written below a file.
 
 A layer that cannot stand alone as a layer image raises :class:`LayerNeedsMerge`, and the image
-is merged into one (image/layered_import.py): a hardlink to a file of a lower layer, a root
+is merged into one (image/kept/layered_import.py): a hardlink to a file of a lower layer, a root
 folder made opaque.
 """
 
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from functools import partial
 
 from hydria.errors import HydriaError
-from hydria.image.flatten import (
+from hydria.image.squash.flatten import (
     BELOW_OTHER,
     DIRECTORY,
     IMPLIED,

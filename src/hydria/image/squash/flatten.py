@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from hydria.errors import HydriaError
-from hydria.image.compression import CHUNK, DECOMPRESSION_ERRORS
+from hydria.image.blobs.compression import CHUNK, DECOMPRESSION_ERRORS
 from hydria.record import Record
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
-# A layer image's marks (image/layerimage.py writes them): the overlay's own extended attributes.
+# A layer image's marks (image/squash/layer_image.py writes them): the overlay's own extended attributes.
 OVERLAY_XATTRS = "SCHILY.xattr.user.overlay."
 OPAQUE_XATTR = OVERLAY_XATTRS + "opaque"
 ENCODING = "utf-8"  # of names in the layers and in the merged stream, as tarfile's default
@@ -123,7 +123,7 @@ class LayerContent(Protocol):
 
 class LayerStream(Record):
     """One layer: ``digest`` for messages, ``open`` gives its uncompressed tar. ``overlay_format``:
-    a layer image's tar (image/layerimage.py), whose deletions are character devices 0/0 and
+    a layer image's tar (image/squash/layer_image.py), whose deletions are character devices 0/0 and
     whose opaque folders are marked ``user.overlay.opaque=y``, in place of OCI's marker files."""
 
     digest: str

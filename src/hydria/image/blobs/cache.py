@@ -17,7 +17,7 @@ many users at once.
 * Lock files are per user (``<hex>.<uid>.lock``, mode 0600, opened without following links), so
   that nobody else can hold them; one that another user planted under that name is not used.
   Across the users of a shared cache, downloads are announced instead, and a user waits for
-  another's download only while it runs and progresses (:mod:`hydria.image.downloads`).
+  another's download only while it runs and progresses (:mod:`hydria.image.blobs.downloads`).
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ from typing import Protocol
 from hydria import locks
 from hydria.anonfile import anonymous_file
 from hydria.errors import HydriaError
-from hydria.image import cachelayout, downloads
-from hydria.image.growing import GrowingBlob
-from hydria.image.manifest import Blob
+from hydria.image.blobs import downloads
+from hydria.image.blobs import layout as cachelayout
+from hydria.image.blobs.growing_blob import GrowingBlob
+from hydria.image.ref.manifest import Blob
 from hydria.log import Logger
 from hydria.paths import ensure_dir, open_binary, open_regular, user_name
 from hydria.record import Record

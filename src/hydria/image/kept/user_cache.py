@@ -19,7 +19,7 @@ shared cache, before the user's first import) is ignored with a warning naming i
 time, as ``hydria cache prune`` reads it). Keeping an image can fail
 (a full disk): that is a warning, never a failed import.
 
-Layered images (``HYDRIA_LAYERED_IMAGES``, image/layered_import.py) are kept in the same folder:
+Layered images (``HYDRIA_LAYERED_IMAGES``, image/kept/layered_import.py) are kept in the same folder:
 an entry ``<key>.layers`` (runtime/layered.py) names layer images ``layer-<key>.sqsh`` beside
 it, each kept once whatever number of images share it (its key: the layer blob's digest, the
 squash options and the format). Hydria links them where the user can reach them (a build's
@@ -44,7 +44,7 @@ from pathlib import Path
 from hydria import locks
 from hydria.anonfile import AnonymousFile, anonymous_file, link_or_copy
 from hydria.errors import HydriaError
-from hydria.image.kept import (
+from hydria.image.kept.interface import (
     IMAGE_FORMAT,
     IMAGE_SUFFIX,
     LAYER_FORMAT,
@@ -56,8 +56,8 @@ from hydria.image.kept import (
     unnamed_layers,
     weigh,
 )
-from hydria.image.manifest import Platform
-from hydria.image.prune import Item
+from hydria.image.kept.prune import Item
+from hydria.image.ref.manifest import Platform
 from hydria.log import Logger
 from hydria.paths import ensure_dir, is_own_private_dir, user_name
 from hydria.runtime.layered import layered_text
@@ -147,7 +147,7 @@ class ImageCache:
         return kept_image_files(self.directory)
 
     def prune_items(self) -> tuple[list[Item], int]:
-        """The kept images as ``hydria cache prune`` weighs them (image/kept.py's weigh)."""
+        """The kept images as ``hydria cache prune`` weighs them (image/kept/interface.py's weigh)."""
         return weigh(self.directory, self.kept_images(), os.geteuid())
 
     def layered_in_use(self, mounted: set[str]) -> set[str]:

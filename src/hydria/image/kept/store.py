@@ -37,7 +37,7 @@ from pathlib import Path
 from hydria.anonfile import AnonymousFile, anonymous_file
 from hydria.config import Settings
 from hydria.errors import HydriaError
-from hydria.image.kept import (
+from hydria.image.kept.interface import (
     IMAGE_FORMAT,
     LAYER_FORMAT,
     LAYERED_SUFFIX,
@@ -49,8 +49,8 @@ from hydria.image.kept import (
     unnamed_layers,
     weigh,
 )
-from hydria.image.manifest import Platform
-from hydria.image.prune import Item, item, mounted_images, regular_files, remove, victims
+from hydria.image.kept.prune import Item, item, mounted_images, regular_files, remove, victims
+from hydria.image.ref.manifest import Platform
 from hydria.locks import STALE_AFTER, LinkLock
 from hydria.log import Logger
 from hydria.paths import user_name, writable_by_others

@@ -14,7 +14,7 @@ from isal import (  # ISA-L inflates gzip about twice as fast as zlib, without t
     isal_zlib,
 )
 
-from hydria.image.manifest import Blob
+from hydria.image.ref.manifest import Blob
 from hydria.interrupt import worker_thread
 
 GZIP_MAGIC = b"\x1f\x8b"

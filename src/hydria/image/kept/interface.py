@@ -1,9 +1,9 @@
 """Kept images: what an import keeps so that the next import of the same image, or of an image
 that shares its layers, costs only what is new. One concept with two homes:
 
-* a user's cache (:class:`hydria.image.imagecache.ImageCache`, ``CACHE/images.UID``): trusted
+* a user's cache (:class:`hydria.image.kept.user_cache.ImageCache`, ``CACHE/images.UID``): trusted
   because it is the user's own folder and files, guarded by flock;
-* the cluster's image store (:class:`hydria.image.imagestore.ImageStore`, ``STORE/images``):
+* the cluster's image store (:class:`hydria.image.kept.store.ImageStore`, ``STORE/images``):
   written by one account and trusted by every user for that, guarded by a link lock that holds
   on NFS (hydria/locks.py).
 
@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Protocol
 
 from hydria.anonfile import AnonymousFile
-from hydria.image.prune import Item, item, regular_files
+from hydria.image.kept.prune import Item, item, regular_files
 from hydria.runtime.layered import MAX_SIZE, LayeredImageError, layer_names
 from hydria.version import __version__
 
 IMAGE_FORMAT = "1"  # change it when an import writes other bytes for the same inputs
-LAYER_FORMAT = "1"  # the same for a layer image (image/layerimage.py)
+LAYER_FORMAT = "1"  # the same for a layer image (image/squash/layer_image.py)
 LAYER_PREFIX = "layer-"
 LAYER_SUFFIX = ".sqsh"
 LAYERED_SUFFIX = ".layers"

@@ -1,9 +1,9 @@
-"""One self-contained image file made of a layered image (image/layered_import.py), for where one
+"""One self-contained image file made of a layered image (image/kept/layered_import.py), for where one
 file is asked for: ``hydria import -o`` of an image that the image store or the cache keeps
 layered, ``hydria bundle`` and ``hydria create --unpack`` of a layered image.
 
 Each layer image is read as a tar by ``sqfs2tar`` (squashfs-tools-ng), the topmost first, and
-image/flatten.py merges them as an import merges a registry image's layers, reading the overlay's
+image/squash/flatten.py merges them as an import merges a registry image's layers, reading the overlay's
 marks (a character device 0/0, ``user.overlay.opaque``) as the deletions and opaque folders they
 are; tar2sqfs squashes the result. Nothing is downloaded, nothing unpacked to disk: the file shows
 what a start of the layered image shows. ``squashfs_tar`` reads any image file so (a bundle's
@@ -23,8 +23,8 @@ from typing import cast
 
 from hydria.anonfile import AnonymousFile, anonymous_file
 from hydria.errors import InvalidImage, MissingTool
-from hydria.image.flatten import LayerContent, LayerStream, flatten
-from hydria.image.squashfs import SquashPlan, squash_tar, squashed
+from hydria.image.squash.flatten import LayerContent, LayerStream, flatten
+from hydria.image.squash.squashfs import SquashPlan, squash_tar, squashed
 from hydria.log import Logger
 from hydria.runtime.layered import LayeredImageError, layer_paths
 from hydria.runtime.rootfs import image_layers

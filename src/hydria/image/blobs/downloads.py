@@ -1,6 +1,6 @@
 """One download of a blob for all the users of a shared cache, without letting one user block another.
 
-Each user's imports hold their own lock per blob (:mod:`hydria.image.blobcache`): nobody can hold
+Each user's imports hold their own lock per blob (:mod:`hydria.image.blobs.cache`): nobody can hold
 another user's. Across users, a download is *announced* instead: ``locks/<hex>.<uid>.active``,
 owned by its downloader, holding when the download started, how many bytes it has and which
 process downloads (:mod:`hydria.liveness`), rewritten every ``HEARTBEAT`` seconds. A user who finds an earlier announcement by another user waits for

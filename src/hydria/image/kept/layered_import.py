@@ -3,7 +3,7 @@ layer image of its own, kept in a user's cache or in the image store and shared 
 there that has the layer; the image is a small file that names them (runtime/layered.py). A new version of an image costs its
 new layers, not the whole image again (docs/performance.md).
 
-Where a layer cannot stand alone (image/layerimage.py's LayerNeedsMerge), the caller imports the
+Where a layer cannot stand alone (image/squash/layer_image.py's LayerNeedsMerge), the caller imports the
 image merged into one file instead.
 """
 
@@ -17,15 +17,15 @@ from pathlib import Path
 from typing import IO
 
 from hydria.anonfile import AnonymousFile
-from hydria.image import manifest as mf
-from hydria.image.config import runtime_files
-from hydria.image.flatten import ExtraFile, LayerContent, LayerStream, Sink
-from hydria.image.imagecache import CachedImage
-from hydria.image.kept import KeptImages
-from hydria.image.layer_folders import missing_folders
-from hydria.image.layerimage import end_archive, extras_layer, overlay_layer
+from hydria.image.kept.interface import KeptImages
+from hydria.image.kept.user_cache import CachedImage
 from hydria.image.progress import Progress
-from hydria.image.squashfs import SquashPlan, squash_tar
+from hydria.image.ref import manifest as mf
+from hydria.image.ref.runtime_files import runtime_files
+from hydria.image.squash.flatten import ExtraFile, LayerContent, LayerStream, Sink
+from hydria.image.squash.layer_image import end_archive, extras_layer, overlay_layer
+from hydria.image.squash.missing_folders import missing_folders
+from hydria.image.squash.squashfs import SquashPlan, squash_tar
 from hydria.log import Logger
 
 log = Logger(__name__)
@@ -83,7 +83,7 @@ def squash_layers(resolved: mf.ResolvedImage, home: KeptImages, options: SquashP
 
 
 def _extras(resolved: mf.ResolvedImage, layers: list[str]) -> list[ExtraFile]:
-    """The runtime files of the image format (image/config.py) and the WORKDIR and VOLUME folders
+    """The runtime files of the image format (image/ref/runtime_files.py) and the WORKDIR and VOLUME folders
     that ``layers`` (the layer images, the lowest first) lack, as a layer above the image's.
 
     Raises:

@@ -1,5 +1,5 @@
 """The folders an image's config names (WORKDIR, VOLUMEs) that its layers lack, for a layered
-image's top layer (image/layered_import.py): what the merged import adds (image/flatten.py's
+image's top layer (image/kept/layered_import.py): what the merged import adds (image/squash/flatten.py's
 ``ensure_dirs``), so that a start finds the WORKDIR to change to however read-only its root is.
 
 Which folders the layers have is asked of hydria's reader (``--folders``), which looks a path up
@@ -14,8 +14,8 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Sequence
 
-from hydria.image.flatten import ExtraFile, clean_path
-from hydria.image.layerimage import LayerNeedsMerge
+from hydria.image.squash.flatten import ExtraFile, clean_path
+from hydria.image.squash.layer_image import LayerNeedsMerge
 from hydria.runtime.reader import installed_reader
 
 ADDED_MODE = 0o755  # as the merged import adds them
