@@ -182,51 +182,71 @@ class Assignment(Record):
 _LINE = r"^(?P<key>[A-Za-z_][A-Za-z0-9_]*)(?:[ \t]*=[ \t]*|[ \t]+)(?P<value>.*)$"
 
 
-def parse_conf(text: str, source: str, *, commands: bool = False) -> list[Assignment]:
+def parse_conf(text: str, source: str, *, commands: bool = False,
+               problems: list[ConfigError] | None = None) -> list[Assignment]:
     """Parse a configuration file: ``KEY VALUE`` or ``KEY=VALUE`` lines, ``#`` comments.
 
     ``ENROOT_*`` keys are accepted as the ``HYDRIA_*`` setting of the same name, so an
     ``enroot.conf`` can be reused as it is; with ``commands``, its values may run ``$(command)``.
+    With ``problems``, a bad line is added there and left out instead of raised.
 
     Raises:
         ConfigError: a line that is not an assignment, or names no known setting.
     """
-    import re
-
     result = []
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        origin = f"{source}:{number}"
-        if line.startswith("export "):
-            raise ConfigError(f"Invalid configuration file: {origin}: {line!r} is a shell command",
-                              hint=f"write {line.removeprefix('export ').strip()} without 'export': the file holds "
-                                   "settings, it is not run as a shell script")
-        match = re.match(_LINE, line)
-        if not match:
-            raise ConfigError(
-                f"Invalid configuration file: {origin}: expected 'HYDRIA_NAME value', got {line!r}",
-                hint="each line sets one setting; comments start with '#'",
-            )
-        key = match["key"]
-        enroot_name = key.startswith(ENROOT_PREFIX)
-        if enroot_name:
-            key = HYDRIA_PREFIX + key[len(ENROOT_PREFIX):]
-        if key.startswith(HYDRIA_PREFIX):
-            if key[len(HYDRIA_PREFIX):] not in SPEC_BY_NAME:
-                raise ConfigError(
-                    f"Invalid configuration file: {origin}: unknown setting {match['key']}",
-                    hint="run 'hydria info' to list the settings",
-                )
-        elif not _is_passthrough(key):
-            raise ConfigError(
-                f"Invalid configuration file: {origin}: {key} is not a hydria setting",
-                hint="only HYDRIA_* settings, NVIDIA_*, MELLANOX_*, SSL_CERT_* and proxy variables may be set here",
-            )
-        value, literal = _unquote(match["value"], origin)
-        result.append(Assignment(key, value, literal, origin, commands, enroot_name))
+        try:
+            result.append(_assignment(line, f"{source}:{number}", commands))
+        except ConfigError as e:
+            if problems is None:
+                raise
+            problems.append(e)
     return result
+
+
+def _assignment(line: str, origin: str, commands: bool) -> Assignment:
+    """One line of a configuration file (not empty, no comment). Raises ConfigError."""
+    import re
+
+    if line.startswith("export "):
+        raise ConfigError(f"Invalid configuration file: {origin}: {line!r} is a shell command",
+                          hint=f"write {line.removeprefix('export ').strip()} without 'export': the file holds "
+                               "settings, it is not run as a shell script")
+    match = re.match(_LINE, line)
+    if not match:
+        raise ConfigError(
+            f"Invalid configuration file: {origin}: expected 'HYDRIA_NAME value', got {line!r}",
+            hint="each line sets one setting; comments start with '#'",
+        )
+    key = match["key"]
+    enroot_name = key.startswith(ENROOT_PREFIX)
+    if enroot_name:
+        key = HYDRIA_PREFIX + key[len(ENROOT_PREFIX):]
+    if key.startswith(HYDRIA_PREFIX):
+        if key[len(HYDRIA_PREFIX):] not in SPEC_BY_NAME:
+            raise ConfigError(f"Invalid configuration file: {origin}: unknown setting {match['key']}",
+                              hint=_setting_hint(match["key"]))
+    elif not _is_passthrough(key):
+        raise ConfigError(
+            f"Invalid configuration file: {origin}: {key} is not a hydria setting",
+            hint="only HYDRIA_* settings, NVIDIA_*, MELLANOX_*, SSL_CERT_* and proxy variables may be set here",
+        )
+    value, literal = _unquote(match["value"], origin)
+    return Assignment(key, value, literal, origin, commands, enroot_name)
+
+
+def _setting_hint(written: str) -> str:
+    """"did you mean HYDRIA_DATA_PATH?" for a misspelled setting, in the prefix it was written with."""
+    from difflib import get_close_matches
+
+    prefix = ENROOT_PREFIX if written.startswith(ENROOT_PREFIX) else HYDRIA_PREFIX
+    close = get_close_matches(written[len(prefix):], list(SPEC_BY_NAME), n=1, cutoff=0.7)
+    if close:
+        return f"did you mean {prefix}{close[0]}? (hydria info lists the settings)"
+    return "hydria info lists the settings, and docs/configuration.md says what each does"
 
 
 def _unquote(value: str, origin: str) -> tuple[str, bool]:
@@ -266,10 +286,11 @@ class Context(Record):
 
 def resolve(
     layers: Iterable[Iterable[Assignment]], env: Mapping[str, str], context: Context,
-    overrides: Sequence[Assignment] = (),
+    overrides: Sequence[Assignment] = (), problems: list[ConfigError] | None = None,
 ) -> Settings:
     """Merge defaults, configuration layers (lowest precedence first), the environment and
-    ``overrides`` (a configuration script's directives, which win over the environment).
+    ``overrides`` (a configuration script's directives, which win over the environment). With
+    ``problems``, a value that does not fit is added there and its setting keeps its default.
 
     Raises:
         ConfigError: a value that does not expand or does not fit its setting's type.
@@ -297,12 +318,25 @@ def resolve(
     for spec in SPECS:
         key = HYDRIA_PREFIX + spec.name
         assignment = chosen.get(key) or Assignment(key, spec.default, False, "default")
-        values[spec.name.lower()] = _convert(spec, assignment, variables)
+        try:
+            values[spec.name.lower()] = _convert(spec, assignment, variables)
+        except ConfigError as e:
+            if problems is None:
+                raise
+            problems.append(e)
+            assignment = Assignment(key, spec.default, False, "default")
+            values[spec.name.lower()] = _convert(spec, assignment, variables)
         origins[key] = assignment.origin
     environment = {}
     for key, assignment in chosen.items():
         if not key.startswith(HYDRIA_PREFIX):
-            environment[key] = _expand(assignment, variables)
+            try:
+                environment[key] = _expand(assignment, variables)
+            except ConfigError as e:
+                if problems is None:
+                    raise
+                problems.append(e)
+                continue
             origins[key] = assignment.origin
     return Settings(**values, environment=MappingProxyType(environment), origins=MappingProxyType(origins))  # type: ignore[arg-type]
 
@@ -472,10 +506,11 @@ def job_environment(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
 
 
 def load_settings(env: Mapping[str, str] | None = None, *, site_only: frozenset[str] = frozenset(),
-                  overrides: Sequence[Assignment] = ()) -> Settings:
+                  overrides: Sequence[Assignment] = (), problems: list[ConfigError] | None = None) -> Settings:
     """Load the settings of this process from the configuration files, the environment and
     ``overrides`` (see resolve); ``site_only`` settings come from the system files alone (not
-    from the user's file).
+    from the user's file). With ``problems`` (``hydria info``), what is wrong in them is added
+    there and left out, instead of raised.
 
     Raises:
         ConfigError: an unreadable or invalid configuration file, or an invalid value.
@@ -485,15 +520,15 @@ def load_settings(env: Mapping[str, str] | None = None, *, site_only: frozenset[
     sysconf = env.get(HYDRIA_PREFIX + "SYSCONF_PATH") or env.get(ENROOT_PREFIX + "SYSCONF_PATH") or DEFAULT_SYSCONF_PATH
     system_files = [path for name in SYSTEM_CONF_FILES for path in
                     (os.path.join(sysconf, name), *listed(os.path.join(sysconf, name + ".d"), ".conf"))]
-    system_layers = [parse_conf(text, path, commands="$(" in text and only_root_can_write(path))
-                     for path in system_files if (text := _read(path)) is not None]
+    system_layers = [parse_conf(text, path, commands="$(" in text and only_root_can_write(path), problems=problems)
+                     for path in system_files if (text := _read(path, problems)) is not None]
     # The user's file lives in CONFIG_PATH, which the system files or the environment may move.
-    config_path = resolve(system_layers, env, context, overrides).config_path
+    config_path = resolve(system_layers, env, context, overrides, [] if problems is not None else None).config_path
     user_file = os.path.join(config_path, CONF_FILE)
-    user_text = _read(user_file)
-    user_layers = [[assignment for assignment in parse_conf(user_text, user_file)
+    user_text = _read(user_file, problems)
+    user_layers = [[assignment for assignment in parse_conf(user_text, user_file, problems=problems)
                     if assignment.key[len(HYDRIA_PREFIX):] not in site_only]] if user_text is not None else []
-    return resolve([*system_layers, *user_layers], env, context, overrides)
+    return resolve([*system_layers, *user_layers], env, context, overrides, problems)
 
 
 ROOT_ONLY = frozenset({0})
@@ -505,12 +540,16 @@ def only_root_can_write(path: str) -> bool:
     return writable_by_others(path, ROOT_ONLY) is None
 
 
-def _read(path: str) -> str | None:
+def _read(path: str, problems: list[ConfigError] | None = None) -> str | None:
     try:
         return read_text(path)
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"Invalid configuration file: {path}: cannot read it: {e}",
-                          hint="make it readable by every user that runs hydria") from None
+        error = ConfigError(f"Invalid configuration file: {path}: cannot read it: {e}",
+                            hint="make it readable by every user that runs hydria")
+        if problems is None:
+            raise error from None
+        problems.append(error)
+        return None
 

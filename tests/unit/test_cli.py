@@ -63,13 +63,20 @@ def test_info_prints_settings_with_origins(capsys: pytest.CaptureFixture[str], t
     assert f"HYDRIA_DATA_PATH={tmp_path}/.local/share/hydria  # default" in out
 
 
-def test_bad_configuration_fails_every_command_that_reads_it(
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_configuration_fails_every_command_that_reads_it_and_info_says_what_is_wrong(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HYDRIA_MAX_PROCESSORS", "lots")
-    assert main(["info"]) == 1
-    err = capsys.readouterr().err
-    assert "[ERROR] Invalid configuration: environment variable HYDRIA_MAX_PROCESSORS: 'lots' is not a " \
-           "non-negative integer\n[INFO] hint: a whole number of 0 or more, e.g. 4" in err
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "hydria.conf").write_text("HYDRIA_DATAPATH /x\nHYDRIA_MAX_CONNECTIONS 3\n")
+    problems = (f"[ERROR] Invalid configuration file: {tmp_path}/etc/hydria.conf:1: unknown setting HYDRIA_DATAPATH\n"
+                "[INFO] hint: did you mean HYDRIA_DATA_PATH? (hydria info lists the settings)\n")
+    assert main(["list"]) == 1
+    assert capsys.readouterr().err == problems
+    assert main(["info"]) == 1  # it runs all the same: the way to find what is wrong
+    captured = capsys.readouterr()
+    assert captured.err == problems + "[ERROR] Invalid configuration: environment variable HYDRIA_MAX_PROCESSORS: " \
+        "'lots' is not a non-negative integer\n[INFO] hint: a whole number of 0 or more, e.g. 4\n"
+    assert "HYDRIA_MAX_CONNECTIONS=3\n" in captured.out and "HYDRIA_MAX_PROCESSORS=lots" not in captured.out
 
 
 def test_unknown_option_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

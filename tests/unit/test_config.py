@@ -243,6 +243,28 @@ def test_load_reports_the_broken_dropin(tmp_path: Path) -> None:
         load_settings({"HOME": str(tmp_path), "HYDRIA_SYSCONF_PATH": str(tmp_path)})
 
 
+@pytest.mark.parametrize(("written", "hint"), [
+    ("HYDRIA_DATAPATH /x", "did you mean HYDRIA_DATA_PATH?"),
+    ("ENROOT_CACHE_PTH /x", "did you mean ENROOT_CACHE_PATH?"),
+    ("HYDRIA_QUITE_DIFFERENT y", "hydria info lists the settings"),
+])
+def test_a_misspelled_setting_is_named_with_the_one_meant(written: str, hint: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        settings_from(written)
+    assert hint in (caught.value.hint or "")
+
+
+def test_what_is_wrong_can_be_collected_and_the_rest_read(tmp_path: Path) -> None:
+    """``hydria info`` reads a broken configuration whole: each problem said, the rest in effect."""
+    write(tmp_path / "hydria.conf", "HYDRIA_DATAPATH /x\nHYDRIA_MAX_CONNECTIONS 3\nHYDRIA_UNPACK sometimes\n"
+                                    "HYDRIA_TRANSFER_RETRIES 5\n")
+    problems: list[ConfigError] = []
+    s = load_settings({"HOME": str(tmp_path), "HYDRIA_SYSCONF_PATH": str(tmp_path)}, problems=problems)
+    assert [p.message.split(": ", 2)[1] for p in problems] == [f"{tmp_path}/hydria.conf:1", f"{tmp_path}/hydria.conf:3"]
+    assert (s.max_connections, s.transfer_retries, s.unpack) == (3, 5, False)
+    assert s.origins["HYDRIA_UNPACK"] == "default"
+
+
 def test_load_reads_enroot_conf_first_where_sysconf_is_enroots_folder(tmp_path: Path) -> None:
     """ENROOT_SYSCONF_PATH=/etc/enroot (a module file) reads enroot.conf, its drop-ins, then hydria.conf."""
     write(tmp_path / "enroot.conf", "ENROOT_MAX_CONNECTIONS 1\nENROOT_TRANSFER_RETRIES 4\n")

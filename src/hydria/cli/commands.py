@@ -29,6 +29,9 @@ class Command(Record):
     # Makes something (an image, a bundle, a push, a prune): Ctrl-C stops it also where hydria
     # started with SIGINT ignored (a script's background job); a container's program keeps what it got.
     makes: bool = False
+    # Runs whatever the configuration holds, saying what is wrong in it (hydria info): the way to
+    # find the mistake that makes every other command fail.
+    shows_configuration: bool = False
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -53,7 +56,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("slurm", "The Slurm plugin's steps and its installation", "hydria.cli.slurm"),
     Command("oci", "Run OCI bundles for Slurm's own containers (srun --container)", "hydria.cli.oci",
             needs_settings=False),
-    Command("info", "Show the version and the settings in effect", "hydria.cli.info"),
+    Command("info", "Show the version and the settings in effect", "hydria.cli.info", shows_configuration=True),
     Command("install-reader", "Build hydria's fast squashfs reader for this installation",
             "hydria.cli.install_reader", needs_settings=False),
     Command("install-apparmor", "Install the AppArmor profile hydria needs where user namespaces are restricted",
@@ -147,4 +150,14 @@ def _run(command: Command, args: list[str]) -> int:
     from hydria.interrupt import terminate_as_interrupt
 
     with terminate_as_interrupt(ctrl_c=command.makes):  # what a command half-wrote goes, as on Ctrl-C
-        return int(module.run(options, load_settings()))
+        if not command.shows_configuration:
+            return int(module.run(options, load_settings()))
+        from hydria.cli.logsetup import report
+        from hydria.errors import ConfigError
+
+        problems: list[ConfigError] = []
+        settings = load_settings(problems=problems)
+        for problem in problems:
+            report(problem)
+        status = int(module.run(options, settings))
+        return status or (1 if problems else 0)
