@@ -895,3 +895,20 @@ def test_login_shell_reads_profile_d_as_enroot_does(images: dict[str, Path], wor
     assert output(workspace, *command, ENROOT_LOGIN_SHELL="yes") == "sourced sh\n"
     assert output(workspace, *command) == "none sh\n"
     assert output(workspace, *command, HYDRIA_LOGIN_SHELL="y", ENROOT_LOGIN_SHELL="n") == "sourced sh\n"
+
+
+def test_what_a_command_makes_or_removes_it_says_in_one_line_unless_quiet(images: dict[str, Path],
+                                                                          workspace: Workspace) -> None:
+    said = {
+        ("create", "-n", "made", str(images["busybox"])): f"Container made created from {images['busybox']}",
+        ("export", "-o", "made.sqsh", "made"): f"Image written to {workspace.out / 'made.sqsh'}",
+        ("bundle", "-o", "made.run", str(images["busybox"])): f"Bundle written to {workspace.out / 'made.run'}",
+        ("remove", "-f", "made"): "Container made removed",
+    }
+    for arguments, line in said.items():
+        result = workspace.run(*arguments)
+        assert result.returncode == 0 and f"[INFO] {line}\n" in result.stderr, (arguments, result.stderr)
+    for arguments in said:
+        again = ["-f"] if arguments[0] in ("export", "bundle") else []  # over what the first round wrote
+        quiet = workspace.run(arguments[0], "-q", *again, *arguments[1:])
+        assert quiet.returncode == 0 and quiet.stderr == "", (arguments, quiet.stderr)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
 
 from hydria import __version__
+from hydria.cli.commands import COMMANDS, Command, build_parser
 from hydria.cli.main import main
 
 ENROOT_COMMANDS = ["import", "create", "start", "exec", "list", "remove", "export", "bundle",
@@ -123,3 +125,19 @@ def test_help_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert "usage: hydria start" in capsys.readouterr().out
     assert main(["help", "frobnicate"]) == 1
     assert "Unknown command: frobnicate" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c.makes], ids=lambda c: c.name)
+def test_every_command_that_makes_or_removes_takes_quiet(command: Command) -> None:
+    """A table over every command: a new one that makes something takes part by its ``makes``."""
+    parser = build_parser(command)
+    assert "-q" in parser.format_help()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, subparser in action.choices.items():
+                assert "-q, --quiet" in subparser.format_help(), f"{command.name} {name}"
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if not c.makes], ids=lambda c: c.name)
+def test_a_command_that_runs_a_program_or_reads_takes_no_quiet_of_ours(command: Command) -> None:
+    assert "say nothing but warnings and errors" not in build_parser(command).format_help()

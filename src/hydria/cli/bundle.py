@@ -26,6 +26,9 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
             from hydria.errors import UsageError
 
             raise UsageError(f"--{name} takes a non-empty value")
-    api.bundle(options.image, options.output, target=options.target, description=options.desc,
-               checksum=options.checksum, include_config=options.all, force=options.force, settings=settings)
+    from hydria.log import Logger
+
+    bundle = api.bundle(options.image, options.output, target=options.target, description=options.desc,
+                        checksum=options.checksum, include_config=options.all, force=options.force, settings=settings)
+    Logger("hydria").info("Bundle written to %s", bundle)
     return 0

@@ -86,6 +86,8 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
                 read_cache.remove(leftover)
     verb = "would remove" if options.dry_run else "removed"
     left = sum(i.size for i in everything) + shared_layers - sum(i.size for i in gone)
+    if options.quiet:
+        return 0
     print(f"{verb} {len(gone)} file(s), {format_size(sum(i.size for i in gone))}; "
           f"your share of {root} is {format_size(left)}")
     return 0

@@ -26,8 +26,10 @@ class Command(Record):
     summary: str
     module: str
     needs_settings: bool = True
-    # Makes something (an image, a bundle, a push, a prune): Ctrl-C stops it also where hydria
-    # started with SIGINT ignored (a script's background job); a container's program keeps what it got.
+    # Makes or removes something (an image, a container, a bundle, a push, a prune): it says so
+    # in one line, which -q silences (with every other message but warnings and errors), and
+    # Ctrl-C stops it also where hydria started with SIGINT ignored (a script's background job);
+    # a container's program keeps what it got.
     makes: bool = False
     # Runs whatever the configuration holds, saying what is wrong in it (hydria info): the way to
     # find the mistake that makes every other command fail.
@@ -40,11 +42,11 @@ COMMANDS: tuple[Command, ...] = (
     Command("build", "Build an image from a Dockerfile, without root or a daemon", "hydria.cli.build", makes=True),
     Command("push", "Push an image you built (or an OCI layout) to a registry", "hydria.cli.push", makes=True),
     Command("digest", "Show the digest of a registry image", "hydria.cli.digest"),
-    Command("create", "Create a container from an image file", "hydria.cli.create"),
+    Command("create", "Create a container from an image file", "hydria.cli.create", makes=True),
     Command("start", "Start a container and run a command in it", "hydria.cli.start"),
     Command("exec", "Run a command in a running container", "hydria.cli.exec_"),
     Command("list", "List containers", "hydria.cli.list_"),
-    Command("remove", "Remove containers", "hydria.cli.remove"),
+    Command("remove", "Remove containers", "hydria.cli.remove", makes=True),
     Command("export", "Write a container back to an image file", "hydria.cli.export", makes=True),
     Command("bundle", "Make a self-extracting bundle from an image file", "hydria.cli.bundle", makes=True),
     Command("batch", "Start a container from a configuration file", "hydria.cli.batch"),
@@ -138,12 +140,27 @@ def build_parser(command: Command) -> ArgumentParser:
     """The command's parser: its module's ``add_arguments`` (also read by cli/reference.py)."""
     parser = ArgumentParser(prog=f"{program_name()} {command.name}", description=command.summary)
     importlib.import_module(command.module).add_arguments(parser)
+    if command.makes:
+        _add_quiet(parser, False)
+        for action in parser._actions:  # each ACTION's too (hydria store import -q URI)
+            if isinstance(action, argparse._SubParsersAction):
+                for subparser in action.choices.values():
+                    _add_quiet(subparser, argparse.SUPPRESS)  # keeps what the command's -q said
     return parser
+
+
+def _add_quiet(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument("-q", "--quiet", action="store_true", default=default,
+                        help="say nothing but warnings and errors (not what was made or removed)")
 
 
 def _run(command: Command, args: list[str]) -> int:
     module = importlib.import_module(command.module)
     options = build_parser(command).parse_args(args)
+    if command.makes and options.quiet:
+        from hydria.log import WARNING, to_stderr
+
+        to_stderr(WARNING)
     if not command.needs_settings:
         return int(module.run(options))
     from hydria.config import load_settings

@@ -17,7 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
     from hydria import api
+    from hydria.log import Logger
 
-    api.create(options.image, options.name, force=options.force, unpack=options.unpack or settings.unpack,
-               settings=settings)
+    made = api.create(options.image, options.name, force=options.force, unpack=options.unpack or settings.unpack,
+                      settings=settings)
+    Logger("hydria").info("Container %s created from %s", made.name, options.image)
     return 0

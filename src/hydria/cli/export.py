@@ -15,6 +15,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
     from hydria import api
+    from hydria.log import Logger
 
-    api.export(options.name, options.output, force=options.force, settings=settings)
+    image = api.export(options.name, options.output, force=options.force, settings=settings)
+    Logger("hydria").info("Image written to %s", image)
     return 0

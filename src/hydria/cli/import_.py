@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from hydria.config import Settings
-from hydria.log import WARNING, Logger, to_stderr
+from hydria.log import Logger
 
 log = Logger("hydria")
 
@@ -13,7 +13,6 @@ log = Logger("hydria")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-a", "--arch", help="architecture of the image (default: this machine's)")
     parser.add_argument("-o", "--output", help="image file to write (default: derived from the URI)")
-    parser.add_argument("-q", "--quiet", action="store_true", help="print errors only")
     parser.add_argument("uri", help="docker://[USER@][REGISTRY#]IMAGE[:TAG|@DIGEST], dockerd://IMAGE, "
                         "podman://IMAGE, oci://DIR[:REF], oci-archive://FILE[:REF], docker-archive://FILE")
 
@@ -21,8 +20,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(options: argparse.Namespace, settings: Settings) -> int:
     from hydria import api
 
-    if options.quiet:
-        to_stderr(WARNING)
     image = api.import_image(options.uri, options.output, arch=options.arch, settings=settings)
     log.info("Image written to %s", image)
     return 0

@@ -41,7 +41,10 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
             present.append(name)
         except HydriaError as e:
             missing.append(e)
-    containers.remove(present, confirm=None if options.force or settings.force_override else _ask)
+    from hydria.log import Logger
+
+    for name in containers.remove(present, confirm=None if options.force or settings.force_override else _ask):
+        Logger("hydria").info("Container %s removed", name)
     for error in missing:
         report(error)
     return 1 if missing else 0

@@ -118,6 +118,8 @@ def _prune(store: ImageStore, options: argparse.Namespace, settings: Settings) -
             return 0
     gone = store.prune(target, dry_run=options.dry_run)
     verb = "would remove" if options.dry_run else "removed"
+    if options.quiet:
+        return 0
     for image in gone:
         print(f"{verb} {image.path} ({format_size(image.size)})")
     left = store.size_on_disk() - (sum(i.size for i in gone) if options.dry_run else 0)

@@ -199,18 +199,21 @@ class NamedContainers:
                                   hint="removing it would leave the running instance without its files: end it "
                                        f"first (kill {pids}) and remove it then; hydria list --fancy shows it")
 
-    def remove(self, names: Sequence[str], confirm: Callable[[Path], bool] | None = None) -> None:
+    def remove(self, names: Sequence[str], confirm: Callable[[Path], bool] | None = None) -> list[str]:
         """Delete the containers ``names``, each that ``confirm`` (given its path) accepts; every
         door (command line, API, Slurm) comes here. All are checked before any is deleted: none
-        when one is running. Raises NotFound, HydriaError (busy)."""
+        when one is running. Returns the names deleted. Raises NotFound, HydriaError (busy)."""
         paths = [self.path(name) for name in names]
         for path in paths:
             if not path.is_dir():
                 raise missing(self.settings.data_path, path.name)
         self._refuse_running(names)
+        removed = []
         for path in paths:
             if confirm is None or confirm(path):
                 self._discard(path)
+                removed.append(path.name)
+        return removed
 
     def _discard(self, path: Path) -> None:
         """Take ``path`` out of the store at once (a rename: of concurrent removals, one does it),
