@@ -271,7 +271,7 @@ def output_file(output: str | None, default: str, *, force: bool) -> Path:
         if target.is_dir():
             raise HydriaError(f"Is a directory: {target}", hint="--output takes a file name")
         if target.exists() and not force:
-            raise AlreadyExists(target, hint="use --force to overwrite it")
+            raise AlreadyExists(target, hint="use --force to replace it")
     except PermissionError:
         pass  # a folder on the way that this user may not search: the folder's check says so
     check_output_folder(target)

@@ -55,7 +55,7 @@ def output_path(ref: ImageReference, output: str | None, cwd: Path) -> Path:
     target = target.parent.resolve() / target.name
     try:
         if target.exists() or target.is_symlink():
-            raise OutputExists(target, hint="import never overwrites; remove the file or choose another --output")
+            raise OutputExists(target, hint="import never replaces a file, as enroot's: remove it, or choose another --output")
     except PermissionError:
         pass  # a folder on the way that this user may not search: the folder's check says so
     check_output_folder(target)
