@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import re
 import signal
 import subprocess
 import tarfile
@@ -528,3 +529,17 @@ def test_a_bearer_realm_that_is_no_url_is_a_clear_error(realm: str, busybox: Pub
         result = workspace.run("import", "-o", "x.sqsh", busybox.docker_uri.replace(registry.address, proxy.address))
     assert result.returncode == 1 and f"Could not get a token from {realm}" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and not (workspace.out / "x.sqsh").exists()
+
+
+def test_progress_off_a_terminal_says_the_layers_in_the_order_they_come(busybox: PublishedImage,
+                                                                        workspace: Workspace) -> None:
+    """Off a terminal (a batch log): how many layers are missing, then a line per layer done while
+    the squash runs; the image's config is no layer and has no line (it came first, as a layer)."""
+    result = workspace.run("import", "-o", "ordered.sqsh", busybox.docker_uri)
+    assert result.returncode == 0, result.stderr
+    lines = [line.removeprefix("[INFO] ") for line in result.stderr.splitlines()]
+    layer = busybox.image.layers[0].blob.digest[7:19]
+    assert lines[0] == "Downloading 1 missing layers...", lines
+    blobs = [line for line in lines if re.match(r"^[0-9a-f]{12}  ", line)]
+    assert len(blobs) == 1 and blobs[0].startswith(layer), lines
+    assert lines[-1].startswith("Image written to")

@@ -80,14 +80,21 @@ class Progress:
 
     # --- downloads (from the download threads) ---
 
-    def start(self, digest: str, total: int) -> None:
+    def start(self, digest: str, total: int, *, shown: bool = True) -> None:
+        """A blob's download begins; one not ``shown`` (an image's config: no layer, and fetched
+        before the layers are counted) is left out of every line."""
+        if not shown:
+            return
         with self._lock:
             self._blobs[digest] = _Blob(total)
             self._draw(force=True)
 
     def advance(self, digest: str, amount: int) -> None:
         with self._lock:
-            self._blobs[digest].done += amount
+            blob = self._blobs.get(digest)
+            if blob is None:
+                return  # not shown
+            blob.done += amount
             self._draw()
 
     def finish(self, digest: str) -> None:

@@ -90,6 +90,7 @@ class RegistrySource:
         self._growing: dict[str, GrowingBlob] = {}
         self._descriptors: dict[str, mf.Descriptor] = {}
         self._manifests: dict[str, tuple[object, str, str]] = {}  # asked for once: digest, then resolve
+        self._configs: set[str] = set()  # the images' config blobs: not layers, not in the progress lines
         self._pool = ThreadPoolExecutor(max_workers=settings.max_connections or 32,
                                         initializer=leave_signals_to_the_main_thread)
         self._closing = threading.Event()
@@ -124,6 +125,7 @@ class RegistrySource:
             chosen = mf.choose_platform(mf.parse_index(document, where), want, where)
             document, media_type, digest = self._manifest(chosen.digest, where)
         manifest = mf.parse_manifest(document, media_type, where)
+        self._configs.add(manifest.config.digest)
         self.fetch([manifest.config])
         with self.open_blob(manifest.config) as blob:
             config_where = f"the image config of {where}"
@@ -160,11 +162,12 @@ class RegistrySource:
         they start as the merge needs them (:class:`DownloadQueue`) and :meth:`open_blob` waits
         for each one (and raises its error)."""
         missing = [d for d in dict.fromkeys(descriptors) if self.cache.lookup(d.digest) is None]
+        layers = any(d.digest not in self._configs for d in descriptors)  # else the config alone: said nothing of
         if not missing:
-            if len(descriptors) > 1:
+            if layers:
                 log.info("Found all layers in cache")
             return
-        if len(descriptors) > 1:
+        if layers:
             log.info("Downloading %d missing layers...", len(missing))
         if wait:
             pending = [self._pool.submit(self._download, descriptor, GrowingBlob()) for descriptor in missing]
@@ -197,7 +200,7 @@ class RegistrySource:
         started = time.monotonic()  # HYDRIA_TRANSFER_TIMEOUT counts every try
 
         def download(out: Writer) -> None:
-            self.progress.start(descriptor.digest, descriptor.size)
+            self.progress.start(descriptor.digest, descriptor.size, shown=descriptor.digest not in self._configs)
             received = 0
             resumes = RESUMES + self.settings.transfer_retries
             for attempt in range(resumes + 1):
