@@ -85,8 +85,28 @@ DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc
              "stderr": "/proc/self/fd/2", "ptmx": "pts/ptmx"}
 
 
+class OciProcess(Record):
+    """An OCI bundle's process (hydria oci run): the command is run as it is, found on the
+    environment's PATH (no rc, no shell), with ``env`` over the site's environ.d (not the image's
+    /etc/environment), in ``cwd``, in a UTS namespace named ``hostname``. Its names are taken as
+    they are: a job's environment holds ones a shell cannot set (BASH_FUNC_ml%%)."""
+
+    env: Mapping[str, str]
+    cwd: str = "/"
+    hostname: str | None = None
+    confinement: Confinement | None = None  # its capabilities, masked paths, seccomp profile
+
+
+class SlurmStep(Record):
+    """The Slurm plugin's step container: no built-in Slurm hook (its tasks bring their own
+    SLURM_*/PMI variables, and may belong to other steps that join it)."""
+
+    store_trees: StoreTrees | None = None  # the node's trees of the store's images
+
+
 class StartOptions(Record):
-    """``hydria start`` after parsing; settings already carry ``--root``, ``--rw`` and unshares."""
+    """``hydria start`` after parsing; settings already carry ``--root``, ``--rw`` and unshares.
+    An OCI bundle's process and a Slurm step bring records of their own."""
 
     target: str  # as the user named it, for messages
     command: Sequence[str]
@@ -95,33 +115,22 @@ class StartOptions(Record):
     rc: str | None = None
     entries: Sequence[fstab.MountEntry] = ()  # mounts made by callers other than the CLI
     conf: ConfScript | None = None  # --conf
-    # The built-in Slurm hook; off for the Slurm plugin's step container, whose tasks bring their
-    # own SLURM_*/PMI variables (and may belong to other steps that join it).
-    slurm_hook: bool = True
+    devices: Sequence[str] = ()  # --device: CDI device names (hooks/cdi.py)
     # The command's first word when it is one of hydria start's own options (``hydria start IMAGE
     # --rw ...``): an error, unless the image has an entrypoint to take it (as enroot passes it on).
     misplaced_option: str | None = None
     # ``hydria start`` of an MPI launcher from the command line: the command that starts the same
     # container on another node, for the launcher's daemons (hydria/launch.py).
     remote_start: str | None = None
-    devices: Sequence[str] = ()  # --device: CDI device names (hooks/cdi.py)
-    # An OCI bundle's process (hydria oci run): the command is run as it is, found on the
-    # environment's PATH (no rc, no shell), with ``process_env`` over the site's environ.d (not
-    # the image's /etc/environment), in ``cwd``, in a UTS namespace named ``hostname``. Its names
-    # are taken as they are: a job's environment holds ones a shell cannot set (BASH_FUNC_ml%%).
-    oci_process: bool = False
-    process_env: Mapping[str, str] | None = None
-    cwd: str = "/"
-    hostname: str | None = None
-    confinement: Confinement | None = None  # its capabilities, masked paths, seccomp profile
-    store_trees: StoreTrees | None = None  # a Slurm step's: the node's trees of the store's images
+    oci: OciProcess | None = None
+    step: SlurmStep | None = None
 
 
 def start(container: rootfs.Container, options: StartOptions, settings: Settings) -> None:
     """Start the container and exec its program; returns only by raising HydriaError."""
     env_options = [environ.env_option(e, os.environ) for e in options.env]
     asked = frozenset(name for name, _ in env_options)  # the user's own --env: a request, as the host's
-    env_options += (options.process_env or {}).items()
+    env_options += (options.oci.env if options.oci else {}).items()
     extra_mounts = [*(fstab.from_mount_option(m) for m in options.mounts), *options.entries]
     if options.rc is not None:
         check_input_file(options.rc, "--rc")
@@ -138,13 +147,15 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     uid, gid = os.getuid(), os.getgid()
     host_user = pwd.getpwuid(uid)
     cwd = os.getcwd()
-    source, forker = _image_source(container, settings, options.store_trees)  # as the user, before the namespaces
+    store_trees = options.step.store_trees if options.step else None
+    source, forker = _image_source(container, settings, store_trees)  # as the user, before the namespaces
 
     namespaces.enter(settings, uid, gid)
-    if options.hostname is not None:
+    oci = options.oci
+    if oci is not None and oci.hostname is not None:
         import socket
 
-        socket.sethostname(options.hostname)
+        socket.sethostname(oci.hostname)
     inner_uid, inner_gid = (0, 0) if settings.remap_root else (uid, gid)
     area = f"{runtime}/{process_tag()}"
     sc.mount("tmpfs", str(runtime), "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=700")
@@ -182,7 +193,7 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     if settings.restrict_dev or settings.unshare_ipc:
         for name, target in DEV_LINKS.items():
             os.symlink(target, f"{root}/dev/{name}")
-    image_environment = "" if options.oci_process else read_in_root(root, "/etc/environment")
+    image_environment = "" if options.oci else read_in_root(root, "/etc/environment")
     env_files = [text for _, text in _config_texts(settings, "environ.d", ".env")]
     sites = scripts.run_hooks(settings, root, area, options.conf,
                               environ.build(image_environment, env_files, env_options, os.environ))
@@ -214,10 +225,21 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     if rc_text is not None:
         with open(f"{area}/rc", "w") as handle:
             handle.write(rc_text)
+    _switch_root_and_exec(root, f"{area}/rc" if rc_text is not None else None, environment,
+                          (hook_edits.hooks, hook_state), options, settings, (uid, inner_uid))
 
+
+def _switch_root_and_exec(root: str, rc_path: str | None, environment: dict[str, str],
+                          hooks: tuple[Sequence[edits.Hook], dict[str, object] | None], options: StartOptions,
+                          settings: Settings, uids: tuple[int, int]) -> NoReturn:
+    """The last phase: the root made read-only unless --rw, pivoted into, the late OCI hooks run,
+    the process confined (bounding set, seccomp, a bundle's confinement), then its program
+    executed with ``environment`` (the rc at ``rc_path``, else the image's ``/etc/rc``).
+    ``uids``: the caller's and the one inside. Raises HydriaError."""
+    uid, inner_uid = uids
+    oci = options.oci
     if not settings.rootfs_writable:
         sc.mount(None, root, None, sc.MS_REMOUNT | sc.MS_BIND | sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV)
-    rc_path = f"{area}/rc" if rc_text is not None else None
     rc_fd = os.open(rc_path, os.O_RDONLY) if rc_path else None  # read by the shell as /proc/self/fd/N
     if rc_fd is not None:
         os.set_inheritable(rc_fd, True)
@@ -227,26 +249,27 @@ def start(container: rootfs.Container, options: StartOptions, settings: Settings
     sc.pivot_root(".", ".")
     sc.umount2(".", sc.MNT_DETACH)
     os.chdir("/")
-    _enter_cwd(options.cwd)
+    _enter_cwd(oci.cwd if oci is not None else "/")
     sc.unshare(sc.CLONE_NEWCGROUP)  # /proc/self/cgroup reads "/" inside (with the cgroups hook's binds)
     if settings.unshare_pid:
         _become_pid_one()
-    if hook_state is not None:
-        edits.run_hooks(hook_edits.hooks, edits.LATE_STAGES, hook_state)
-    if options.confinement is not None:
+    if hooks[1] is not None:
+        edits.run_hooks(hooks[0], edits.LATE_STAGES, hooks[1])
+    confined = oci.confinement if oci is not None else None
+    if confined is not None:
         from hydria.runtime import confinement
 
-        confinement.apply_masks(options.confinement)
-    if inner_uid != 0 and options.confinement is None:
+        confinement.apply_masks(confined)
+    if inner_uid != 0 and confined is None:
         sc.empty_bounding_set()  # as enroot's switchroot: a user's program keeps no capability to regain
     if not namespaces.privileged(settings, uid):
         sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
         seccomp.install()
-    if options.confinement is not None:
+    if confined is not None:
         sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)  # a bundle's process.noNewPrivileges is always true
-        confinement.restrict(options.confinement)
+        confinement.restrict(confined)
     sys.stdout.flush()
-    if options.oci_process:
+    if oci is not None:
         _exec_exactly(options.command, environment)
     shell, argv = _program(options.command, rc_fd, environment.get("SHELL") if settings.login_shell else None)
     try:
@@ -335,7 +358,7 @@ def _hook_edits(context: edits.StartContext, options: StartOptions, devices: edi
         parts += [infiniband.edits(context), sharp.edits(context)]
     if devices is not None:
         parts.append(devices)
-    if options.slurm_hook:
+    if options.step is None:  # a step's tasks bring their own SLURM_*/PMI variables
         parts.append(slurm_pmi.edits(context))
     if options.remote_start is not None:
         from hydria.hooks import launch

@@ -9,7 +9,7 @@ import resource
 from typing import Any
 
 from hydria.config import load_settings
-from hydria.container.start import StartOptions, start
+from hydria.container.start import OciProcess, StartOptions, start
 from hydria.oci.bundle import SETTING_OF_NAMESPACE, OciContainer, load
 from hydria.oci.fields import BundleError
 from hydria.runtime.rootfs import Container
@@ -33,9 +33,9 @@ def run(bundle: str) -> None:
     _limit(container)
     name = os.path.basename(os.path.normpath(bundle))
     start(Container(name, None, directory=container.rootfs, overlaid=True),
-          StartOptions(target=bundle, command=container.args, entries=container.mounts, oci_process=True,
-                       process_env=container.env, cwd=container.cwd, hostname=container.hostname,
-                       confinement=container.confinement), settings)
+          StartOptions(target=bundle, command=container.args, entries=container.mounts,
+                       oci=OciProcess(container.env, container.cwd, container.hostname, container.confinement)),
+          settings)
 
 
 def _limit(container: OciContainer) -> None:

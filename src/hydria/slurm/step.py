@@ -77,7 +77,7 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
     Either way, the tasks' environment plan goes to the shim (task_env). ``store_trees``: the
     node's trees of the store's images, which the shim mounted for the step (container/store_trees.py).
     Raises HydriaError."""
-    from hydria.container.start import StartOptions
+    from hydria.container.start import SlurmStep, StartOptions
     from hydria.container.start import start as start_container
     from hydria.container.target import resolve_target
 
@@ -122,8 +122,8 @@ def start(options: ContainerOptions, step: str, settings: Settings, environment:
         marks.send(CLEANUP_MARK)  # the shim runs `hydria slurm cleanup` only when told to
     _send_plan(options, facts._replace(pmix_directory=bool(pmix.server)), marks)
     start_container(resolve_target(target, settings),
-                    StartOptions(target, STOP_COMMAND, env=env, entries=entries, slurm_hook=False,
-                                 devices=options.devices, store_trees=store_trees), settings)
+                    StartOptions(target, STOP_COMMAND, env=env, entries=entries, devices=options.devices,
+                                 step=SlurmStep(store_trees)), settings)
     raise AssertionError("start() execs the container or raises")
 
 
