@@ -70,6 +70,23 @@ def anonymous_file(target: Path, mode: int = 0o644) -> Iterator[AnonymousFile]:
             partial.unlink(missing_ok=True)
 
 
+def hardlinked(source: str | Path, target: Path) -> bool:
+    """Whether ``target`` was made a hardlink of ``source``; False where none can be made (another
+    file system, another user's file under protected_hardlinks).
+
+    Raises:
+        FileExistsError: ``target`` exists.
+        FileNotFoundError: ``source`` does not.
+    """
+    try:
+        os.link(source, target)
+        return True
+    except (FileExistsError, FileNotFoundError):
+        raise
+    except OSError:
+        return False
+
+
 def link_or_copy(source: str | Path, target: Path) -> None:
     """Make ``target`` the same file as ``source``: a hardlink, or where none can be made (another
     file system, another user's file under protected_hardlinks) a copy with the same modification
@@ -79,13 +96,8 @@ def link_or_copy(source: str | Path, target: Path) -> None:
         FileExistsError: ``target`` exists.
         FileNotFoundError: ``source`` does not.
     """
-    try:
-        os.link(source, target)
+    if hardlinked(source, target):
         return
-    except (FileExistsError, FileNotFoundError):
-        raise
-    except OSError:
-        pass
     import shutil  # here: starts of named containers spare it
 
     with anonymous_file(target) as copy:

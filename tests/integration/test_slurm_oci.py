@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from testbed import slurm
-from testbed.users import run_as
+from testbed.users import live_processes, run_as
 from testbed.workspace import Workspace
 
 pytestmark = pytest.mark.integration
@@ -162,6 +162,30 @@ def test_state_kill_and_delete_see_and_end_a_steps_containers(oci_slurm: slurm.S
         subprocess.run([hydria_bin, "oci", "delete", *step], check=True)  # nothing left: nothing to do
     finally:
         oci_slurm.run("scancel", job)
+
+
+def test_scancel_ends_the_container_and_its_program_at_once(oci_slurm: slurm.Submitter, bundle: Path,
+                                                             workspace: Workspace) -> None:
+    """The bundle's program is PID 1 of its namespace, which ignores SIGTERM. Slurm runs RunTimeRun
+    through /bin/sh -c: on Slurm 26.05 the shell died on scancel's SIGTERM and left hydria and the
+    program orphaned, out of the reach of proctrack's SIGKILL, for a minute, until oci.conf's exec
+    made hydria the task itself. Debian's 22.05, which this cluster runs, ends them either way."""
+    submitted = oci_slurm.ok("sbatch", "--wrap", f"srun --container={bundle} sleep 321")
+    job = submitted.split()[-1]
+
+    def left() -> list[str]:
+        return [line for line in live_processes(workspace.user, wait=0) if "sleep 321" in line or "oci run" in line]
+    try:
+        deadline = time.monotonic() + 60
+        while not any("sleep 321" in line for line in left()) and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert any("sleep 321" in line for line in left()), "the container's program never started"
+    finally:
+        oci_slurm.run("scancel", job)
+    cancelled = time.monotonic()
+    while left() and time.monotonic() - cancelled < 60:
+        time.sleep(0.3)
+    assert left() == [] and time.monotonic() - cancelled < 45, left()  # Slurm's KillWait is 30 s
 
 
 def _state(hydria_bin: str, step: list[str]) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
-from hydria.anonfile import link_or_copy
+from hydria.anonfile import hardlinked, link_or_copy
 from hydria.config import Settings
 from hydria.container.named import IDENTITY, IMAGE, ROOTFS, container_path, find, missing
 from hydria.container.running import RunningProcess, running
@@ -101,13 +101,8 @@ class NamedContainers:
     def _link(self, source: Path, target: Path) -> None:
         """Make ``target`` the image file ``source``: a hardlink, else a link to the one copy of
         it in ``SHARED_COPIES`` (made now where there is none). Raises OSError."""
-        try:
-            os.link(source, target)
+        if hardlinked(source, target):
             return
-        except (FileExistsError, FileNotFoundError):
-            raise
-        except OSError:
-            pass
         from hydria.container.read_cache import image_key
 
         folder = self.root / SHARED_COPIES
