@@ -1,4 +1,4 @@
-"""One suite over both homes of kept images (hydria/image/kept.py), the user's cache and the image
+"""One suite over both homes of kept images (hydria/image/kept/interface.py), the user's cache and the image
 store, as containerd's snapshotter suite runs over every snapshotter: what an import, a listing
 and a prune ask of a home behaves alike in both. Real layer images, made by tar2sqfs."""
 

@@ -76,7 +76,7 @@ class StoredImage(Record):
 
 class ImageStore:
     """The store at ``root``, written by ``owner`` (a user name; empty: the directory's owner): a
-    home of kept images (hydria/image/kept.py) that trusts the owner's and root's files alone."""
+    home of kept images (hydria/image/kept/interface.py) that trusts the owner's and root's files alone."""
 
     def __init__(self, root: str | Path, owner: str = "", tell: Callable[[str], None] | None = None) -> None:
         """``tell`` also gets what an import says of other nodes' imports (waiting, taking over):

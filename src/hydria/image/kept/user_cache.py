@@ -75,7 +75,7 @@ LAYERS_LOCK = ".layers.lock"
 
 class ImageCache:
     """The images one user keeps under the cache directory ``root``; ``keep`` of them at most: a
-    home of kept images (hydria/image/kept.py) that trusts the user's own files alone."""
+    home of kept images (hydria/image/kept/interface.py) that trusts the user's own files alone."""
 
     def __init__(self, root: str | Path, keep: int) -> None:
         # Right in the cache directory, not in a shared "images" folder: in a shared (sticky)
