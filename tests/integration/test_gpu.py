@@ -102,12 +102,18 @@ def test_bad_requests_fail_clearly(images: dict[str, Path], workspace: Workspace
 def test_no_driver_on_the_node(images: dict[str, Path], workspace: Workspace) -> None:
     empty = workspace.root / "no-driver"
     empty.mkdir()
-    # An image that asks for GPUs still starts on a CPU node ...
-    status, out, err = gpu_start(workspace, empty, "-e", "NVIDIA_VISIBLE_DEVICES=all", str(images["busybox"]),
-                                 "sh", "-c", "command -v nvidia-smi || echo none")
-    assert (status, out) == (0, "none\n"), err
-    # ... but a user who asks for them on the host side is told why there are none.
+    # An image that asks for GPUs (here the site's environ.d, on the container's side as a CUDA
+    # image's environment is) still starts on a CPU node ...
+    environ_d = workspace.root / "etc" / "environ.d"
+    environ_d.mkdir(parents=True, exist_ok=True)
+    (environ_d / "cuda.env").write_text("NVIDIA_VISIBLE_DEVICES=all\n")
+    status, out, err = gpu_start(workspace, empty, str(images["busybox"]), "sh", "-c",
+                                 "echo $NVIDIA_VISIBLE_DEVICES; command -v nvidia-smi || echo none")
+    assert (status, out) == (0, "all\nnone\n"), err
+    # ... but a user who asks for them, on the host side or with --env, is told why there are none.
     status, out, err = gpu_start(workspace, empty, str(images["busybox"]), "true", NVIDIA_VISIBLE_DEVICES="0")
+    assert status == 1 and "no NVIDIA driver" in err
+    status, out, err = gpu_start(workspace, empty, "-e", "NVIDIA_VISIBLE_DEVICES=all", str(images["busybox"]), "true")
     assert status == 1 and "no NVIDIA driver" in err
 
 

@@ -246,7 +246,10 @@ def test_containers_on_a_data_path_the_nodes_share(nodes: slurm.Submitter, image
     listing = subprocess.run(["unsquashfs", "-cat", str(workspace.out / "saved.sqsh"), "saved-on"],
                              capture_output=True, text=True, check=True).stdout
     assert listing.strip() in NODES
-    assert sorted(p.name for p in stored.iterdir()) == ["pyxis_both"]  # the temporary ones removed
+    containers = sorted(p.name for p in stored.iterdir() if not p.name.startswith("."))  # as hydria list shows them
+    assert containers == ["pyxis_both"]  # the temporary ones removed
+    copies = stored / ".images"  # the image, copied once where the shared file system links none
+    assert not copies.exists() or [p.stat().st_nlink for p in copies.iterdir()] in ([], [2])
 
 
 @pytest.mark.parametrize(("mpi", "program", "library"), [
