@@ -141,3 +141,15 @@ def test_every_command_that_makes_or_removes_takes_quiet(command: Command) -> No
 @pytest.mark.parametrize("command", [c for c in COMMANDS if not c.makes], ids=lambda c: c.name)
 def test_a_command_that_runs_a_program_or_reads_takes_no_quiet_of_ours(command: Command) -> None:
     assert "say nothing but warnings and errors" not in build_parser(command).format_help()
+
+
+@pytest.mark.parametrize(("argv", "hint"), [
+    (["start", "--roo", "x"], "did you mean --root?"),
+    (["import", "--outptu=x.sqsh", "docker://x"], "did you mean --output?"),
+    (["create", "--nmae", "x", "y"], "did you mean --name?"),
+    (["start", "--zzzzzz", "x"], "run 'hydria start --help' for usage"),
+])
+def test_a_mistyped_option_is_named_with_the_one_meant(argv: list[str], hint: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 1
+    assert f"[INFO] hint: {hint}" in capsys.readouterr().err

@@ -79,7 +79,21 @@ class ArgumentParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(message, hint=f"run '{self.prog} --help' for usage")
+        raise UsageError(message, hint=self._option_meant(message) or f"run '{self.prog} --help' for usage")
+
+    def _option_meant(self, message: str) -> str | None:
+        """"did you mean --root?" for an unrecognized option close to one of the command's."""
+        prefix = "unrecognized arguments: "
+        if not message.startswith(prefix):
+            return None
+        from difflib import get_close_matches
+
+        known = [option for action in self._actions for option in action.option_strings if option.startswith("--")]
+        for word in message[len(prefix):].split():
+            close = get_close_matches(word.partition("=")[0], known, n=1, cutoff=0.75) if word.startswith("--") else []
+            if close:
+                return f"did you mean {close[0]}? (run '{self.prog} --help' for usage)"
+        return None
 
 
 def program_name() -> str:
