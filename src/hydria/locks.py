@@ -13,13 +13,12 @@
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
-import stat
 import time
 from contextlib import contextmanager
 
+from hydria.paths import open_regular
 from hydria.record import TYPE_CHECKING
 
 if TYPE_CHECKING:  # a start takes its locks without importing these (tests/unit/test_start_imports.py)
@@ -31,14 +30,10 @@ POLL = 0.02  # seconds between tries of a bounded wait
 
 
 def open_lock(path: str | Path, *, create: bool = True, mode: int = 0o600) -> int:
-    """A descriptor of the lock file ``path`` (made with ``mode`` where missing and ``create``).
-    Raises OSError: ELOOP for a link, EINVAL for what is not a regular file, ENOENT."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_CREAT if create else 0)
-    fd = os.open(path, flags, mode)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(errno.EINVAL, f"{path} is not a regular file", str(path))
-    return fd
+    """A descriptor of the lock file ``path`` (made with ``mode`` where missing and ``create``),
+    never through a link (:func:`hydria.paths.open_regular`). Raises OSError: ELOOP for a link,
+    EINVAL for what is not a regular file, EISDIR for a folder, ENOENT."""
+    return open_regular(path, follow_links=False, create_mode=mode if create else None)
 
 
 def acquire(fd: int, *, shared: bool = False, timeout: float | None = None) -> bool:

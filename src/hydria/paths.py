@@ -155,15 +155,17 @@ def writable_by_others(path: str, trusted: frozenset[int]) -> str | None:
 NOT_REGULAR = "not a regular file (a FIFO, a device or a socket)"
 
 
-def open_regular(path: str | os.PathLike[str], *, follow_links: bool = True) -> int:
+def open_regular(path: str | os.PathLike[str], *, follow_links: bool = True, create_mode: int | None = None) -> int:
     """A read-only descriptor of the regular file at ``path``, opened without waiting on a FIFO
-    or a device that a user put there (every file hydria reads from a user's input comes here).
+    or a device that a user put there (every file hydria reads from a user's input, and every lock
+    file, comes here); made with ``create_mode`` where missing and one is given.
 
     Raises:
         OSError: as ``open``; IsADirectoryError for a folder, ELOOP for a link where not
             ``follow_links``, EINVAL for anything else that is no regular file (:data:`NOT_REGULAR`).
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW))
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
+    fd = os.open(path, flags | (os.O_CREAT if create_mode is not None else 0), create_mode or 0)
     mode = os.fstat(fd).st_mode
     if stat.S_ISREG(mode):
         return fd
