@@ -42,11 +42,17 @@ def find(data_path: str, name: str) -> Container:
     raise missing(data_path, name)
 
 
+def container_names(data_path: str) -> list[str]:
+    """The containers in ``data_path``, sorted: its entries but the hidden ones (creates and
+    removals under way, the shared copies of image files). Raises OSError."""
+    return sorted(entry for entry in os.listdir(data_path) if not entry.startswith("."))
+
+
 def missing(data_path: str, name: str) -> ContainerNotFound:
     """The error for ``name``, which is no container: with the containers there are, or the one
     that was probably meant."""
     try:
-        names = sorted(entry for entry in os.listdir(data_path) if not entry.startswith("."))
+        names = container_names(data_path)
     except OSError:
         names = []
     if not names:

@@ -26,7 +26,15 @@ from pathlib import Path
 
 from hydria.anonfile import hardlinked, link_or_copy
 from hydria.config import Settings
-from hydria.container.named import IDENTITY, IMAGE, ROOTFS, container_path, find, missing
+from hydria.container.named import (
+    IDENTITY,
+    IMAGE,
+    ROOTFS,
+    container_names,
+    container_path,
+    find,
+    missing,
+)
 from hydria.container.running import RunningProcess, running
 from hydria.digits import is_number
 from hydria.errors import AlreadyExists, HydriaError, InvalidArgument, InvalidImage
@@ -173,7 +181,7 @@ class NamedContainers:
     def names(self) -> list[str]:
         """Raises HydriaError when the data path cannot be read."""
         try:
-            return sorted(p.name for p in self.root.iterdir() if not p.name.startswith("."))
+            return container_names(str(self.root))
         except FileNotFoundError:
             return []
         except OSError as e:
