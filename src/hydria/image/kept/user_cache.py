@@ -172,23 +172,25 @@ class ImageCache:
 def _own_file(path: Path) -> bool:
     """Whether ``path`` is a regular file of this user (a layer image or a layered image: files
     nobody writes after their import, unlike an image file that an import's output links)."""
+    return _own_info(path) is not None
+
+
+def _own_info(path: Path) -> os.stat_result | None:
+    """The lstat of ``path`` when it is a regular file of this user, else None."""
     try:
         info = path.lstat()
     except OSError:
-        return False
-    return stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid()
+        return None
+    return info if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid() else None
 
 
 def _whole_layer(path: Path) -> bool:
     """Whether ``path`` is a whole layer image of this user; a damaged one (cut short by a full
     disk, a bad copy) goes, so that the next import makes it again."""
-    if not _own_file(path):
+    info = _own_info(path)
+    if info is None:
         return False
-    try:
-        written = path.stat().st_mtime_ns != LAYER_MTIME_NS
-    except FileNotFoundError:
-        return False
-    if written:
+    if info.st_mtime_ns != LAYER_MTIME_NS:
         log.warning("Not using the layer image %s: it was written to after hydria made it (through a link to it, "
                     "in a build's .hydria-layers or a container's folder); squashing its layer again", path)
         path.unlink(missing_ok=True)
