@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import pwd
 import sys
@@ -455,9 +456,13 @@ def _config_texts(settings: Settings, folder: str, suffix: str) -> list[tuple[st
              *listed(os.path.join(settings.config_path, folder), suffix)]
     texts = []
     for path in files:
-        if os.path.isfile(path):
-            texts.append((path, read_text(path)))
-        elif os.path.exists(path):  # a FIFO, whose read would wait for a writer: never opened
+        try:
+            texts.append((path, read_text(path)))  # opened without waiting on a FIFO
+        except FileNotFoundError:
+            continue  # a link to nothing
+        except OSError as e:
+            if e.errno not in (errno.EISDIR, errno.EINVAL):
+                raise
             log.warning("%s: %s: left out", path, NOT_REGULAR)
     return texts
 
