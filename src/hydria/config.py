@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 
 from hydria.digits import is_number
-from hydria.errors import ConfigError
+from hydria.errors import ConfigError, did_you_mean
 from hydria.expand import ExpansionError, expand
 from hydria.paths import listed, read_text, writable_by_others
 from hydria.record import TYPE_CHECKING, Record
@@ -240,13 +240,10 @@ def _assignment(line: str, origin: str, commands: bool) -> Assignment:
 
 def _setting_hint(written: str) -> str:
     """"did you mean HYDRIA_DATA_PATH?" for a misspelled setting, in the prefix it was written with."""
-    from difflib import get_close_matches
-
     prefix = ENROOT_PREFIX if written.startswith(ENROOT_PREFIX) else HYDRIA_PREFIX
-    close = get_close_matches(written[len(prefix):], list(SPEC_BY_NAME), n=1, cutoff=0.7)
-    if close:
-        return f"did you mean {prefix}{close[0]}? (hydria info lists the settings)"
-    return "hydria info lists the settings, and docs/configuration.md says what each does"
+    meant = did_you_mean(written[len(prefix):], SPEC_BY_NAME, "hydria info lists the settings", cutoff=0.7)
+    return meant.replace("mean ", f"mean {prefix}", 1) if meant else \
+        "hydria info lists the settings, and docs/configuration.md says what each does"
 
 
 def _unquote(value: str, origin: str) -> tuple[str, bool]:

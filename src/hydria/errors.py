@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 class HydriaError(Exception):
     """An error the user can act on: ``message`` says what is wrong, ``hint`` what to do."""
@@ -73,3 +75,27 @@ class AlreadyExists(HydriaError):
 
     def __init__(self, path: object, *, hint: str | None = None) -> None:
         super().__init__(f"File already exists: {path}", hint=hint)
+
+
+def did_you_mean(word: str, known: Iterable[str], where: str, *, cutoff: float = 0.6) -> str | None:
+    """The one wording of every suggestion (a command, an option, a setting, a container, a
+    file): ``did you mean NAME? (WHERE)``, WHERE saying how to see them all; None when none of
+    ``known`` is close to ``word``."""
+    from difflib import get_close_matches
+
+    close = get_close_matches(word, list(known), n=1, cutoff=cutoff)
+    return f"did you mean {close[0]}? ({where})" if close else None
+
+
+def missing_file(path: str, *, hint: str | None = None) -> NotFound:
+    """The error for a file the user named that is not there: with the file of its folder that
+    was probably meant (``ubunt.sqsh``: ``ubuntu.sqsh``), else ``hint``."""
+    import os
+
+    folder, name = os.path.split(os.path.abspath(path))
+    try:
+        names = [entry for entry in os.listdir(folder) if not entry.startswith(".")]
+    except OSError:
+        names = []
+    meant = did_you_mean(name, names, f"ls {folder} shows the files there")
+    return NotFound(os.path.join(folder, name), hint=meant or hint)

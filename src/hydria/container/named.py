@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from hydria.errors import ContainerNotFound, HydriaError, InvalidArgument
+from hydria.errors import ContainerNotFound, HydriaError, InvalidArgument, did_you_mean
 from hydria.paths import NAME_MAX
 from hydria.runtime.rootfs import Container, check_image
 
@@ -57,11 +57,9 @@ def missing(data_path: str, name: str) -> ContainerNotFound:
         names = []
     if not names:
         return ContainerNotFound(name, hint=f"you have no containers: create it first: hydria create --name {name} IMAGE")
-    from difflib import get_close_matches
-
-    close = get_close_matches(name, names, n=1)
-    if close:
-        return ContainerNotFound(name, hint=f"did you mean {close[0]}? (hydria list shows your containers)")
+    meant = did_you_mean(name, names, "hydria list shows your containers")
+    if meant:
+        return ContainerNotFound(name, hint=meant)
     shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
     return ContainerNotFound(name, hint=f"your containers: {shown} (create it: hydria create --name {name} IMAGE)")
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hydria.digits import is_number
-from hydria.errors import HydriaError, NotFound
+from hydria.errors import HydriaError, missing_file
 from hydria.paths import open_binary
 from hydria.record import Record
 
@@ -100,7 +100,7 @@ def read(path: str) -> Dockerfile:
         with open_binary(path) as handle:
             data = handle.read(MAX_SIZE + 1)
     except FileNotFoundError:
-        raise NotFound(path, hint="give the Dockerfile with -f, or put one in the build context") from None
+        raise missing_file(str(path), hint="give the Dockerfile with -f, or put one in the build context") from None
     except OSError as e:
         raise DockerfileError(f"cannot read {path}: {e.strerror}") from None
     if len(data) > MAX_SIZE:

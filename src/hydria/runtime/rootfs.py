@@ -20,7 +20,7 @@ import errno
 import os
 import time
 
-from hydria.errors import HydriaError, InvalidImage, NotFound, PermissionProblem
+from hydria.errors import HydriaError, InvalidImage, PermissionProblem, missing_file
 from hydria.paths import open_binary, user_name
 from hydria.record import Record
 from hydria.runtime import layered
@@ -104,7 +104,7 @@ def _head(path: str | os.PathLike[str]) -> tuple[bytes, int]:
             superblock = handle.read(SUPERBLOCK_SIZE)
             size = os.fstat(handle.fileno()).st_size
     except FileNotFoundError:
-        raise NotFound(os.path.abspath(path)) from None
+        raise missing_file(os.fspath(path)) from None
     except IsADirectoryError:
         raise InvalidImage(f"{path} is a directory",
                            hint="give a squashfs image file (hydria import), or the name of a container") from None

@@ -13,7 +13,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from hydria.errors import HydriaError, InvalidImage, NotFound
+from hydria.errors import HydriaError, InvalidImage, missing_file
 from hydria.image.blobs.cache import VerifyingReader, digest_of, hex_of
 from hydria.image.ref import manifest as mf
 from hydria.image.ref.reference import LocalImage
@@ -81,7 +81,7 @@ def open_local(ref: LocalImage, cwd: Path, stack: ExitStack) -> Callable[[mf.Pla
     """A resolver for a local image. Raises HydriaError when the path is missing or unusable."""
     path = (cwd / ref.path).resolve()
     if not path.exists():
-        raise NotFound(path)
+        raise missing_file(str(path))
     files = _Files(path, stack, str(path))
     if ref.scheme == "docker-archive":
         return lambda want: _docker_archive(files, ref)
