@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 import pytest
 
 from hydria import __version__
-from hydria.cli.commands import COMMANDS, Command, build_parser
+from hydria.cli.commands import COMMANDS, GROUPS, Command, build_parser
 from hydria.cli.main import main
 
 ENROOT_COMMANDS = ["import", "create", "start", "exec", "list", "remove", "export", "bundle",
@@ -37,6 +38,27 @@ def test_help_lists_every_command(word: str, capsys: pytest.CaptureFixture[str])
         assert f"   {command} " in out
 
 
+def test_help_groups_every_command_once(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    headings = [line[:-1] for line in out.splitlines() if line.endswith(":") and not line.startswith(" ")]
+    assert headings == list(GROUPS)
+    listed = [line.split()[0] for line in out.splitlines() if line.startswith("   ")]
+    assert sorted(listed) == sorted(c.name for c in COMMANDS)
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.name)
+def test_help_of_every_command_shows_an_example_that_parses(command: Command,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert command.group in GROUPS
+    with pytest.raises(SystemExit) as done:  # argparse's help exits, with 0
+        main(["help", command.name])
+    assert done.value.code == 0
+    example = capsys.readouterr().out.split("\nexample:\n  ", 1)[1].strip()
+    assert example == f"hydria {command.example}"
+    build_parser(command).parse_args(shlex.split(command.example)[1:])  # raises UsageError if it went stale
+
+
 def test_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["frobnicate"]) == 1
     err = capsys.readouterr().err
@@ -44,7 +66,7 @@ def test_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:
                                 "[INFO] hint: run 'hydria help' for the list of commands"]
     assert main(["lst"]) == 1
     assert capsys.readouterr().err.splitlines() == ["Usage: hydria COMMAND [ARG...]", "[ERROR] Unknown command: lst",
-                                                    "[INFO] hint: did you mean: hydria list?"]
+                                                    "[INFO] hint: did you mean list? (hydria help lists the commands)"]
     assert main([]) == 1  # no command at all: the whole usage, every command
     assert "   import " in capsys.readouterr().err
 
@@ -153,3 +175,25 @@ def test_a_mistyped_option_is_named_with_the_one_meant(argv: list[str], hint: st
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 1
     assert f"[INFO] hint: {hint}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("typed", "hint"), [
+    ("ubunt.sqsh", "did you mean ubuntu.sqsh? (ls {folder} shows the files there)"),
+    ("ubuntu.sqfs", "did you mean ubuntu.sqsh? (ls {folder} shows the files there)"),
+    ("zzzz.sqsh", None),
+])
+@pytest.mark.parametrize("command", ["create", "start", "bundle"])
+def test_a_mistyped_image_file_is_named_with_the_one_meant(command: str, typed: str, hint: str | None,
+                                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    images = tmp_path / "images"
+    images.mkdir()
+    (images / "ubuntu.sqsh").write_bytes(b"")
+    monkeypatch.chdir(images)
+    assert main([command, typed]) == 1
+    err = capsys.readouterr().err
+    assert f"No such file or directory: {images / typed}" in err
+    if hint:
+        assert f"[INFO] hint: {hint.format(folder=images)}" in err
+    else:
+        assert "did you mean" not in err

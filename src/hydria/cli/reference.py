@@ -15,7 +15,7 @@ from hydria.version import __version__
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("what", choices=("bash-completion", "man"))
     parser.add_argument("-o", "--output", metavar="DIR",
-                        help="man: write hydria.1 and hydria-COMMAND.1 there instead of printing hydria.1")
+                        help="man: write hydria.1 and hydria-COMMAND.1 there (made if missing) instead of printing hydria.1")
 
 
 def run(options: argparse.Namespace) -> int:
@@ -30,6 +30,7 @@ def run(options: argparse.Namespace) -> int:
     if not options.output:
         sys.stdout.write(pages["hydria.1"])
         return 0
+    os.makedirs(options.output, exist_ok=True)  # as install -d: /usr/local/share/man/man1 may not be there yet
     for name, text in pages.items():
         with open(os.path.join(options.output, name), "w") as handle:
             handle.write(text)
@@ -101,6 +102,7 @@ def _command_page(name: str, summary: str, parser: argparse.ArgumentParser, toda
         flags = ", ".join(action.option_strings) or (action.metavar or action.dest)
         value = f" {action.metavar or action.dest.upper()}" if action.option_strings and action.nargs != 0 else ""
         lines += [".TP", f".B {_escape(str(flags))}{_escape(str(value))}", _escape(action.help or "")]
+    lines += [".SH EXAMPLE", ".nf", _escape(getattr(parser, "example", "")), ".fi"]
     return "\n".join(lines) + "\n"
 
 
