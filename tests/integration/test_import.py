@@ -101,6 +101,12 @@ def test_local_forms_give_the_registry_tree(form: str, debian: PublishedImage, w
     assert local == remote and local_links == remote_links
 
 
+def test_an_oci_layout_image_is_named_after_the_name_the_layout_gives_it(debian: PublishedImage,
+                                                                        workspace: Workspace) -> None:
+    output = import_ok(workspace, f"oci://{debian.oci_layout}")  # its index names it by the tag alone
+    assert output.name == f"{debian.oci_layout.name}+{debian.tag}.sqsh"
+
+
 def test_warm_import_uses_the_cache(busybox: PublishedImage, registry: Registry, workspace: Workspace) -> None:
     before = sum(registry.blob_fetches(busybox.repository).values())
     first = workspace.run("import", "-o", "a.sqsh", busybox.docker_uri)

@@ -5,6 +5,7 @@ by adding its row."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +41,22 @@ def _layered_naming_a_fifo(folder: Path, image: Path) -> tuple[list[str], Path]:
 
 def _oci_bundle(folder: Path, image: Path) -> tuple[list[str], Path]:
     return ["oci", "run", "--bundle", str(folder)], _fifo(folder / "config.json")
+
+
+def _oci_layout_file(name: str) -> Setup:
+    """An OCI layout whose ``name`` (its index, or a blob it names) is a FIFO."""
+    def setup(folder: Path, image: Path) -> tuple[list[str], Path]:
+        layout = folder / "layout"
+        (layout / "blobs" / "sha256").mkdir(parents=True)
+        (layout / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
+        digest = "0" * 64
+        if name != "index.json":
+            (layout / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [
+                {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": f"sha256:{digest}",
+                 "size": 2}]}))
+        return ["import", "-o", str(folder / "out.sqsh"), f"oci://{layout}"], \
+            _fifo(layout / (name if name == "index.json" else f"blobs/sha256/{digest}"))
+    return setup
 
 
 def _dockerignore(folder: Path, image: Path) -> tuple[list[str], Path]:
@@ -78,6 +95,12 @@ INPUTS: dict[str, Setup] = {
     "a layered image": lambda folder, image: (["start", str(folder / "i.layers"), "true"], _fifo(folder / "i.layers")),
     "a layer image that a layered image names": _layered_naming_a_fifo,
     "an OCI bundle's config.json": _oci_bundle,
+    "an OCI layout's index.json": _oci_layout_file("index.json"),
+    "a blob of an OCI layout": _oci_layout_file("blob"),
+    "a docker archive": lambda folder, image: (["import", "-o", str(folder / "out.sqsh"),
+                                                f"docker-archive://{folder / 'a.tar'}"], _fifo(folder / "a.tar")),
+    "an OCI archive": lambda folder, image: (["import", "-o", str(folder / "out.sqsh"),
+                                              f"oci-archive://{folder / 'a.tar'}"], _fifo(folder / "a.tar")),
     "a build context's .dockerignore": _dockerignore,
     "a Dockerfile": _dockerfile,
     "a build secret": _secret,

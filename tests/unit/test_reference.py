@@ -65,6 +65,25 @@ def test_default_output_names(uri: str, name: str) -> None:
     assert parse(uri).default_output() == name
 
 
+@pytest.mark.parametrize(("named", "name"), [
+    ("docker.io/library/ubuntu:24.04", "ubuntu+24.04.sqsh"),  # docker save, podman save --format oci-archive
+    ("localhost/train:1", "train+1.sqsh"),  # podman's own images
+    ("registry.example.com:5000/lab/train:1", "lab+train+1.sqsh"),
+    ("quay.io/library/x:1", "library+x+1.sqsh"),
+    (f"ubuntu@{D}", "ubuntu.sqsh"),
+    ("24.04", "app+24.04.sqsh"),  # skopeo copy ... oci:app:24.04: a bare tag
+    ("../../etc/x:1", "app.sqsh"),  # no file name: the folder's
+    ("a b:1", "app.sqsh"),
+    (".hidden", "app.sqsh"),
+    (None, "app.sqsh"),
+])
+def test_an_oci_layout_image_is_named_after_the_name_the_layout_gives_it(named: str | None, name: str) -> None:
+    layout, chosen = parse("oci:///srv/images/app"), parse("oci:///srv/images/app:v2")
+    assert isinstance(layout, LocalImage) and isinstance(chosen, LocalImage)
+    assert layout.default_output(named) == name
+    assert chosen.default_output(named) == "app+v2.sqsh"  # the image the URI chose: named as it
+
+
 def test_canonical_uri_for_provenance() -> None:
     assert parse("docker://ubuntu").uri == f"docker://{DOCKER_HUB}#library/ubuntu:latest"
     assert parse(f"docker://r.io/a:1@{D}").uri == f"docker://r.io#a@{D}"

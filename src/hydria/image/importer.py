@@ -45,13 +45,23 @@ class OutputExists(AlreadyExists):
     """The import's output file is there already."""
 
 
+def default_output(ref: ImageReference, cwd: Path) -> str:
+    """The image file's name when no --output is given: an OCI layout's after the name it gives
+    its image (hydria/image/ref/reference.py)."""
+    if isinstance(ref, LocalImage):
+        from hydria.image.sources.local import layout_name
+
+        return ref.default_output(layout_name(ref, cwd))
+    return ref.default_output()
+
+
 def output_path(ref: ImageReference, output: str | None, cwd: Path) -> Path:
     """The absolute output path; its directory must exist and the file must not.
 
     Raises:
         HydriaError: AlreadyExists, NotFound, PermissionProblem.
     """
-    target = Path(os.path.abspath(cwd / (output or ref.default_output())))
+    target = Path(os.path.abspath(cwd / (output or default_output(ref, cwd))))
     target = target.parent.resolve() / target.name
     try:
         if target.exists() or target.is_symlink():

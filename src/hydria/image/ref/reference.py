@@ -94,10 +94,40 @@ class LocalImage(Record):
     def uri(self) -> str:
         return f"{self.scheme}://{self.path}" + (f":{self.ref}" if self.ref else "")
 
-    def default_output(self) -> str:
+    def default_output(self, named: str | None = None) -> str:
+        """The image file's name: the folder's or archive's, with the image's ``REF``; or after
+        ``named``, the name the layout gives its only image (``org.opencontainers.image.ref.name``:
+        ``docker.io/library/ubuntu:24.04`` makes ``ubuntu+24.04.sqsh``, as ``docker://ubuntu:24.04``;
+        a bare tag ``24.04`` makes ``FOLDER+24.04.sqsh``, as ``oci://FOLDER:24.04``)."""
         base = os.path.basename(self.path.rstrip("/")) or "image"
         base = re.sub(r"\.(tar|tar\.gz|tgz)$", "", base)
-        return base + (f"+{self.ref}" if self.ref else "") + ".sqsh"
+        ref = self.ref or named
+        if ref and not self.ref and ("/" in ref or ":" in ref):
+            name = _file_name_of(ref)
+            if name:
+                return name + ".sqsh"
+        if ref and not _FILE_NAME.fullmatch(ref):
+            ref = None  # a name from an untrusted index that makes no file name
+        return base + (f"+{ref}" if ref else "") + ".sqsh"
+
+
+_FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,199}")
+
+
+def _file_name_of(name: str) -> str | None:
+    """``REPOSITORY+TAG`` of a full image name (``registry.example.com/lab/train:1``:
+    ``lab+train+1``), as a registry image's file is named; None when it makes no file name."""
+    name = name.partition("@")[0]
+    path, colon, tag = name.rpartition(":")
+    if not colon or "/" in tag:
+        path, tag = name, ""
+    parts, registry = path.split("/"), ""
+    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
+        registry, parts = parts[0], parts[1:]  # not in the file's name
+    if registry in ("", "docker.io", "index.docker.io", DOCKER_HUB) and parts[:1] == ["library"] and len(parts) > 1:
+        parts = parts[1:]
+    text = "+".join(parts) + (f"+{tag}" if tag else "")
+    return text if _FILE_NAME.fullmatch(text) else None
 
 
 ImageReference = RegistryImage | EngineImage | LocalImage

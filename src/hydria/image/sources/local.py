@@ -7,6 +7,7 @@ against its digest as it is read, because an archive is as untrusted as a regist
 
 from __future__ import annotations
 
+import json
 import tarfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -17,14 +18,16 @@ from hydria.errors import HydriaError, InvalidImage, missing_file
 from hydria.image.blobs.cache import VerifyingReader, digest_of, hex_of
 from hydria.image.ref import manifest as mf
 from hydria.image.ref.reference import LocalImage
+from hydria.paths import open_binary
 
+CONTAINERD_NAME = "io.containerd.image.name"  # the full name, where ref.name is only the tag (docker save)
 _MAX_JSON = 16 << 20  # manifests and configs are small; refuse to read a huge "JSON" file
 
 
 def _not_an_archive(path: Path) -> HydriaError:
     """The error for a file that is no tar archive (plain, gzip, bzip2 or xz), saying what it is
     where that helps."""
-    with path.open("rb") as handle:
+    with open_binary(path) as handle:
         head = handle.read(4)
     if head == b"hsqs":
         return InvalidImage(f"{path} is a squashfs image, not an archive",
@@ -44,7 +47,8 @@ class _Files:
         self.members: dict[str, tarfile.TarInfo] = {}
         if not root.is_dir():
             try:
-                self.tar = stack.enter_context(tarfile.open(root))  # noqa: SIM115 closed by the stack
+                archive = stack.enter_context(open_binary(root))  # a FIFO given as an archive: refused at once
+                self.tar = stack.enter_context(tarfile.open(fileobj=archive))  # noqa: SIM115 closed by the stack
             except OSError as e:
                 raise HydriaError(f"cannot read {root}: {e.strerror}") from None
             except tarfile.TarError:
@@ -64,10 +68,13 @@ class _Files:
             yield handle  # type: ignore[misc]  # typeshed says IO; it is an io.BufferedReader
             return
         try:
-            with (self.root / name).open("rb") as handle:
-                yield handle
+            handle = open_binary(self.root / name)  # not a FIFO nor a device the layout's author put there
         except FileNotFoundError:
             raise InvalidImage(f"{self.where} lacks {name}") from None
+        except OSError as e:
+            raise InvalidImage(f"cannot read {self.root / name}: {e.strerror}") from None
+        with handle:
+            yield handle
 
     def json(self, name: str, digest: str | None = None) -> Any:
         with self.open(name) as handle:
@@ -86,6 +93,22 @@ def open_local(ref: LocalImage, cwd: Path, stack: ExitStack) -> Callable[[mf.Pla
     if ref.scheme == "docker-archive":
         return lambda want: _docker_archive(files, ref)
     return lambda want: _oci_layout(files, ref, want)
+
+
+def layout_name(ref: LocalImage, cwd: Path) -> str | None:
+    """The name an OCI layout folder gives its only image (its ``ref.name`` annotation, or
+    containerd's full name), for the image file's name; None for anything else."""
+    if ref.scheme != "oci" or ref.ref is not None:
+        return None
+    try:
+        with open_binary(cwd / ref.path / "index.json") as handle:
+            index = json.loads(handle.read(_MAX_JSON))
+        manifests = index["manifests"]
+        annotations = (manifests[0].get("annotations") or {}) if len(manifests) == 1 else {}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # the import says what is wrong with it
+    name = annotations.get(CONTAINERD_NAME) or annotations.get(mf.REF_ANNOTATION)
+    return name if isinstance(name, str) else None
 
 
 def _blob_name(digest: str) -> str:
