@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hydria import apparmor, doctor
+from hydria import apparmor
+from hydria.doctor.host import check_user_namespaces
 
 
 @pytest.fixture
@@ -34,7 +35,7 @@ def test_hydria_is_blocked_where_the_restriction_is_on_and_its_profile_did_not_a
     if label is not None:
         (kernel / "label").write_text(label)
     assert apparmor.blocked() is blocked
-    check = doctor._user_namespaces()
+    check = check_user_namespaces()
     assert check.status == ("fail" if blocked else "ok"), check
     if blocked:
         assert "AppArmor restricts unprivileged user namespaces" in check.detail

@@ -5,18 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from hydria.config import load_settings
-from hydria.doctor import _configuration
+from hydria.doctor.folders import check_configuration
 
 
 def test_enroots_own_files_in_a_kept_folder_are_a_warning_with_the_fix(tmp_path: Path) -> None:
     settings = load_settings({"HOME": str(tmp_path), "HYDRIA_SYSCONF_PATH": str(tmp_path / "etc"),
                               "HYDRIA_CONFIG_PATH": str(tmp_path / "config")})
-    assert _configuration(settings).status == "ok"
+    assert check_configuration(settings).status == "ok"
     (tmp_path / "etc/hooks.d").mkdir(parents=True)
     (tmp_path / "etc/hooks.d/50-site.sh").write_text("#!/bin/sh\n")
     (tmp_path / "etc/hooks.d/98-nvidia.sh").write_text("#!/bin/sh\n")
     (tmp_path / "config/mounts.d").mkdir(parents=True)
     (tmp_path / "config/mounts.d/10-system.fstab").write_text("")
-    check = _configuration(settings)
+    check = check_configuration(settings)
     assert check.status == "warn" and "docs/migration.md" in check.fix
     assert check.detail.endswith(f"{tmp_path}/etc/hooks.d/98-nvidia.sh, {tmp_path}/config/mounts.d/10-system.fstab")

@@ -15,7 +15,7 @@ from hydria.errors import MissingTool
 
 READER = "hydria-squashfuse"
 FALLBACK = "squashfuse"
-# What a user can do at once where /dev/fuse cannot be used (doctor.py says it too).
+# What a user can do at once where /dev/fuse cannot be used (doctor/host.py says it too).
 WITHOUT_FUSE = ("until then, a container unpacked into a folder needs none: hydria create --unpack IMAGE, then "
                 "hydria start NAME (HYDRIA_UNPACK=y unpacks at every create)")
 
