@@ -15,6 +15,7 @@ from hydria.anonfile import AnonymousFile
 from hydria.image.kept.interface import KeptImages, kept_image_files
 from hydria.image.kept.store import GRACE, ImageStore
 from hydria.image.kept.user_cache import ImageCache
+from hydria.image.ref.manifest import Platform
 from hydria.image.squash.squashfs import squash_tar
 from hydria.runtime.layered import layered_text
 from testbed.tarbuild import LayerTar
@@ -43,6 +44,16 @@ class Home:
         path = self.folder / f"{name}.layers"
         path.write_bytes(layered_text(layers))
         return path
+
+    def keep_imported(self, uri: str, digest: str, layers: list[str]) -> Path:
+        """A layered image kept as an import keeps it, with what it is."""
+        if isinstance(self.home, ImageCache):
+            return self.home.entry(uri, digest, OPTIONS, Platform("amd64"), layered=True).keep_layered(layers)
+        assert isinstance(self.home, ImageStore)
+        def write(image: AnonymousFile) -> None:
+            os.write(image.fd, layered_text(layers))
+        key = ImageStore.key(uri, digest, OPTIONS, Platform("amd64"), layered=True)
+        return self.home.publish(key, uri, digest, write, layered=True)
 
     def age(self) -> None:
         """Every file as if last used two grace periods ago: what a prune may take."""
@@ -114,3 +125,20 @@ def test_collecting_removes_the_layers_no_kept_image_names(home: Home, tmp_path:
         (home.folder / ".layers.lock").touch()  # made by the cache's first layered import
     home.home.collect_layers()
     assert home.home.layer_file(kept).exists() and not home.home.layer_file(loose).exists()
+
+
+def test_the_listing_says_what_each_kept_image_is(home: Home, tmp_path: Path) -> None:
+    low, high = (home.home.add_layer(f"sha256:{letter * 64}", OPTIONS, squashed(tmp_path, letter))
+                 for letter in ("h", "i"))
+    older = home.keep_imported("docker://registry.example.com#lab/a:1", "sha256:" + "1" * 64, [low])
+    newer = home.keep_imported("docker://registry.example.com#lab/b:2", "sha256:" + "2" * 64, [low, high])
+    past = time.time() - 3600
+    os.utime(older, (past, past))
+    listed = home.home.listing()
+    assert [(image.path, image.uri, image.digest) for image in listed] == [
+        (newer, "docker://registry.example.com#lab/b:2", "sha256:" + "2" * 64),  # the most recently used first
+        (older, "docker://registry.example.com#lab/a:1", "sha256:" + "1" * 64)]
+    sizes = {name: home.home.layer_file(name).stat().st_size for name in (low, high)}
+    assert [image.size for image in listed] == [newer.stat().st_size + sizes[low] + sizes[high],
+                                                older.stat().st_size + sizes[low]]
+    assert all(newer.name.startswith(image.key) or older.name.startswith(image.key) for image in listed)

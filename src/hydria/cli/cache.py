@@ -1,6 +1,7 @@
 """``hydria cache ACTION``: what this user keeps in the cache (``HYDRIA_CACHE_PATH``).
 
-* ``list [--json]``: the blobs, the kept images (docs/import.md) and the build cache (layers, base
+* ``list [--json]``: the kept images, one row each (cli/kept_images.py), and the totals of the
+  blobs, the kept images (docs/import.md) and the build cache (layers, base
   images and ``RUN --mount=type=cache`` folders of ``hydria build``: docs/build.md), their sizes;
   and this node's read cache (images unpacked behind their containers, ``HYDRIA_READ_CACHE_PATH``);
 * ``prune [--to SIZE] [--dry-run]``: remove the least recently used of them down to SIZE (default
@@ -18,7 +19,7 @@ import json
 import os
 from pathlib import Path
 
-from hydria.cli.store import size_argument
+from hydria.cli.kept_images import as_json, size_argument, table
 from hydria.config import Settings
 from hydria.container import read_cache
 from hydria.image.kept.prune import Item, item, mounted_images, regular_files, remove, victims
@@ -54,13 +55,15 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
         build_bytes, unpacked_bytes = sum(e.item.size for e in built), sum(i.size for i in unpacked)
         if options.json:
             print(json.dumps({"path": str(root), "blobs": len(blobs), "blob_bytes": blob_bytes,
-                              "images": len(images), "image_bytes": image_bytes,
+                              "images": len(images), "image_bytes": image_bytes, "kept": as_json(kept.listing()),
                               "build": {kind: sum(1 for e in built if e.kind == kind)
                                         for kind in ("layer", "base", "output", "mount")},
                               "build_bytes": build_bytes,
                               "unpacked": {"path": reads.folder if reads else None, "images": len(unpacked),
                                            "bytes": unpacked_bytes}}, indent=1))
         else:
+            for line in table(kept.listing()):
+                print(line)
             print(f"{root}: {len(blobs)} blob(s), {format_size(blob_bytes)}; "
                   f"{len(images)} kept image(s), {format_size(image_bytes)}; "
                   f"build cache (hydria build) {len(built)} entries, {format_size(build_bytes)}")

@@ -6,7 +6,7 @@
   owner: the Slurm plugin's imports run as that account);
 * ``import [-a ARCH] URI``: import a registry image into the store (once: importers on other
   nodes wait for the one that runs), print the entry's path;
-* ``list [--json]``: the images in the store;
+* ``list [--json]``: the images in the store, one row each (cli/kept_images.py);
 * ``prune [--to SIZE] [--dry-run]``: remove the least recently used images down to SIZE (default:
   the settings STORE_PRUNE_ABOVE and STORE_PRUNE_TO), never one in use (hydria/image/prune.py);
 * ``keep-reads --trees FOLDER --reads-fd N`` (the Slurm plugin runs it for a step): keep in FOLDER
@@ -18,13 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 
+from hydria.cli.kept_images import as_json, size_argument, table
 from hydria.config import Settings
 from hydria.errors import HydriaError
 from hydria.paths import user_name
 from hydria.record import TYPE_CHECKING
-from hydria.units import SIZE_HINT, format_size, parse_size
+from hydria.units import format_size
 
 if TYPE_CHECKING:
     from hydria.image.kept.store import ImageStore
@@ -88,23 +88,13 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     if not store.is_writer() and os.geteuid() != 0:
         raise HydriaError(f"only {user_name(store.owner_uid)} and root list the image store {store.root}",
                           hint="what it holds is private to them (docs/store.md); hydria doctor shows its state")
-    entries = store.entries()
+    images = store.listing()
     if options.json:
-        print(json.dumps([{"key": e.key, "path": str(e.path), "size": e.size, "uri": e.uri, "digest": e.digest,
-                           "created": e.created} for e in entries], indent=1))
+        print(json.dumps(as_json(images), indent=1))
         return 0
-    for entry in entries:
-        created = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.created))
-        print(f"{entry.key[:12]}  {format_size(entry.size):>10}  {created}  {entry.uri}")
+    for line in table(images) or [f"the image store {store.root} holds no images"]:
+        print(line)
     return 0
-
-
-def size_argument(text: str) -> int:
-    """A size option's value (``--to``). Raises argparse.ArgumentTypeError."""
-    size = parse_size(text)
-    if size is None:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} ({SIZE_HINT})")
-    return size
 
 
 def _prune(store: ImageStore, options: argparse.Namespace, settings: Settings) -> int:

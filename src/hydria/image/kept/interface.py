@@ -33,6 +33,7 @@ from typing import Protocol
 
 from hydria.anonfile import AnonymousFile
 from hydria.image.kept.prune import Item, item, regular_files
+from hydria.record import Record
 from hydria.runtime.layered import MAX_SIZE, LayeredImageError, layer_names
 from hydria.version import __version__
 
@@ -42,6 +43,19 @@ LAYER_PREFIX = "layer-"
 LAYER_SUFFIX = ".sqsh"
 LAYERED_SUFFIX = ".layers"
 IMAGE_SUFFIX = ".sqsh"
+SOURCE_XATTR = "user.hydria.source"  # on a kept image of the user's cache: "URI\nMANIFEST_DIGEST"
+
+
+class KeptImage(Record):
+    """A kept image as ``cache list`` and ``store list`` show it."""
+
+    key: str
+    path: Path
+    size: int  # its file's bytes and those of every layer image it names
+    uri: str  # "" where the home has no record of it (kept by an older hydria, a file system without xattrs)
+    digest: str  # the manifest's
+    created: float
+    used: float  # its access time: when an import last found it
 
 
 class KeptImages(Protocol):
@@ -65,6 +79,9 @@ class KeptImages(Protocol):
 
     def collect_layers(self) -> None:
         """Remove the layer images that no kept image names (and that no import may be about to name)."""
+
+    def listing(self) -> list[KeptImage]:
+        """The kept images with what each is, the most recently used first."""
 
 
 def layer_key(blob_digest: str, squash_options: str) -> str:
@@ -156,3 +173,33 @@ def weigh(folder: Path, entries: list[Path], owner: int | None) -> tuple[list[It
             own[paths[0]] = own.get(paths[0], 0) + sizes.get(name, 0)
     return [item(path, info)._replace(size=info.st_size + own.get(path, 0))
             for path, info in regular_files(entries, owner)], shared
+
+
+def with_layers_size(folder: Path, path: Path, info: os.stat_result) -> int:
+    """The bytes a kept image reads: its file's, and those of every layer image it names."""
+    if not path.name.endswith(LAYERED_SUFFIX):
+        return info.st_size
+    sizes = [info for _, info in regular_files([folder / name for name in set(names_in(path))])]
+    return info.st_size + sum(layer.st_size for layer in sizes)
+
+
+def mark_source(target: int | Path, uri: str, digest: str) -> None:
+    """Record on a kept image (a descriptor or a path) which image it is, for ``cache list``;
+    where the file system keeps no extended attributes it goes unrecorded."""
+    try:
+        os.setxattr(target, SOURCE_XATTR, f"{uri}\n{digest}".encode())
+    except OSError:
+        pass
+
+
+def source_of(path: Path) -> tuple[str, str]:
+    """The URI and manifest digest :func:`mark_source` recorded on ``path`` (empty when none)."""
+    try:
+        uri, _, digest = os.getxattr(path, SOURCE_XATTR, follow_symlinks=False).decode(errors="replace").partition("\n")
+    except OSError:
+        return "", ""
+    return uri, digest
+
+
+def most_recent_first(images: list[KeptImage]) -> list[KeptImage]:
+    return sorted(images, key=lambda image: image.used, reverse=True)

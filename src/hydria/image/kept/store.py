@@ -41,20 +41,22 @@ from hydria.image.kept.interface import (
     IMAGE_FORMAT,
     LAYER_FORMAT,
     LAYERED_SUFFIX,
+    KeptImage,
     is_layer_image,
     kept_image_files,
     layer_key,
     layered_in_use,
+    most_recent_first,
     names_in,
     unnamed_layers,
     weigh,
+    with_layers_size,
 )
 from hydria.image.kept.prune import Item, item, mounted_images, regular_files, remove, victims
 from hydria.image.ref.manifest import Platform
 from hydria.locks import STALE_AFTER, LinkLock
 from hydria.log import Logger
 from hydria.paths import user_name, writable_by_others
-from hydria.record import Record
 from hydria.runtime.rootfs import layer_problem
 
 log = Logger(__name__)
@@ -63,15 +65,6 @@ GRACE = 24 * 3600.0  # seconds after its last use (its access time) during which
 POLL = 0.5  # seconds between looks of an importer that waits for another
 SUFFIX = ".sqsh"
 PUBLIC = "public"  # in the key and the record of every image imported without credentials
-
-
-class StoredImage(Record):
-    key: str
-    path: Path
-    size: int
-    uri: str
-    digest: str
-    created: float
 
 
 class ImageStore:
@@ -182,10 +175,9 @@ class ImageStore:
         image's file, with ``layered``: its layer images are added with add_layer), or by another
         importer (on any node) that this one waits for. Only the owner may call it."""
         def record(path: Path) -> None:
-            size = sum(self.images.joinpath(name).stat().st_size for name in set(names_in(path))) if layered else 0
             info = path.stat()
-            text = json.dumps({"uri": uri, "digest": digest, "size": info.st_size + size, "created": info.st_mtime,
-                               PUBLIC: True})
+            text = json.dumps({"uri": uri, "digest": digest, "size": with_layers_size(self.images, path, info),
+                               "created": info.st_mtime, PUBLIC: True})
             with anonymous_file(self.meta / f"{key}.json", mode=0o600) as meta:
                 os.write(meta.fd, text.encode())
                 meta.commit()
@@ -263,8 +255,9 @@ class ImageStore:
             except FileNotFoundError:
                 continue
 
-    def entries(self) -> list[StoredImage]:
-        """The images in the store, as their records say (readable by the owner and root)."""
+    def listing(self) -> list[KeptImage]:
+        """The images in the store, as their records say (readable by the owner and root), the
+        most recently used first."""
         found = []
         for record in sorted(self.meta.glob("*.json")):
             key = record.name[:-len(".json")]
@@ -272,12 +265,12 @@ class ImageStore:
             try:
                 if not path.exists():
                     path = self.images / (key + LAYERED_SUFFIX)
-                    path.stat()
+                used = path.stat().st_atime
                 data = json.loads(record.read_text())
-                found.append(StoredImage(key, path, data["size"], data["uri"], data["digest"], data["created"]))
+                found.append(KeptImage(key, path, data["size"], data["uri"], data["digest"], data["created"], used))
             except (OSError, ValueError, KeyError):
                 continue  # removed meanwhile, or not a record hydria wrote
-        return found
+        return most_recent_first(found)
 
     def seal_unmarked(self) -> None:
         """Make the images without a ``public`` record (an older version imported them with the

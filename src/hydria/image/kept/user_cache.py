@@ -49,14 +49,19 @@ from hydria.image.kept.interface import (
     IMAGE_SUFFIX,
     LAYER_FORMAT,
     LAYERED_SUFFIX,
+    KeptImage,
     kept_image_files,
     layer_key,
     layered_in_use,
+    mark_source,
+    most_recent_first,
     names_in,
+    source_of,
     unnamed_layers,
     weigh,
+    with_layers_size,
 )
-from hydria.image.kept.prune import Item
+from hydria.image.kept.prune import Item, regular_files
 from hydria.image.ref.manifest import Platform
 from hydria.log import Logger
 from hydria.paths import ensure_dir, is_own_private_dir, user_name
@@ -88,7 +93,8 @@ class ImageCache:
         text = f"{IMAGE_FORMAT}\n{__version__}\n{uri}\n{manifest_digest}\n{squash_options}{platform.key_part()}"
         if layered:
             text += f"\nlayered {LAYER_FORMAT}"
-        return CachedImage(self, hashlib.sha256(text.encode()).hexdigest(), LAYERED_SUFFIX if layered else SUFFIX)
+        return CachedImage(self, hashlib.sha256(text.encode()).hexdigest(), LAYERED_SUFFIX if layered else SUFFIX,
+                           source=(uri, manifest_digest))
 
     def layer(self, blob_digest: str, squash_options: str) -> str | None:
         """The name of the kept layer image of ``blob_digest``, when there is one."""
@@ -154,6 +160,15 @@ class ImageCache:
         """The layered images (real paths) that name one of the ``mounted`` files."""
         return layered_in_use(self.directory, self.kept_images(), mounted)
 
+    def listing(self) -> list[KeptImage]:
+        """The kept images, with the URI and digest recorded on each (image/kept/interface.py)."""
+        found = []
+        for path, info in regular_files(self.kept_images(), os.geteuid()):
+            uri, digest = source_of(path)
+            found.append(KeptImage(path.name.partition(".")[0], path, with_layers_size(self.directory, path, info),
+                                   uri, digest, info.st_mtime, info.st_atime))
+        return most_recent_first(found)
+
     def collect_layers(self) -> None:
         """Remove the layer images that no layered image names, unless an import is making one."""
         try:
@@ -206,10 +221,11 @@ def _whole_layer(path: Path) -> bool:
 class CachedImage:
     """The place of one image (by its key) in the cache: an image file, or a layered image."""
 
-    def __init__(self, cache: ImageCache, key: str, suffix: str = SUFFIX) -> None:
+    def __init__(self, cache: ImageCache, key: str, suffix: str = SUFFIX, *, source: tuple[str, str] = ("", "")) -> None:
         self.cache = cache
         self.key = key
         self.suffix = suffix
+        self.source = source  # URI and manifest digest, recorded on the entry (cache list)
 
     def _candidates(self) -> Iterator[Path]:
         try:
@@ -256,6 +272,7 @@ class CachedImage:
         target = self.cache.directory / (self.key + LAYERED_SUFFIX)
         with anonymous_file(target, 0o644) as entry:
             os.write(entry.fd, layered_text(layers))
+            mark_source(entry.fd, *self.source)
             if not entry.commit() and self._valid_layered() is None:  # else a concurrent import kept it first
                 raise HydriaError(f"cannot keep the layered image {target}: another file has its name")
         return target
@@ -297,7 +314,9 @@ class CachedImage:
             ensure_dir(str(self.cache.directory), setting="HYDRIA_CACHE_PATH")  # another user's: refused
             if self._valid() is not None:
                 return  # a concurrent import of the same image kept it first
-            link_or_copy(image, self._name(image.stat()))  # a copy keeps size and time: the same name
+            entry = self._name(image.stat())
+            link_or_copy(image, entry)  # a copy keeps size and time: the same name
+            mark_source(entry, *self.source)  # on the imported file too, where it is a link: which image it is
             self.cache.evict()
         except FileExistsError:
             pass  # a concurrent import of the same image kept it first
