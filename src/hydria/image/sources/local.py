@@ -8,6 +8,7 @@ against its digest as it is read, because an archive is as untrusted as a regist
 from __future__ import annotations
 
 import json
+import os
 import tarfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -56,7 +57,7 @@ class _Files:
             self.members = {m.name.removeprefix("./"): m for m in self.tar.getmembers() if m.isreg()}
 
     def has(self, name: str) -> bool:
-        return name in self.members if self.tar else (self.root / name).is_file()
+        return name in self.members if self.tar else os.path.lexists(self.root / name)  # open says what it is
 
     @contextmanager
     def open(self, name: str) -> Iterator[mf.Blob]:
