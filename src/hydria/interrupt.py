@@ -4,9 +4,13 @@ tools a command runs are ended with it, instead of Python dying mid-write and le
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+
+from hydria.record import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import threading  # not on the start path (docs/runtime.md): 1 ms
 
 TERMINATED_STATUS = 143  # 128 + SIGTERM: what shells and schedulers read as "terminated"
 INTERRUPTED_STATUS = 130  # 128 + SIGINT: Ctrl-C
@@ -62,6 +66,8 @@ def leave_signals_to_the_main_thread() -> None:
 
 def worker_thread(target: Callable[..., object], *args: object) -> threading.Thread:
     """A started daemon thread running ``target(*args)`` that leaves signals to the main thread."""
+
+    import threading
 
     def run() -> None:
         leave_signals_to_the_main_thread()

@@ -188,6 +188,35 @@ def test_scancel_ends_the_container_and_its_program_at_once(oci_slurm: slurm.Sub
     assert left() == [] and time.monotonic() - cancelled < 45, left()  # Slurm's KillWait is 30 s
 
 
+def test_the_container_ends_with_the_shell_that_ran_it(bundle: Path, workspace: Workspace) -> None:
+    """RunTimeRun without ``exec``, on a shell that forks (Debian's dash, for a command list): the
+    shell killed (scancel's SIGTERM, or any way) ends hydria oci run and the container's PID 1,
+    which no signal of the step's reaches once they are orphaned. Here without Slurm: the
+    shell is killed by hand, with SIGKILL, so that it can forward nothing."""
+    content = config(bundle.parent / "data")
+    content["process"]["args"] = ["sleep", "322"]
+    write_config(bundle, content)
+    shell = subprocess.Popen(["sh", "-c", '"$0" oci run --bundle "$1"; echo ended', workspace.hydria, str(bundle)],
+                             user=workspace.user.uid, group=workspace.user.gid, extra_groups=[],
+                             env=workspace.user.environment(workspace.env()), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, start_new_session=True)
+
+    def left() -> list[str]:
+        return [line for line in live_processes(workspace.user, wait=0) if "sleep 322" in line or "oci run" in line]
+    try:
+        deadline = time.monotonic() + 60
+        while not any("sleep 322" in line for line in left()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert any("sleep 322" in line for line in left()), "the container's program never started"
+    finally:
+        shell.kill()
+        shell.wait()
+    killed = time.monotonic()
+    while left() and time.monotonic() - killed < 30:
+        time.sleep(0.1)
+    assert left() == [], left()
+
+
 def _state(hydria_bin: str, step: list[str]) -> dict[str, Any]:
     result = subprocess.run([hydria_bin, "oci", "state", *step], capture_output=True, text=True, check=True)
     return dict(json.loads(result.stdout))

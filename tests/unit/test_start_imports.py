@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 HEAVY = {"typing", "re", "pathlib", "enum", "signal", "shlex", "subprocess", "shutil", "tempfile", "logging",
-         "dataclasses", "argparse", "socket", "json"}
+         "dataclasses", "argparse", "socket", "json", "threading"}
 
 
 def test_the_start_path_imports_no_heavy_module() -> None:
