@@ -454,7 +454,9 @@ def test_ctrl_c_ends_an_import_at_once_and_leaves_nothing(how: str, signum: int,
         _, stderr = importing.communicate(timeout=30)
         took = time.monotonic() - interrupted
     expected = 143 if signum == signal.SIGTERM else 130  # 128 + the signal, as shells report it
-    assert importing.returncode == expected and took < 1.0, (took, stderr)
+    # hydria's own part is within a second; the bound leaves the rest to a busy machine (the fault it
+    # guards against took 15 s)
+    assert importing.returncode == expected and took < 5, (took, stderr)
     assert "Traceback" not in stderr
     assert sorted(p.name for p in workspace.out.iterdir()) == []
     for blob in blobs.iterdir() if blobs.exists() else []:  # whole blobs only (the config)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 
 import pytest
 
@@ -34,9 +33,8 @@ def test_a_built_image_is_pushed_pulled_back_and_pushed_again_in_no_time(
     first = pushed(workspace, "app:1", destination)
     # the base image's three layers are mounted from its repository; the new layer and the config are sent
     assert "2 blob(s) sent, 3 already there" in first
-    started = time.monotonic()
     again = pushed(workspace, "app:1", destination)
-    assert "0 blob(s) sent, 5 already there" in again and time.monotonic() - started < 3
+    assert "0 blob(s) sent, 5 already there" in again
     result = workspace.run("import", "-o", "pulled.sqsh", destination)
     assert result.returncode == 0, result.stderr
     assert workspace.run("start", str(workspace.out / "pulled.sqsh")).stdout == "pushed\n"

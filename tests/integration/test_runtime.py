@@ -263,9 +263,7 @@ def test_failing_hook_aborts_the_start(images: dict[str, Path], workspace: Works
 
 
 def test_named_container_persists_writes(images: dict[str, Path], workspace: Workspace) -> None:
-    started = time.monotonic()
     assert workspace.run("create", "--name", "app", str(images["debian"])).returncode == 0
-    assert time.monotonic() - started < 5
     assert workspace.run("list").stdout == "app\n"
     assert output(workspace, "--rw", "app", "sh", "-c", "echo kept > /state.txt && echo ok") == "ok\n"
     assert output(workspace, "app", "cat", "/state.txt") == "kept\n"
@@ -285,9 +283,8 @@ def test_a_named_container_stays_what_it_was_created_from(rewrite: str, images: 
     mine = workspace.out / "mine.sqsh"
     shutil.copyfile(images["busybox"], mine)
     os.chown(mine, workspace.user.uid, workspace.user.gid)  # the user's own file: hardlinked
-    started = time.monotonic()
     assert workspace.run("create", "-n", "mine", str(mine)).returncode == 0
-    assert time.monotonic() - started < 1.0  # a link, not a copy, plus the command's own start-up
+    assert mine.stat().st_nlink > 1  # a link, not a copy (a bound on its time measured the machine)
     assert output(workspace, "--rw", "mine", "sh", "-c", "echo kept > /state.txt && echo ok") == "ok\n"
     source = {"another image": images["debian"], "the same image": images["busybox"]}.get(rewrite)
     data = source.read_bytes() if source else mine.read_bytes()[:60000]
@@ -727,18 +724,18 @@ def test_the_squashfuse_daemon_keeps_no_descriptor_of_the_caller(images: dict[st
     # A caller waiting for the end of a pipe it gave hydria (as srun, sshd or a test harness do)
     # sees it as soon as the program closes its copy, not when the image's FUSE daemon ends.
     reader, writer = os.pipe()
-    started = time.monotonic()
     process = subprocess.Popen([workspace.hydria, "start", str(images["busybox"]), "sh", "-c",
-                                f"exec {writer}>&-; sleep 3"], pass_fds=(writer,), user=workspace.user.uid,
+                                f"exec {writer}>&-; exec sleep 30"], pass_fds=(writer,), user=workspace.user.uid,
                                group=workspace.user.gid, extra_groups=[], cwd=workspace.out,
                                env=workspace.user.environment(workspace.env()))
     os.close(writer)
     try:
         assert os.read(reader, 1) == b""  # every writer gone
-        assert time.monotonic() - started < 2.5, "a copy of the pipe outlived the program's own"
+        assert process.poll() is None, "a copy of the pipe outlived the program's own"  # it sleeps on
     finally:
         os.close(reader)
-        assert process.wait(timeout=30) == 0
+        process.kill()  # sleep itself (exec): the container ends with it
+        process.wait()
 
 
 def test_namespaces_wait_for_a_leaving_thread(workspace: Workspace) -> None:
