@@ -60,6 +60,7 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("CACHE_PATH", "path", "${XDG_CACHE_HOME}/hydria", "Content-addressed blob cache, and the images kept for importing again"),
     SettingSpec("DATA_PATH", "path", "${XDG_DATA_HOME}/hydria", "Named containers"),
     SettingSpec("TEMP_PATH", "path", "${TMPDIR:-/tmp}", "Temporary files of import, load and bundle"),
+    SettingSpec("POLICY_PATH", "path", "", "The site's image policy, which images may enter (containers' policy.json format; empty: HYDRIA_SYSCONF_PATH/policy.json where there is one, else every image: docs/security.md)"),
     SettingSpec("STORE_PATH", "path", "", "The image store that every user reads and only its owner writes (empty: none)"),
     SettingSpec("STORE_OWNER", "str", "", "The account that writes the image store (empty: the store directory's owner)"),
     SettingSpec("STORE_PRUNE_ABOVE", "size", "0", "When the image store grows past this size (e.g. 500G), its least recently used images go (0: never on its own)"),
@@ -114,6 +115,7 @@ class Settings(Record):
     cache_path: str
     data_path: str
     temp_path: str
+    policy_path: str
     store_path: str
     store_owner: str
     store_prune_above: int

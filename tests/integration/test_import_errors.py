@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -186,3 +187,28 @@ def test_killed_import_leaves_nothing_and_reruns(fraction: float, debian: Publis
     rerun = workspace.run("import", "-o", "killed.sqsh", debian.docker_uri)
     assert rerun.returncode == 0, rerun.stderr
     cache_is_consistent(workspace.cache)
+
+
+def test_an_image_the_site_policy_rejects_enters_nowhere(busybox: PublishedImage, workspace: Workspace) -> None:
+    """The site's policy.json, in HYDRIA_SYSCONF_PATH: import, load and build's FROM refuse the
+    rejected repository before asking the registry for anything, and name the rule; another
+    image of the same registry enters."""
+    etc = workspace.root / "etc"
+    etc.mkdir(exist_ok=True)
+    scope = f"{busybox.registry}/{busybox.repository}"
+    (etc / "policy.json").write_text(json.dumps({"default": [{"type": "insecureAcceptAnything"}],
+                                                 "transports": {"docker": {scope: [{"type": "reject"}]}}}))
+    rule = f'transports.docker["{scope}"] in {etc / "policy.json"} is "reject"'
+    assert rule in fails(workspace, busybox.docker_uri)
+    loaded = workspace.run("load", "--name", "refused", busybox.docker_uri)
+    assert loaded.returncode == 1 and rule in loaded.stderr and workspace.run("list").stdout == ""
+    context = workspace.root / "context"
+    context.mkdir()
+    (context / "Dockerfile").write_text(f"FROM {scope}:{busybox.tag}\nRUN true\n")
+    os.chown(context, workspace.user.uid, workspace.user.gid)
+    built = workspace.run("build", "-o", str(workspace.root / "built.sqsh"), str(context))
+    assert built.returncode == 1 and rule in built.stderr and not (workspace.root / "built.sqsh").exists()
+    assert not (workspace.cache / "blobs").exists() or not any((workspace.cache / "blobs").rglob("*"))
+    (etc / "policy.json").write_text(json.dumps({"default": [{"type": "insecureAcceptAnything"}],
+                                                 "transports": {"docker": {f"{scope}:other": [{"type": "reject"}]}}}))
+    assert workspace.run("import", busybox.docker_uri).returncode == 0  # another tag's rule: not this one's

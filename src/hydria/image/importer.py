@@ -15,6 +15,7 @@ from typing import IO, TYPE_CHECKING
 from hydria.anonfile import AnonymousFile, anonymous_file, link_or_copy
 from hydria.config import Settings
 from hydria.errors import AlreadyExists, HydriaError, InvalidArgument, InvalidImage
+from hydria.image import policy
 from hydria.image.blobs.cache import BlobCache
 from hydria.image.blobs.compression import Prefetcher, decompressed
 from hydria.image.blobs.growing_blob import FollowingReader
@@ -86,6 +87,7 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
     """
     cwd = cwd or Path.cwd()
     ref = parse(uri, path_exists=_local_path_exists(uri, cwd))
+    policy.check(ref, settings)
     target = output_path(ref, output, cwd)
     want = mf.parse_platform(arch)
     options = squash_plan(settings.squash_options, settings.max_processors)
@@ -203,6 +205,7 @@ def import_into_store(uri: str, settings: Settings, *, arch: str | None = None,
     ref = parse(uri)
     if not isinstance(ref, RegistryImage):
         raise InvalidArgument(uri, hint="the image store keeps registry images (docker://...)")
+    policy.check(ref, settings)
     with ExitStack() as stack:
         source = _registry_source(ref, settings, stack, _watched(stack), anonymous=True)
         want = mf.parse_platform(arch)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from hydria.config import Settings
 from hydria.errors import HydriaError, InvalidArgument
+from hydria.image import policy
 from hydria.image.ref import manifest as mf
 from hydria.imagebuild import copying, dockerfile, download, ignore, sandbox, steps
 from hydria.imagebuild.cache import BuildCache, key_of
@@ -241,6 +242,7 @@ class _Builder:
         except HydriaError as e:
             raise instruction.error(f"{word}: {e}", hint=e.hint) from None
         assert isinstance(ref, RegistryImage)
+        policy.check(ref, self.settings)
         progress = Progress(live=False)
         source = RegistrySource(ref, self.settings, blob_cache(self.settings), progress)
         self.stack.callback(source.close)
