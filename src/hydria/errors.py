@@ -97,5 +97,6 @@ def missing_file(path: str, *, hint: str | None = None) -> NotFound:
         names = [entry for entry in os.listdir(folder) if not entry.startswith(".")]
     except OSError:
         names = []
-    meant = did_you_mean(name, names, f"ls {folder} shows the files there")
+    # a shared suffix (.sqsh) makes any two names look alike: only a near miss is suggested
+    meant = did_you_mean(name, names, f"ls {folder} shows the files there", cutoff=0.8)
     return NotFound(os.path.join(folder, name), hint=meant or hint)

@@ -181,6 +181,7 @@ def test_a_mistyped_option_is_named_with_the_one_meant(argv: list[str], hint: st
     ("ubunt.sqsh", "did you mean ubuntu.sqsh? (ls {folder} shows the files there)"),
     ("ubuntu.sqfs", "did you mean ubuntu.sqsh? (ls {folder} shows the files there)"),
     ("zzzz.sqsh", None),
+    ("absent.sqsh", None),  # .sqsh alike, the rest not: no suggestion
 ])
 @pytest.mark.parametrize("command", ["create", "start", "bundle"])
 def test_a_mistyped_image_file_is_named_with_the_one_meant(command: str, typed: str, hint: str | None,

@@ -32,8 +32,8 @@ def resolve_target(target: str, settings: Settings) -> rootfs.Container:
         try:
             rootfs.check_image(target)  # a file meant, not a container: say what is wrong with it
         except HydriaError as e:
-            raise HydriaError(e.message, hint=e.hint or f"nor is there a container named {target} "
-                                                        "(hydria list)") from None
+            nor = f"nor is there a container named {target} (hydria list)"
+            raise HydriaError(e.message, hint=f"{e.hint}; {nor}" if e.hint else nor) from None
         raise
     named.check_unchanged(container)
     return container
