@@ -10,7 +10,8 @@ The phases, each ending at the first call that starts the next:
   the image's check;
 * namespaces and image: the reader's fork, the user and mount namespaces, the runtime tmpfs and
   the mount of the image (until the overlay's mount returns: it waits for the reader's answer);
-* mounts: the binds and files of the container (/proc, /sys, /dev, /etc/hosts, ... the cgroup);
+* mounts and hooks: the binds and files of the container (/proc, /sys, /dev, /etc/hosts, ... the
+  cgroup) and the hooks' edits between them (passwd, localtime);
 * switch: pivot_root, the last namespaces, up to the execve of the image's ``/etc/rc``;
 * rc: ``/etc/rc`` (enroot's: the image's environment and entry point), up to the program's execve;
 * program: ``true`` itself, until hydria's process exits.
@@ -37,7 +38,7 @@ from testbed.users import TEST_USERS, User, run_as
 HYDRIA = str(Path(sys.executable).parent / "hydria")
 CALLS = "execve,clone,clone3,unshare,mount,pivot_root,exit_group"
 LINE = re.compile(r"^(\d+) (\d+\.\d+) (\w+)\((.*)")
-PHASES = ("python", "namespaces and image", "mounts", "switch", "rc", "program")
+PHASES = ("python", "namespaces and image", "mounts and hooks", "switch", "rc", "program")
 
 
 def phases(trace: str) -> dict[str, float]:
