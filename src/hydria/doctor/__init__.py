@@ -26,6 +26,7 @@ from hydria.doctor.host import (
     check_user_namespaces,
 )
 from hydria.doctor.images import (
+    check_image_policy,
     check_image_reader,
     check_image_store,
     check_read_cache,
@@ -44,7 +45,7 @@ def node_report(settings: Settings, image: str | None = None) -> NodeReport:
         check_user_namespaces, check_kernel, check_fuse_device, *(partial(check_tool, *tool) for tool in TOOLS),
         partial(check_image_reader, settings), partial(check_read_cache, settings),
         *(partial(check_setting_path, settings, setting) for setting in ("data_path", "runtime_path", "temp_path")),
-        partial(check_user_cache, settings), partial(check_image_store, settings),
+        partial(check_user_cache, settings), partial(check_image_store, settings), partial(check_image_policy, settings),
         partial(check_configuration, settings),
         partial(check_mounts, settings), partial(check_named_containers, settings),
         partial(check_container_start, settings, image),

@@ -19,7 +19,7 @@ def check_setting_path(settings: Settings, setting: str) -> Check:
         where = "" if existing == path else f" (it does not exist and {existing} is not writable)"
         return Check(name, "fail", f"{path} is not writable{where}",
                      f"set {name} to a directory this user can write, "
-                     f"e.g. /tmp/hydria-$UID/{setting.removesuffix('check_setting_path')}")
+                     f"e.g. /tmp/hydria-$UID/{setting.removesuffix('_path')}")
     if existing == path and path.stat().st_uid != os.geteuid() and setting != "temp_path":
         return Check(name, "fail", f"{path} belongs to another user", f"remove it or set {name} elsewhere")
     return Check(name, "ok", str(path) if existing == path else f"{path} (will be created)")

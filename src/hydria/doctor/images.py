@@ -157,3 +157,19 @@ def _store_import_problem(owner_uid: int) -> tuple[str, str] | None:
                    lines[0] if lines else f"exit status {result.returncode}")
     hint = next((line[len("[INFO] hint: "):] for line in lines if line.startswith("[INFO] hint: ")), "")
     return message, hint or f"run it to see why: sudo -u {user_name(owner_uid)} hydria store check"
+
+
+def check_image_policy(settings: Settings) -> Check:
+    """The site's image policy (image/policy.py): which images may enter, or why no import can run."""
+    from hydria.errors import ConfigError
+    from hydria.image import policy
+
+    name = "image policy"
+    try:
+        found = policy.configured(settings)
+    except ConfigError as e:
+        return Check(name, "fail", f"{e.message}: every import refuses to run", e.hint or "")
+    if found is None:
+        return Check(name, "skip", f"no {policy.FILE_NAME} in {settings.sysconf_path}: every image may enter")
+    scopes = sum(len(rules) for rules in found.transports.values())
+    return Check(name, "ok", f"{found.path}: {scopes} scope(s), default {', '.join(found.default.requirements)}")
