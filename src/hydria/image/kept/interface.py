@@ -179,8 +179,8 @@ def with_layers_size(folder: Path, path: Path, info: os.stat_result) -> int:
     """The bytes a kept image reads: its file's, and those of every layer image it names."""
     if not path.name.endswith(LAYERED_SUFFIX):
         return info.st_size
-    sizes = [info for _, info in regular_files([folder / name for name in set(names_in(path))])]
-    return info.st_size + sum(layer.st_size for layer in sizes)
+    layers = regular_files([folder / name for name in set(names_in(path))])
+    return info.st_size + sum(layer.st_size for _, layer in layers)
 
 
 def mark_source(target: int | Path, uri: str, digest: str) -> None:
