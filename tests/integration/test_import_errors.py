@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from testbed.publish import PublishedImage
-from testbed.registry import free_port
+from testbed.cosign import Key, push_signatures
+from testbed.publish import PublishedImage, push_as
+from testbed.registry import Registry, free_port
 from testbed.workspace import Workspace
 
 pytestmark = pytest.mark.integration
@@ -212,3 +213,38 @@ def test_an_image_the_site_policy_rejects_enters_nowhere(busybox: PublishedImage
     (etc / "policy.json").write_text(json.dumps({"default": [{"type": "insecureAcceptAnything"}],
                                                  "transports": {"docker": {f"{scope}:other": [{"type": "reject"}]}}}))
     assert workspace.run("import", busybox.docker_uri).returncode == 0  # another tag's rule: not this one's
+
+
+def test_an_image_the_site_policy_wants_signed_enters_with_a_cosign_signature_by_its_key(
+        busybox: PublishedImage, registry: Registry, image_workdir: Path, workspace: Workspace) -> None:
+    """sigstoreSigned with a key: the image of a repository of the test's own, signed as cosign
+    signs (testbed/cosign.py), enters by import and build's FROM; signed by another
+    key, or not at all, it is refused with why, and nothing is kept."""
+    signed_uri = push_as(busybox, registry, "signed-by-ci", image_workdir)
+    unsigned_uri = push_as(busybox, registry, "never-signed", image_workdir)
+    repository = f"{registry.address}/hydria/signed-by-ci"
+    key, stranger = Key(), Key()
+    push_signatures(registry.address, "hydria/signed-by-ci", busybox.digest,
+                    [stranger.sign(busybox.digest, f"{repository}:latest"), key.sign(busybox.digest, f"{repository}:latest")])
+    etc = workspace.root / "etc"
+    etc.mkdir(exist_ok=True)
+    (etc / "ci.pub").write_bytes(key.public_pem)
+    (etc / "policy.json").write_text(json.dumps({"default": [{"type": "reject"}], "transports": {"docker": {
+        f"{registry.address}/hydria": [{"type": "sigstoreSigned", "keyPath": str(etc / "ci.pub")}]}}}))
+    refused = fails(workspace, unsigned_uri)
+    assert "wants docker://" in refused and "no signature passed: the registry has none (sha256-" in refused
+    imported = workspace.run("import", "-o", "signed.sqsh", signed_uri)
+    assert imported.returncode == 0, imported.stderr
+    assert "Verified docker://" in imported.stderr, imported.stderr
+    assert f"signed by the key of {etc / 'ci.pub'} as {repository}:latest" in imported.stderr
+    context = workspace.root / "context"
+    context.mkdir()
+    (context / "Dockerfile").write_text(f"FROM {repository}:latest\nRUN true\n")
+    os.chown(context, workspace.user.uid, workspace.user.gid)
+    built = workspace.run("build", "-o", str(workspace.root / "built.sqsh"), str(context))
+    assert built.returncode == 0, built.stderr
+    (etc / "ci.pub").write_bytes(Key().public_pem)  # the site's key changed: neither signature is by it
+    (workspace.out / "signed.sqsh").unlink()
+    other_key = fails(workspace, signed_uri)
+    assert "signature 1: its signature does not verify with the policy's key" in other_key
+    assert "signature 2: its signature does not verify with the policy's key" in other_key

@@ -31,6 +31,6 @@ def test_the_image_policy_check_says_what_the_policy_lets_in_or_why_no_import_ru
                                           '"transports": {"docker": {"nvcr.io": [{"type": "insecureAcceptAnything"}]}}}')
     check = check_image_policy(settings)
     assert check == Check("image policy", "ok", f"{tmp_path / 'policy.json'}: 1 scope(s), default reject")
-    (tmp_path / "policy.json").write_text('{"default": [{"type": "sigstoreSigned", "keyPath": "/k"}]}')
+    (tmp_path / "policy.json").write_text('{"default": [{"type": "signedBy", "keyPath": "/k"}]}')
     check = check_image_policy(settings)
-    assert check.status == "fail" and "asks for a signature (sigstoreSigned)" in check.detail and check.fix
+    assert check.status == "fail" and "asks for a GPG signature (signedBy)" in check.detail and check.fix

@@ -162,7 +162,7 @@ def _store_import_problem(owner_uid: int) -> tuple[str, str] | None:
 def check_image_policy(settings: Settings) -> Check:
     """The site's image policy (image/policy.py): which images may enter, or why no import can run."""
     from hydria.errors import ConfigError
-    from hydria.image import policy
+    from hydria.image.trust import policy
 
     name = "image policy"
     try:
@@ -172,4 +172,4 @@ def check_image_policy(settings: Settings) -> Check:
     if found is None:
         return Check(name, "skip", f"no {policy.FILE_NAME} in {settings.sysconf_path}: every image may enter")
     scopes = sum(len(rules) for rules in found.transports.values())
-    return Check(name, "ok", f"{found.path}: {scopes} scope(s), default {', '.join(found.default.requirements)}")
+    return Check(name, "ok", f"{found.path}: {scopes} scope(s), default {', '.join(r.kind for r in found.default.requirements)}")

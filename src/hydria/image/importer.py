@@ -15,7 +15,6 @@ from typing import IO, TYPE_CHECKING
 from hydria.anonfile import AnonymousFile, anonymous_file, link_or_copy
 from hydria.config import Settings
 from hydria.errors import AlreadyExists, HydriaError, InvalidArgument, InvalidImage
-from hydria.image import policy
 from hydria.image.blobs.cache import BlobCache
 from hydria.image.blobs.compression import Prefetcher, decompressed
 from hydria.image.blobs.growing_blob import FollowingReader
@@ -30,6 +29,7 @@ from hydria.image.squash.flatten import ExtraFile, LayerContent, LayerStream, fl
 from hydria.image.squash.layer_image import LayerNeedsMerge
 from hydria.image.squash.one_file import write_merged
 from hydria.image.squash.squashfs import SquashPlan, squash_plan, squash_tar, squashed
+from hydria.image.trust import policy
 from hydria.interrupt import terminate_as_interrupt
 from hydria.log import Logger
 from hydria.paths import check_output_folder
@@ -54,6 +54,14 @@ def default_output(ref: ImageReference, cwd: Path) -> str:
 
         return ref.default_output(layout_name(ref, cwd))
     return ref.default_output()
+
+
+def _check_signed(rule: policy.Rule | None, ref: RegistryImage, source: RegistrySource, digest: str) -> None:
+    """The signatures the site's policy wants of the manifest ``digest`` (or of the index the
+    reference names), said in the log once they passed."""
+    passed = policy.check_signed(rule, ref, {digest, source.tag_digest()}, source.signatures)
+    if passed:
+        log.info("Verified %s: %s", ref.uri, passed)
 
 
 def output_path(ref: ImageReference, output: str | None, cwd: Path) -> Path:
@@ -87,7 +95,7 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
     """
     cwd = cwd or Path.cwd()
     ref = parse(uri, path_exists=_local_path_exists(uri, cwd))
-    policy.check(ref, settings)
+    rule = policy.check(ref, settings)
     target = output_path(ref, output, cwd)
     want = mf.parse_platform(arch)
     options = squash_plan(settings.squash_options, settings.max_processors)
@@ -99,6 +107,7 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
             # The manifest's digest first: an image the store or the cache has needs nothing else.
             source = _registry_source(ref, settings, stack, progress)
             digest = source.digest(want)
+            _check_signed(rule, ref, source, digest)  # before the store or the cache serves it
             store = ImageStore.configured(settings)
             stored = _from_store(store, source.ref.uri, digest, want, settings, in_place) if store is not None else None
             if stored is not None:
@@ -205,12 +214,14 @@ def import_into_store(uri: str, settings: Settings, *, arch: str | None = None,
     ref = parse(uri)
     if not isinstance(ref, RegistryImage):
         raise InvalidArgument(uri, hint="the image store keeps registry images (docker://...)")
-    policy.check(ref, settings)
+    rule = policy.check(ref, settings)
     with ExitStack() as stack:
         source = _registry_source(ref, settings, stack, _watched(stack), anonymous=True)
         want = mf.parse_platform(arch)
         try:
-            stored = _into_store(store, source, source.digest(want), want, settings)
+            digest = source.digest(want)
+            _check_signed(rule, ref, source, digest)
+            stored = _into_store(store, source, digest, want, settings)
         except AccessDenied as e:
             raise AccessDenied(f"{ref.uri} cannot be pulled without credentials ({e.message}), and the image "
                                "store keeps only images that anyone may pull",

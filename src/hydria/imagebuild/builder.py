@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 
 from hydria.config import Settings
 from hydria.errors import HydriaError, InvalidArgument
-from hydria.image import policy
 from hydria.image.ref import manifest as mf
+from hydria.image.trust import policy
 from hydria.imagebuild import copying, dockerfile, download, ignore, sandbox, steps
 from hydria.imagebuild.cache import BuildCache, key_of
 from hydria.imagebuild.dockerfile import Dockerfile, Instruction, Stage
@@ -242,12 +242,13 @@ class _Builder:
         except HydriaError as e:
             raise instruction.error(f"{word}: {e}", hint=e.hint) from None
         assert isinstance(ref, RegistryImage)
-        policy.check(ref, self.settings)
+        rule = policy.check(ref, self.settings)
         progress = Progress(live=False)
         source = RegistrySource(ref, self.settings, blob_cache(self.settings), progress)
         self.stack.callback(source.close)
         resolved = source.resolve(platform)
         digest = resolved.digest or ""
+        policy.check_signed(rule, ref, {digest, source.tag_digest()}, source.signatures)
         config = resolved.config
         inner = dict(config.get("config") or {})
         diff_ids = list((config.get("rootfs") or {}).get("diff_ids") or [])

@@ -35,6 +35,7 @@ from hydria.image.sources.registryhttp import (
     RegistryHttp,
     describe,
 )
+from hydria.image.trust.signatures import SignatureError, Signed, decoded, layers_of, signature_tag
 from hydria.interrupt import leave_signals_to_the_main_thread
 from hydria.log import Logger
 
@@ -141,6 +142,29 @@ class RegistrySource:
         if media_type in mf.INDEX_TYPES:
             return mf.choose_platform(mf.parse_index(document, where), want, where).digest
         return digest
+
+    def tag_digest(self) -> str:
+        """The digest of what the reference names: an index (a multi-platform image's) or a manifest."""
+        where = f"{self.ref.registry}/{self.ref.repository}:{self.ref.reference}"
+        return self._manifest(self.ref.reference, where)[2]
+
+    def signatures(self, digest: str) -> list[Signed]:
+        """The cosign signatures the registry holds for the manifest ``digest``, unverified (none
+        where its signature tag is missing). Raises RegistryError, SignatureError."""
+        tag = signature_tag(digest)
+        where = f"{self.ref.registry}/{self.ref.repository}:{tag}"
+        with self.http.request(f"manifests/{tag}", accept=mf.ACCEPT, allowed=(404,)) as response:
+            if response.status_code == 404:
+                return []
+            data = self.http.read_document(response, f"the signatures {where}")
+        found = []
+        for blob, size, signature in layers_of(mf.load_json(data, f"the signatures {where}"), where):
+            with self.http.request(f"blobs/{blob}") as response:
+                payload = self.http.read_document(response, f"a signature payload of {where}")
+            if len(payload) != size or digest_of(payload) != blob:
+                raise SignatureError(f"Checksum mismatch: the signature payload {blob} of {where}")
+            found.append(Signed(payload, decoded(signature)))
+        return found
 
     def _manifest(self, reference: str, where: str) -> tuple[object, str, str]:
         """The manifest document, its media type and its digest (asked for once per source)."""
