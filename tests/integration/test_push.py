@@ -5,11 +5,15 @@ the registry has never sent twice."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
+import httpx
 import pytest
+from cryptography.hazmat.primitives import serialization
 
 from testbed.authproxy import AuthProxy
+from testbed.cosign import Key
 from testbed.publish import PublishedImage
 from testbed.registry import Registry
 from testbed.workspace import Workspace
@@ -71,3 +75,33 @@ def test_build_push_and_an_oci_layout_through_an_authenticating_registry(
 def test_push_says_what_is_wrong(workspace: Workspace, args: tuple[str, ...], message: str) -> None:
     result = workspace.run("push", *args)
     assert result.returncode == 1 and message in result.stderr, result.stderr
+
+
+def test_push_sign_writes_a_signature_that_a_site_policy_wanting_that_key_takes(
+        debian: PublishedImage, registry: Registry, workspace: Workspace) -> None:
+    """What a user builds and pushes with --sign passes, on another cluster, the policy that wants
+    their key (its public half): the signature is cosign's (testbed/cosign.py reads the same)."""
+    key = Key()
+    private = workspace.out / "key.pem"
+    private.write_bytes(key.private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                  serialization.NoEncryption()))
+    os.chown(private, workspace.user.uid, workspace.user.gid)
+    built(workspace, "-t", "signed:1", str(make_context(workspace, {"Dockerfile": f"FROM {base_of(debian)}\n"
+                                                                                  "RUN echo signed > /s.txt\n"})))
+    destination = f"docker://{registry.address}#lab/signed:1"
+    said = pushed(workspace, "--sign", str(private), "signed:1", destination)
+    assert f"as {registry.address}/lab/signed:1 (sha256-" in said
+    pushed(workspace, "--sign", str(private), "signed:1", destination)  # again: the signature is there once
+    etc = workspace.root / "etc"
+    etc.mkdir(exist_ok=True)
+    (etc / "lab.pub").write_bytes(key.public_pem)
+    (etc / "policy.json").write_text(json.dumps({"default": [{"type": "reject"}], "transports": {"docker": {
+        f"{registry.address}/lab": [{"type": "sigstoreSigned", "keyPath": str(etc / "lab.pub")}]}}}))
+    imported = workspace.run("import", "-o", "pulled.sqsh", destination)
+    assert imported.returncode == 0 and f"signed by the key of {etc / 'lab.pub'}" in imported.stderr, imported.stderr
+    digest = said.split("(sha256-")[1].split(".sig")[0]
+    listed = httpx.get(f"http://{registry.address}/v2/lab/signed/manifests/sha256-{digest}.sig",
+                       headers={"Accept": "application/vnd.oci.image.manifest.v1+json"}).json()
+    assert len(listed["layers"]) == 1
+    bad = workspace.run("push", "--sign", str(workspace.out / "pulled.sqsh"), "signed:1", destination)
+    assert bad.returncode == 1 and "is no PEM private key" in bad.stderr

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from hydria.config import Settings
 from hydria.errors import InvalidArgument
+from hydria.image.ref.reference import DOCKER_HUB
 
 if TYPE_CHECKING:
     from hydria.image.push import PushImage
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("source", metavar="SOURCE", help="NAME (hydria build -t NAME), or oci://DIR[:NAME]")
     parser.add_argument("destination", metavar="URI", help="docker://[USER@][REGISTRY#]REPOSITORY[:TAG]")
+    parser.add_argument("--sign", metavar="KEY.pem",
+                        help="also push a cosign signature by this PEM private key (a site policy's sigstoreSigned)")
 
 
 def destination_of(uri: str) -> RegistryImage:
@@ -31,14 +34,21 @@ def destination_of(uri: str) -> RegistryImage:
     return ref
 
 
-def push_to(image: PushImage, ref: RegistryImage, settings: Settings) -> None:
-    """Push and say what was sent (also for hydria build --push)."""
-    from hydria.image.push import push
+def push_to(image: PushImage, ref: RegistryImage, settings: Settings, sign: str | None = None) -> None:
+    """Push and say what was sent (also for hydria build --push); with ``sign``, the PEM private
+    key to sign the pushed manifest with (read before anything is sent)."""
+    from hydria.image.push import push, push_signature
+    from hydria.image.trust import signatures
     from hydria.log import Logger
 
+    key = signatures.private_key(sign) if sign else None
     log = Logger("hydria")
     pushed = push(image, ref, settings, lambda line: log.info("%s", line))
     log.info("Pushed %s (%s): %d blob(s) sent, %d already there", ref.uri, pushed.digest, pushed.sent, pushed.skipped)
+    if key is not None:
+        identity = f"{'docker.io' if ref.registry == DOCKER_HUB else ref.registry}/{ref.repository}:{ref.tag or 'latest'}"
+        push_signature(ref, settings, pushed.digest, *signatures.sign(key, pushed.digest, identity))
+        log.info("Signed %s as %s (%s)", pushed.digest, identity, signatures.signature_tag(pushed.digest))
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
@@ -60,5 +70,5 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
             raise InvalidArgument(source, hint="push an image you built with hydria build -t NAME, or an OCI "
                                                "image layout (oci://DIR)")
         image = output.push_image(record, cache, settings, destination.registry)
-    push_to(image, destination, settings)
+    push_to(image, destination, settings, options.sign)
     return 0

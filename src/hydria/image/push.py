@@ -13,9 +13,12 @@ Blobs first, the manifest last (so nobody pulls a manifest whose blobs are not t
 
 from __future__ import annotations
 
+import io
+import json
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
+from functools import partial
 
 import httpx
 
@@ -24,12 +27,14 @@ from hydria.image.blobs.cache import digest_of
 from hydria.image.ref import manifest as mf
 from hydria.image.ref.reference import RegistryImage
 from hydria.image.sources.registryhttp import RegistryError, RegistryHttp
+from hydria.image.trust.signatures import SIGNATURE_ANNOTATION, SIMPLE_SIGNING, signature_tag
 from hydria.log import Logger
 from hydria.record import Record
 from hydria.units import format_size
 
 log = Logger(__name__)
 CHUNK = 16 << 20
+CONFIG_TYPE = "application/vnd.oci.image.config.v1+json"  # a signature manifest's empty config, as cosign's
 
 
 class PushBlob(Record):
@@ -69,6 +74,40 @@ def push(image: PushImage, ref: RegistryImage, settings: Settings, tell: Callabl
         return Pushed(digest, sent, skipped)
     finally:
         http.close()
+
+
+def push_signature(ref: RegistryImage, settings: Settings, digest: str, payload: bytes, signature: str) -> None:
+    """Add a cosign signature of the manifest ``digest`` where cosign keeps them (the tag
+    ``sha256-HEX.sig``: the signatures there stay, as cosign appends). Raises HydriaError."""
+    http = RegistryHttp(ref, settings)
+    tag = signature_tag(digest)
+    try:
+        with http.request(f"manifests/{tag}", accept=mf.OCI_MANIFEST, allowed=(404,)) as response:
+            before = mf.load_json(http.read_document(response, f"the signatures {tag}"), tag) \
+                if response.status_code != 404 else {}
+        config = b"{}"
+        layers = [layer for layer in (before.get("layers") or []) if isinstance(layer, dict)] \
+            if isinstance(before, dict) else []
+        for content, media_type in ((config, CONFIG_TYPE), (payload, SIMPLE_SIGNING)):
+            blob = PushBlob(mf.Descriptor(digest_of(content), len(content), media_type), partial(_bytes, content))
+            if not _present(http, blob.descriptor.digest):
+                _upload(http, blob, settings)
+        if not any(layer.get("digest") == digest_of(payload) for layer in layers):
+            layers.append({"mediaType": SIMPLE_SIGNING, "digest": digest_of(payload), "size": len(payload),
+                           "annotations": {SIGNATURE_ANNOTATION: signature}})
+        manifest = json.dumps({"schemaVersion": 2, "mediaType": mf.OCI_MANIFEST,
+                               "config": {"mediaType": CONFIG_TYPE, "digest": digest_of(config), "size": len(config)},
+                               "layers": layers}).encode()
+        with http.request(f"manifests/{tag}", method="PUT", content=manifest,
+                          headers={"Content-Type": mf.OCI_MANIFEST}):
+            pass
+    finally:
+        http.close()
+
+
+@contextmanager
+def _bytes(content: bytes) -> Iterator[mf.Blob]:
+    yield io.BytesIO(content)
 
 
 def _present(http: RegistryHttp, digest: str) -> bool:

@@ -116,3 +116,51 @@ def why_not(signed: Signed, key_pem: bytes, digests: set[str], identities: Calla
     if not isinstance(identity, str) or not identities(identity):
         return f"it signs the image as {identity}, not as {expected}"
     return None
+
+
+def private_key(path: str) -> object:
+    """The PEM private key at ``path`` that ``hydria push --sign`` signs with (unencrypted, or
+    with the passphrase in ``HYDRIA_SIGN_PASSPHRASE``). Raises HydriaError."""
+    import os
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
+    from hydria.paths import open_binary
+
+    try:
+        with open_binary(path) as handle:
+            data = handle.read(MAX_PAYLOAD)
+    except OSError as e:
+        raise HydriaError(f"--sign {path}: {e.strerror}", hint="give the PEM file of your signing key") from None
+    passphrase = os.environ.get("HYDRIA_SIGN_PASSPHRASE")
+    try:
+        key = serialization.load_pem_private_key(data, passphrase.encode() if passphrase else None)
+    except (ValueError, TypeError) as e:
+        raise HydriaError(f"--sign {path} is no PEM private key hydria can read ({e})",
+                          hint="make one with: openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 "
+                               "-out key.pem (cosign's own encrypted key files are not read); an encrypted "
+                               "one takes its passphrase from HYDRIA_SIGN_PASSPHRASE") from None
+    if not isinstance(key, (ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey, ed25519.Ed25519PrivateKey)):
+        raise HydriaError(f"--sign {path} is a {type(key).__name__}, not an ECDSA, RSA or Ed25519 key")
+    return key
+
+
+def sign(key: object, digest: str, identity: str) -> tuple[bytes, str]:
+    """A cosign simple-signing payload for the manifest ``digest`` as ``identity``, and its
+    base64 signature by ``key`` (from :func:`private_key`)."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
+
+    payload = json.dumps({"critical": {"identity": {"docker-reference": identity},
+                                       "image": {"docker-manifest-digest": digest},
+                                       "type": "cosign container image signature"},
+                          "optional": None}).encode()
+    if isinstance(key, ec.EllipticCurvePrivateKey):
+        signature = key.sign(payload, ec.ECDSA(hashes.SHA256()))
+    elif isinstance(key, rsa.RSAPrivateKey):
+        signature = key.sign(payload, padding.PKCS1v15(), hashes.SHA256())
+    else:
+        assert isinstance(key, ed25519.Ed25519PrivateKey)
+        signature = key.sign(payload)
+    return payload, base64.b64encode(signature).decode()
