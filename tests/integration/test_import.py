@@ -8,6 +8,7 @@ owner read permission (and rwx on directories), as enroot's import does, so the 
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,13 @@ def test_enroot_squash_options_mean_what_they_say(options: str, superblock: list
     assert our_links == their_links
     started = workspace.run("start", str(image), "cat", "/etc/debian_version")
     assert started.returncode == 0 and started.stdout.strip(), started.stderr
+
+
+def test_two_cold_imports_of_one_manifest_by_two_users_are_the_same_bytes(debian: PublishedImage, workspace: Workspace,
+                                                                        other_workspace: Workspace) -> None:
+    """Reproducible images: another user, another cache, another time, the same image file, so
+    that a copy (sbcast, a staged store) can be checked against the digest of the first."""
+    first = import_ok(workspace, debian.docker_uri)
+    time.sleep(1.1)  # a second later: no time of the import is in the image
+    second = import_ok(other_workspace, "-o", first.name, debian.docker_uri)
+    assert first.read_bytes() == second.read_bytes()
