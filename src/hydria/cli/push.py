@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 from hydria.config import Settings
 from hydria.errors import InvalidArgument
-from hydria.image.ref.reference import DOCKER_HUB
 
 if TYPE_CHECKING:
     from hydria.image.push import PushImage
@@ -46,9 +45,8 @@ def push_to(image: PushImage, ref: RegistryImage, settings: Settings, sign: str 
     pushed = push(image, ref, settings, lambda line: log.info("%s", line))
     log.info("Pushed %s (%s): %d blob(s) sent, %d already there", ref.uri, pushed.digest, pushed.sent, pushed.skipped)
     if key is not None:
-        identity = f"{'docker.io' if ref.registry == DOCKER_HUB else ref.registry}/{ref.repository}:{ref.tag or 'latest'}"
-        push_signature(ref, settings, pushed.digest, *signatures.sign(key, pushed.digest, identity))
-        log.info("Signed %s as %s (%s)", pushed.digest, identity, signatures.signature_tag(pushed.digest))
+        push_signature(ref, settings, pushed.digest, *signatures.sign(key, pushed.digest, ref.exact_name))
+        log.info("Signed %s as %s (%s)", pushed.digest, ref.exact_name, signatures.signature_tag(pushed.digest))
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:

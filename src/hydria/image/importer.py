@@ -56,14 +56,6 @@ def default_output(ref: ImageReference, cwd: Path) -> str:
     return ref.default_output()
 
 
-def _check_signed(rule: policy.Rule | None, ref: RegistryImage, source: RegistrySource, digest: str) -> None:
-    """The signatures the site's policy wants of the manifest ``digest`` (or of the index the
-    reference names), said in the log once they passed."""
-    passed = policy.check_signed(rule, ref, {digest, source.tag_digest()}, source.signatures)
-    if passed:
-        log.info("Verified %s: %s", ref.uri, passed)
-
-
 def output_path(ref: ImageReference, output: str | None, cwd: Path) -> Path:
     """The absolute output path; its directory must exist and the file must not.
 
@@ -107,7 +99,7 @@ def import_image(uri: str, settings: Settings, *, output: str | None = None, arc
             # The manifest's digest first: an image the store or the cache has needs nothing else.
             source = _registry_source(ref, settings, stack, progress)
             digest = source.digest(want)
-            _check_signed(rule, ref, source, digest)  # before the store or the cache serves it
+            policy.check_source(rule, ref, source, digest)  # before the store or the cache serves it
             store = ImageStore.configured(settings)
             stored = _from_store(store, source.ref.uri, digest, want, settings, in_place) if store is not None else None
             if stored is not None:
@@ -220,7 +212,7 @@ def import_into_store(uri: str, settings: Settings, *, arch: str | None = None,
         want = mf.parse_platform(arch)
         try:
             digest = source.digest(want)
-            _check_signed(rule, ref, source, digest)
+            policy.check_source(rule, ref, source, digest)
             stored = _into_store(store, source, digest, want, settings)
         except AccessDenied as e:
             raise AccessDenied(f"{ref.uri} cannot be pulled without credentials ({e.message}), and the image "

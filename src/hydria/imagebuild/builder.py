@@ -248,7 +248,7 @@ class _Builder:
         self.stack.callback(source.close)
         resolved = source.resolve(platform)
         digest = resolved.digest or ""
-        policy.check_signed(rule, ref, {digest, source.tag_digest()}, source.signatures)
+        policy.check_source(rule, ref, source, digest)
         config = resolved.config
         inner = dict(config.get("config") or {})
         diff_ids = list((config.get("rootfs") or {}).get("diff_ids") or [])

@@ -54,6 +54,16 @@ class RegistryImage(Record):
         return self.digest or self.tag or "latest"
 
     @property
+    def name(self) -> str:
+        """``REGISTRY/REPOSITORY`` as policies and signatures write it (Docker Hub: ``docker.io``)."""
+        return f"{'docker.io' if self.registry == DOCKER_HUB else self.registry}/{self.repository}"
+
+    @property
+    def exact_name(self) -> str:
+        """:attr:`name` with the digest, else the tag (``latest`` by default)."""
+        return self.name + (f"@{self.digest}" if self.digest else f":{self.tag or 'latest'}")
+
+    @property
     def uri(self) -> str:
         """The canonical URI, recorded in the image's provenance line."""
         return f"docker://{self.registry}#{self.repository}" + (
@@ -115,18 +125,13 @@ _FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,199}")
 
 
 def _file_name_of(name: str) -> str | None:
-    """``REPOSITORY+TAG`` of a full image name (``registry.example.com/lab/train:1``:
-    ``lab+train+1``), as a registry image's file is named; None when it makes no file name."""
-    name = name.partition("@")[0]
-    path, colon, tag = name.rpartition(":")
-    if not colon or "/" in tag:
-        path, tag = name, ""
-    parts, registry = path.split("/"), ""
-    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
-        registry, parts = parts[0], parts[1:]  # not in the file's name
-    if registry in ("", "docker.io", "index.docker.io", DOCKER_HUB) and parts[:1] == ["library"] and len(parts) > 1:
-        parts = parts[1:]
-    text = "+".join(parts) + (f"+{tag}" if tag else "")
+    """The file name of a full image name, as its registry image's (``registry.example.com/lab/train:1``:
+    ``lab+train+1``, without the digest); None when it makes no file name."""
+    try:
+        ref = parse(f"docker://{name.partition('@')[0]}")
+    except InvalidReference:
+        return None
+    text = ref.default_output().removesuffix(".sqsh")
     return text if _FILE_NAME.fullmatch(text) else None
 
 

@@ -26,11 +26,12 @@ import binascii
 import json
 import os
 from collections.abc import Callable
+from functools import partial
+from typing import Protocol
 
 from hydria.config import Settings
 from hydria.errors import ConfigError, HydriaError
 from hydria.image.ref.reference import (
-    DOCKER_HUB,
     EngineImage,
     ImageReference,
     LocalImage,
@@ -38,6 +39,7 @@ from hydria.image.ref.reference import (
 )
 from hydria.image.trust.signatures import Signed, key_problem, signature_tag
 from hydria.image.trust.signatures import why_not as signatures_why_not
+from hydria.log import Logger
 from hydria.paths import read_text
 from hydria.record import Record
 
@@ -48,6 +50,8 @@ MATCH_REPO_DIGEST_OR_EXACT, MATCH_REPOSITORY = "matchRepoDigestOrExact", "matchR
 KEYLESS = ("fulcio", "rekorPublicKeyPath", "rekorPublicKeyData", "pki")
 MAX_SIZE = 1 << 20
 FILE_NAME = "policy.json"  # in HYDRIA_SYSCONF_PATH, where HYDRIA_POLICY_PATH names none
+
+log = Logger(__name__)
 
 
 class ImageRefused(HydriaError):
@@ -85,15 +89,13 @@ class Policy(Record):
         return rules.get("", self.default)
 
 
-def _repository_of(name: str) -> str:
-    """``registry/repository`` of a signed identity, without its tag or digest."""
-    name = name.partition("@")[0]
-    head, _, last = name.rpartition("/")
-    return f"{head}/{last.partition(':')[0]}" if head else last.partition(":")[0]
-
-
-def _host(ref: RegistryImage) -> str:
-    return "docker.io" if ref.registry == DOCKER_HUB else ref.registry
+def _identity_matches(identity: str, *, expected: str, by_repository: bool) -> bool:
+    """Whether a signature's identity is ``expected``: with ``by_repository``, its repository
+    (the identity without its tag or digest)."""
+    if by_repository:
+        head, _, last = identity.partition("@")[0].rpartition("/")
+        identity = f"{head}/{last.partition(':')[0]}" if head else last.partition(":")[0]
+    return identity == expected
 
 
 def configured(settings: Settings) -> Policy | None:
@@ -135,6 +137,22 @@ def check(ref: ImageReference, settings: Settings) -> Rule | None:
     return rule
 
 
+class SignatureSource(Protocol):
+    """Where an image's signatures come from (image/sources/registry.py's RegistrySource)."""
+
+    def tag_digest(self) -> str: ...
+
+    def signatures(self, digest: str) -> list[Signed]: ...
+
+
+def check_source(rule: Rule | None, ref: RegistryImage, source: SignatureSource, digest: str) -> None:
+    """:func:`check_signed` for the manifest ``digest`` that ``source`` resolved (or the index
+    the reference names), said in the log once it passed: every place images enter calls this."""
+    passed = check_signed(rule, ref, {digest, source.tag_digest()}, source.signatures)
+    if passed:
+        log.info("Verified %s: %s", ref.uri, passed)
+
+
 def check_signed(rule: Rule | None, ref: RegistryImage, digests: set[str],
                  signatures: Callable[[str], list[Signed]]) -> str:
     """Raise ImageRefused unless every signature requirement of ``rule`` has a signature of one
@@ -142,17 +160,14 @@ def check_signed(rule: Rule | None, ref: RegistryImage, digests: set[str],
     passed, for the log (empty without a requirement)."""
     if rule is None or not rule.signed:
         return ""
-    found = [(digest, signed) for digest in sorted(digests) for signed in signatures(digest)]
-    repository = f"{_host(ref)}/{ref.repository}"
-    exact = f"{repository}@{ref.digest}" if ref.digest else f"{repository}:{ref.tag or 'latest'}"
+    found = [signed for digest in sorted(digests) for signed in signatures(digest)]
     passed = []
     for requirement in rule.signed:
         # matchRepoDigestOrExact: the repository for an image named by digest, else the exact name
-        expected = repository if requirement.identity == MATCH_REPOSITORY or ref.digest else exact
-
-        def identity_ok(identity: str, expected: str = expected) -> bool:
-            return (_repository_of(identity) if expected == repository else identity) == expected
-        reasons = [why for _, signed in found
+        by_repository = requirement.identity == MATCH_REPOSITORY or bool(ref.digest)
+        expected = ref.name if by_repository else ref.exact_name
+        identity_ok = partial(_identity_matches, expected=expected, by_repository=by_repository)
+        reasons = [why for signed in found
                    if (why := signatures_why_not(signed, requirement.key, digests, identity_ok, expected))]
         if len(reasons) == len(found):
             said = "; ".join(f"signature {index + 1}: {why}" for index, why in enumerate(reasons)) or \
@@ -252,10 +267,9 @@ def _invalid(path: str, where: str, problem: str) -> ConfigError:
 def _scopes(ref: ImageReference) -> tuple[str, list[str]]:
     """The transport of ``ref`` as policy.json names it, and its scopes, the most specific first."""
     if isinstance(ref, RegistryImage):
-        host = _host(ref)
-        repository = f"{host}/{ref.repository}"
-        scopes = [repository + (f"@{ref.digest}" if ref.digest else f":{ref.tag or 'latest'}"), repository]
-        parts = repository.split("/")
+        host = ref.name.partition("/")[0]
+        scopes = [ref.exact_name, ref.name]
+        parts = ref.name.split("/")
         scopes += ["/".join(parts[:count]) for count in range(len(parts) - 1, 0, -1)]
         labels = host.split(".")
         scopes += ["*." + ".".join(labels[count:]) for count in range(1, len(labels))]
