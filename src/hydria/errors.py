@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
 
@@ -90,8 +91,6 @@ def did_you_mean(word: str, known: Iterable[str], where: str, *, cutoff: float =
 def missing_file(path: str, *, hint: str | None = None) -> NotFound:
     """The error for a file the user named that is not there: with the file of its folder that
     was probably meant (``ubunt.sqsh``: ``ubuntu.sqsh``), else ``hint``."""
-    import os
-
     folder, name = os.path.split(os.path.abspath(path))
     try:
         names = [entry for entry in os.listdir(folder) if not entry.startswith(".")]

@@ -116,11 +116,16 @@ class RegistrySource:
 
     # --- resolution and blobs -----------------------------------------------------------------
 
+    @property
+    def _where(self) -> str:
+        """The image as messages name it."""
+        return f"{self.ref.registry}/{self.ref.repository}:{self.ref.reference}"
+
     def resolve(self, want: mf.Platform) -> mf.ResolvedImage:
         """Find the manifest for ``want`` and fetch its config. Its ``fetch_layers`` starts
         fetching the layers the cache lacks, top layer first, so the merge (which starts at the
         top) overlaps them."""
-        where = f"{self.ref.registry}/{self.ref.repository}:{self.ref.reference}"
+        where = self._where
         document, media_type, digest = self._manifest(self.ref.reference, where)
         if media_type in mf.INDEX_TYPES:
             chosen = mf.choose_platform(mf.parse_index(document, where), want, where)
@@ -137,7 +142,7 @@ class RegistrySource:
     def digest(self, want: mf.Platform) -> str:
         """``hydria digest``: the digest of the manifest for ``want`` (the index's entry for it,
         or the tag's manifest), as the registry names it."""
-        where = f"{self.ref.registry}/{self.ref.repository}:{self.ref.reference}"
+        where = self._where
         document, media_type, digest = self._manifest(self.ref.reference, where)
         if media_type in mf.INDEX_TYPES:
             return mf.choose_platform(mf.parse_index(document, where), want, where).digest
@@ -145,8 +150,7 @@ class RegistrySource:
 
     def tag_digest(self) -> str:
         """The digest of what the reference names: an index (a multi-platform image's) or a manifest."""
-        where = f"{self.ref.registry}/{self.ref.repository}:{self.ref.reference}"
-        return self._manifest(self.ref.reference, where)[2]
+        return self._manifest(self.ref.reference, self._where)[2]
 
     def signatures(self, digest: str) -> list[Signed]:
         """The cosign signatures the registry holds for the manifest ``digest``, unverified (none
