@@ -19,6 +19,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -40,20 +42,27 @@ def median_ms(user: User, argv: list[str], env: dict[str, str], runs: int) -> fl
     return statistics.median(times)
 
 
+@contextmanager
+def start_setup(source: Path, prefix: str) -> Iterator[tuple[User, Path, Path, dict[str, str]]]:
+    """What a start benchmark begins with: hydria compiled, the test user, a folder they may
+    write, ``source`` copied there (readable by them), and the settings of their starts."""
+    compile_hydria()
+    user = User.lookup(TEST_USERS[0])
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        work = Path(tmp)
+        work.chmod(0o777)
+        image = work / "image.sqsh"
+        shutil.copyfile(source, image)
+        image.chmod(0o644)
+        yield user, work, image, {"HYDRIA_DATA_PATH": str(work / "data"), "HYDRIA_RUNTIME_PATH": str(work / "run")}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("image", type=Path)
     parser.add_argument("--runs", type=int, default=20)
     options = parser.parse_args()
-    compile_hydria()
-    user = User.lookup(TEST_USERS[0])
-    with tempfile.TemporaryDirectory(prefix="hydria-start-bench-") as tmp:
-        work = Path(tmp)
-        work.chmod(0o777)
-        image = work / "image.sqsh"
-        shutil.copyfile(options.image, image)
-        image.chmod(0o644)
-        env = {"HYDRIA_DATA_PATH": str(work / "data"), "HYDRIA_RUNTIME_PATH": str(work / "run")}
+    with start_setup(options.image, "hydria-start-bench-") as (user, work, image, env):
         rows = [("hydria start IMAGE true", median_ms(user, [HYDRIA, "start", str(image), "true"], env, options.runs))]
         started = time.perf_counter()
         run_as(user, [HYDRIA, "create", "-n", "bench", str(image)], env=env, check=True)

@@ -26,14 +26,13 @@ import re
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.compiled import compile_hydria
-from testbed.users import TEST_USERS, User, run_as
+from benchmarks.start_bench import start_setup
+from testbed.users import run_as
 
 HYDRIA = str(Path(sys.executable).parent / "hydria")
 CALLS = "execve,clone,clone3,unshare,mount,pivot_root,exit_group"
@@ -68,15 +67,7 @@ def main() -> int:
     options = parser.parse_args()
     if shutil.which("strace") is None:
         raise SystemExit("start_phases.py needs strace (apt-get install strace)")
-    compile_hydria()
-    user = User.lookup(TEST_USERS[0])
-    with tempfile.TemporaryDirectory(prefix="hydria-start-phases-") as tmp:
-        work = Path(tmp)
-        work.chmod(0o777)
-        image = work / "image.sqsh"
-        shutil.copyfile(options.image, image)
-        image.chmod(0o644)
-        env = {"HYDRIA_DATA_PATH": str(work / "data"), "HYDRIA_RUNTIME_PATH": str(work / "run")}
+    with start_setup(options.image, "hydria-start-phases-") as (user, work, image, env):
         traced: dict[str, list[float]] = {phase: [] for phase in PHASES}
         totals, plain = [], []
         for run in range(options.runs):

@@ -5,7 +5,6 @@ keys generated here with ``cryptography``, pushed to the test registry with the 
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 
 import httpx
@@ -13,6 +12,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from hydria.image.trust.signatures import SIGNATURE_ANNOTATION, SIMPLE_SIGNING, signature_tag
+from testbed.oci import upload_data
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 
@@ -43,22 +43,13 @@ def push_signatures(registry: str, repository: str, digest: str, signed: list[tu
         config = b"{}"
         layers = []
         for payload, signature in signed:
-            layers.append({"mediaType": SIMPLE_SIGNING, "digest": _upload(client, repository, payload),
+            layers.append({"mediaType": SIMPLE_SIGNING, "digest": upload_data(client, repository, payload),
                            "size": len(payload), "annotations": {SIGNATURE_ANNOTATION: signature}})
         manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
                     "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
-                               "digest": _upload(client, repository, config), "size": len(config)},
+                               "digest": upload_data(client, repository, config), "size": len(config)},
                     "layers": layers}
         response = client.put(f"/v2/{repository}/manifests/{signature_tag(digest)}", content=json.dumps(manifest),
                               headers={"Content-Type": OCI_MANIFEST})
         response.raise_for_status()
 
-
-def _upload(client: httpx.Client, repository: str, data: bytes) -> str:
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
-    start = client.post(f"/v2/{repository}/blobs/uploads/")
-    start.raise_for_status()
-    location = start.headers["Location"]
-    separator = "&" if "?" in location else "?"
-    client.put(f"{location}{separator}digest={digest}", content=data).raise_for_status()
-    return digest

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -284,13 +284,24 @@ def push(images: Sequence[Image], registry: str, repository: str, tag: str, work
 def _upload_blob(client: httpx.Client, repository: str, blob: Blob) -> None:
     if client.head(f"/v2/{repository}/blobs/{blob.digest}").status_code == 200:
         return
+    with blob.path.open("rb") as f:  # streamed: a benchmark's blobs are gigabytes
+        _send(client, repository, blob.digest, iter(lambda: f.read(1 << 20), b""), blob.size)
+
+
+def upload_data(client: httpx.Client, repository: str, data: bytes) -> str:
+    """A small blob (a signature payload, an empty config) into ``repository``; its digest."""
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    _send(client, repository, digest, data, len(data))
+    return digest
+
+
+def _send(client: httpx.Client, repository: str, digest: str, content: bytes | Iterator[bytes], size: int) -> None:
     start = client.post(f"/v2/{repository}/blobs/uploads/")
     start.raise_for_status()
     location = start.headers["Location"]
     separator = "&" if "?" in location else "?"
-    with blob.path.open("rb") as f:  # streamed: a benchmark's blobs are gigabytes
-        done = client.put(f"{location}{separator}digest={blob.digest}", content=iter(lambda: f.read(1 << 20), b""),
-                          headers={"Content-Type": "application/octet-stream", "Content-Length": str(blob.size)})
+    done = client.put(f"{location}{separator}digest={digest}", content=content,
+                      headers={"Content-Type": "application/octet-stream", "Content-Length": str(size)})
     done.raise_for_status()
 
 

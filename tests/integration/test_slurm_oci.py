@@ -8,7 +8,7 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -173,19 +173,14 @@ def test_scancel_ends_the_container_and_its_program_at_once(oci_slurm: slurm.Sub
     submitted = oci_slurm.ok("sbatch", "--wrap", f"srun --container={bundle} sleep 321")
     job = submitted.split()[-1]
 
-    def left() -> list[str]:
-        return [line for line in live_processes(workspace.user, wait=0) if "sleep 321" in line or "oci run" in line]
     try:
-        deadline = time.monotonic() + 60
-        while not any("sleep 321" in line for line in left()) and time.monotonic() < deadline:
-            time.sleep(0.3)
-        assert any("sleep 321" in line for line in left()), "the container's program never started"
+        _wait_until_running(workspace, "sleep 321")
     finally:
         oci_slurm.run("scancel", job)
     cancelled = time.monotonic()
-    while left() and time.monotonic() - cancelled < 60:
-        time.sleep(0.3)
-    assert left() == [] and time.monotonic() - cancelled < 45, left()  # Slurm's KillWait is 30 s
+    _until(lambda: not _left(workspace, "sleep 321"), 60)
+    assert _left(workspace, "sleep 321") == [] and time.monotonic() - cancelled < 45, \
+        _left(workspace, "sleep 321")  # Slurm's KillWait is 30 s
 
 
 def test_the_container_ends_with_the_shell_that_ran_it(bundle: Path, workspace: Workspace) -> None:
@@ -201,20 +196,29 @@ def test_the_container_ends_with_the_shell_that_ran_it(bundle: Path, workspace: 
                              env=workspace.user.environment(workspace.env()), stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, start_new_session=True)
 
-    def left() -> list[str]:
-        return [line for line in live_processes(workspace.user, wait=0) if "sleep 322" in line or "oci run" in line]
     try:
-        deadline = time.monotonic() + 60
-        while not any("sleep 322" in line for line in left()) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert any("sleep 322" in line for line in left()), "the container's program never started"
+        _wait_until_running(workspace, "sleep 322")
     finally:
         shell.kill()
         shell.wait()
-    killed = time.monotonic()
-    while left() and time.monotonic() - killed < 30:
-        time.sleep(0.1)
-    assert left() == [], left()
+    _until(lambda: not _left(workspace, "sleep 322"), 30)
+    assert _left(workspace, "sleep 322") == [], _left(workspace, "sleep 322")
+
+
+def _left(workspace: Workspace, program: str) -> list[str]:
+    """The user's processes that are the container's program or hydria oci run."""
+    return [line for line in live_processes(workspace.user, wait=0) if program in line or "oci run" in line]
+
+
+def _until(done: Callable[[], bool], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def _wait_until_running(workspace: Workspace, program: str) -> None:
+    _until(lambda: any(program in line for line in _left(workspace, program)), 60)
+    assert any(program in line for line in _left(workspace, program)), "the container's program never started"
 
 
 def _state(hydria_bin: str, step: list[str]) -> dict[str, Any]:
