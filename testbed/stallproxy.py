@@ -5,7 +5,9 @@
 * ``manifest-drip``: a manifest's body comes at one byte a second;
 * ``redirect-loop``: every manifest request is redirected to itself;
 * ``blob-trickle``: a blob's body comes at ``rate`` bytes a second (64 KiB: slow, but not stalled);
-* ``blob-redirect-closed``: a blob request is redirected to a port where nothing listens.
+* ``blob-redirect-closed``: a blob request is redirected to a port where nothing listens;
+* ``upload-silent``: a push's upload (a blob's ``PATCH`` or ``PUT``, the manifest's ``PUT``) is
+  never answered.
 
 Everything else is forwarded. A stalled answer ends when the front is closed."""
 
@@ -20,7 +22,8 @@ import httpx
 from testbed.forwarding import QuietHandler, RegistryFront, forward
 from testbed.registry import free_port
 
-KINDS = ("blob-headers", "manifest-silent", "manifest-drip", "redirect-loop", "blob-trickle", "blob-redirect-closed")
+KINDS = ("blob-headers", "manifest-silent", "manifest-drip", "redirect-loop", "blob-trickle", "blob-redirect-closed",
+         "upload-silent")
 TRICKLE = 64 << 10  # bytes a second
 
 
@@ -32,6 +35,7 @@ class StallProxy(RegistryFront):
         self.rate = rate  # bytes a second, for blob-trickle
         self.closing = threading.Event()
         self.blob_requests = 0  # blob GETs seen, so that a test knows a download is under way
+        self.uploads = 0  # PATCH and PUT requests seen (upload-silent): a push is under way
         self.closed_port = free_port()  # nothing listens there
         super().__init__(upstream)
 
@@ -93,5 +97,21 @@ class StallProxy(RegistryFront):
 
             def do_HEAD(self) -> None:
                 forward(self, proxy.upstream, "HEAD")
+
+            def do_POST(self) -> None:  # an upload's start, or a mount from another repository
+                forward(self, proxy.upstream, "POST")
+
+            def do_PATCH(self) -> None:
+                self._upload("PATCH")
+
+            def do_PUT(self) -> None:
+                self._upload("PUT")
+
+            def _upload(self, method: str) -> None:
+                if proxy.how != "upload-silent":
+                    forward(self, proxy.upstream, method)
+                    return
+                proxy.uploads += 1
+                proxy.closing.wait()
 
         return Handler

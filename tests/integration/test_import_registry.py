@@ -3,7 +3,6 @@ concurrent imports, a cache shared by several users, and hostile layers."""
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import hashlib
 import os
@@ -461,69 +460,6 @@ def test_ctrl_c_ends_an_import_at_once_and_leaves_nothing(how: str, signum: int,
     assert sorted(p.name for p in workspace.out.iterdir()) == []
     for blob in blobs.iterdir() if blobs.exists() else []:  # whole blobs only (the config)
         assert "sha256:" + hashlib.sha256(blob.read_bytes()).hexdigest() == "sha256:" + blob.name
-
-
-@pytest.fixture(scope="module")
-def slow_to_squash(busybox: PublishedImage, registry: Registry, image_workdir: Path) -> str:
-    """An image with a 32 MiB layer of random bytes, which xz takes seconds to squash: its URI."""
-    work = image_workdir / "slowsquash"
-    work.mkdir()
-    with LayerTar(work / "top.tar") as layer:
-        layer.file("opt/random.bin", os.urandom(32 << 20))
-    top = make_layer(work / "top.tar", work, "none")
-    push([Image([busybox.image.layers[0], top], busybox.image.config)], registry.address, "hydria/slowsquash",
-         "latest", work)
-    return f"docker://{registry.address}#hydria/slowsquash"
-
-
-def _child_named(parent: int, name: str, wait: float = 60) -> int:
-    """The PID of ``parent``'s child whose command is ``name``, once there is one."""
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text().rsplit(")", 1)
-            except OSError:
-                continue
-            if fields[0].endswith(f"({name}") and int(fields[1].split()[1]) == parent:
-                return int(stat.parent.name)
-        time.sleep(0.02)
-    raise AssertionError(f"no {name} under {parent} within {wait} s")
-
-
-@pytest.mark.parametrize(("signum", "inherited_ignore", "to_group"), [
-    (signal.SIGINT, True, False),  # a script's background job (bash ignores SIGINT there), then kill -INT PID
-    (signal.SIGINT, False, True),  # Ctrl-C at the terminal: hydria and tar2sqfs get it
-    (signal.SIGHUP, False, True),  # the terminal closed
-    (signal.SIGTERM, False, False),  # kill, scancel
-], ids=["kill-INT-of-a-background-job", "ctrl-c", "hang-up", "kill"])
-def test_a_signal_ends_an_import_while_it_squashes(signum: int, inherited_ignore: bool, to_group: bool,
-                                                   slow_to_squash: str, workspace: Workspace) -> None:
-    """While tar2sqfs squashes (held stopped, so the squash is surely under way whatever the
-    machine's speed): hydria exits with 128 + the signal at once, and neither an image nor
-    tar2sqfs is left."""
-    ignore = "trap '' INT; " if inherited_ignore else ""  # as bash starts a script's background job
-    importing = subprocess.Popen(["sh", "-c", f'{ignore}exec "$0" import -o cut.sqsh "$1"', str(workspace.hydria),
-                                  slow_to_squash],
-                                 user=workspace.user.uid, group=workspace.user.gid, extra_groups=[],
-                                 env=workspace.user.environment(workspace.env(HYDRIA_SQUASH_OPTIONS="-comp xz")),
-                                 cwd=workspace.out, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 start_new_session=True)  # a group of its own, as a terminal's job
-    squasher = _child_named(importing.pid, "tar2sqfs")
-    os.kill(squasher, signal.SIGSTOP)
-    signalled = time.monotonic()
-    if to_group:
-        os.killpg(importing.pid, signum)
-    else:
-        importing.send_signal(signum)
-    with contextlib.suppress(ProcessLookupError):  # hydria may have killed and reaped it already
-        os.kill(squasher, signal.SIGCONT)
-    _, stderr = importing.communicate(timeout=60)
-    took = time.monotonic() - signalled
-    assert importing.returncode == 128 + signum and took < 5, (took, stderr)
-    assert "Traceback" not in stderr
-    assert not Path(f"/proc/{squasher}").exists() or "Z" in Path(f"/proc/{squasher}/stat").read_text().split()[2]
-    assert list(workspace.out.iterdir()) == []
 
 
 @pytest.mark.parametrize("realm", ["::::", "http://127..0.1/token", "ftp://127.0.0.1/token", "http://[::1/token"])
