@@ -101,6 +101,13 @@ def _export(scene: Scene, fixtures: Fixtures) -> None:
     scene.held = "mksquashfs"
 
 
+def _create_unpacking(scene: Scene, fixtures: Fixtures) -> None:
+    data = scene.workspace.root / "data"
+    scene.args = ["create", "--unpack", "-n", "u", str(fixtures.images["debian"])]
+    scene.held = "unsquashfs"
+    scene.left = lambda: sorted(p.name for p in data.iterdir()) if data.exists() else []
+
+
 def _bundle(scene: Scene, fixtures: Fixtures) -> None:
     scene.args = ["bundle", "-o", "out.run", str(fixtures.images["debian"])]
     scene.held = "sqfs2tar"
@@ -128,6 +135,7 @@ PHASES: dict[str, Setup] = {
     "import-squashing": _import,
     "store-import-squashing": _store_import,
     "export": _export,
+    "create-unpacking": _create_unpacking,
     "bundle": _bundle,
     "build-step": _build_step,
     "push-uploading": _push,
