@@ -395,7 +395,8 @@ class _Builder:
 
         def write() -> dict[str, object]:
             with open(blob, "wb") as handle:
-                return write_layer(str(upper), handle, owners, own_ids=ids is not None)._asdict()
+                return write_layer(str(upper), handle, owners, own_ids=ids is not None,
+                                   processors=self.settings.max_processors)._asdict()
 
         written = write() if ids is None else ids.run(write)  # where only the mapping can read what the step made
         layer = Layer(**written)  # type: ignore[arg-type]

@@ -23,6 +23,7 @@ from hydria.record import Record
 OPAQUE_XATTR = "user.overlay.opaque"
 COMPRESSION_LEVEL = 2  # isal's igzip (0-3): about as small as gzip -6, many times faster
 CHUNK = 1 << 20
+MAX_COMPRESSORS = 3  # the tar writer takes about a third of a layer's time
 
 
 class Layer(Record):
@@ -67,19 +68,30 @@ def is_empty(upper: str) -> bool:
 
 
 def write_layer(upper: str, blob: IO[bytes], owners: Mapping[str, tuple[int, int]] | None = None,
-                own_ids: bool = False) -> Layer:
+                own_ids: bool = False, processors: int = 0) -> Layer:
     """Write the changes in ``upper`` as a gzip-compressed layer tar to ``blob``. ``owners``:
     the owner of some paths (relative, ``/``-separated); the others' are root, or with
-    ``own_ids`` (run in the namespace of the step's full ID mapping) the ones they have."""
-    from isal import igzip
+    ``own_ids`` (run in the namespace of the step's full ID mapping) the ones they have.
+
+    The tar is compressed in threads beside the one that writes it (``processors``: at most
+    that many, 0: those of this machine), in blocks of a fixed size: the same bytes whatever
+    the number of threads, so that one step makes one digest on every node."""
+    from isal import igzip_threaded
 
     compressed = _Hashing(blob)
-    with igzip.IGzipFile(fileobj=compressed, mode="wb", compresslevel=COMPRESSION_LEVEL,  # type: ignore[no-untyped-call]
-                         mtime=0) as gz:
-        plain = _Hashing(gz)  # type: ignore[arg-type]
+    with igzip_threaded.open(compressed, "wb", compresslevel=COMPRESSION_LEVEL,  # type: ignore[no-untyped-call]
+                             threads=compressors(processors)) as gz:
+        plain = _Hashing(gz)
         with tarfile.open(fileobj=plain, mode="w|", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
             _add_tree(tar, upper, owners or {}, own_ids)
     return Layer(f"sha256:{compressed.hash.hexdigest()}", f"sha256:{plain.hash.hexdigest()}", compressed.size)
+
+
+def compressors(processors: int) -> int:
+    """Threads that compress a layer: one per processor but the tar writer's, at most
+    ``MAX_COMPRESSORS`` (beyond which the tar writer is what the layer waits for)."""
+    available = processors if processors > 0 else len(os.sched_getaffinity(0))
+    return max(1, min(available - 1, MAX_COMPRESSORS))
 
 
 def _add_tree(tar: tarfile.TarFile, upper: str, owners: Mapping[str, tuple[int, int]], own_ids: bool) -> None:
