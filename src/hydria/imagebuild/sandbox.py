@@ -187,7 +187,10 @@ def mount_layers(lowers: Sequence[str], base_images: Sequence[str], scratch: str
     os.makedirs(target, exist_ok=True)
     options = f"lowerdir={':'.join(str(n) for n in range(len(folders)))},userxattr,xino=off"
     if writable is not None:
-        options += f",upperdir={writable[0]},workdir={writable[1]}"
+        # volatile: the step's own syncs (dpkg's, for every file it unpacks) do not wait for the
+        # disk, as in podman's builds. An upper folder is never mounted again, and the build
+        # cache syncs none of its files either: after a machine's crash, build with --no-cache.
+        options += f",upperdir={writable[0]},workdir={writable[1]},volatile"
     os.chdir(links)
     try:
         sc.mount("overlay", target, "overlay", sc.MS_NOSUID | sc.MS_NODEV | (0 if writable else sc.MS_RDONLY), options)
