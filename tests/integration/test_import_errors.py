@@ -243,8 +243,26 @@ def test_an_image_the_site_policy_wants_signed_enters_with_a_cosign_signature_by
     os.chown(context, workspace.user.uid, workspace.user.gid)
     built = workspace.run("build", "-o", str(workspace.root / "built.sqsh"), str(context))
     assert built.returncode == 0, built.stderr
+    verified = workspace.run("verify", "--json", "signed.sqsh")  # the image's record, checked again
+    assert verified.returncode == 0, verified.stderr
+    assert json.loads(verified.stdout) == {
+        "image": "signed.sqsh", "reference": f"docker://{registry.address}#hydria/signed-by-ci:latest",
+        "digest": busybox.digest, "rule": f'transports.docker["{registry.address}/hydria"]',
+        "signed": f"signed by the key of {etc / 'ci.pub'} as {repository}:latest"}
+    (workspace.root / "stranger.pub").write_bytes(stranger.public_pem)
+    (workspace.root / "other.pub").write_bytes(Key().public_pem)
+    by_key = workspace.run("verify", "--key", str(workspace.root / "stranger.pub"), "signed.sqsh")
+    assert by_key.returncode == 0 and f"Signed: signed by the key of {workspace.root / 'stranger.pub'}" in \
+        by_key.stdout, by_key.stdout + by_key.stderr
+    not_by_key = workspace.run("verify", "--key", str(workspace.root / "other.pub"), "signed.sqsh")
+    assert not_by_key.returncode == 1 and not_by_key.stdout == "", not_by_key.stdout
+    assert f"hydria verify wants docker://{registry.address}#hydria/signed-by-ci:latest signed by the key of " \
+        f"{workspace.root / 'other.pub'} (--key {workspace.root / 'other.pub'}), and no signature passed: signature " \
+        "1: its signature does not verify with that key; signature 2:" in not_by_key.stderr, not_by_key.stderr
     (etc / "ci.pub").write_bytes(Key().public_pem)  # the site's key changed: neither signature is by it
+    again = workspace.run("verify", "signed.sqsh")
+    assert again.returncode == 1 and "the site's image policy wants docker://" in again.stderr, again.stderr
     (workspace.out / "signed.sqsh").unlink()
     other_key = fails(workspace, signed_uri)
-    assert "signature 1: its signature does not verify with the policy's key" in other_key
-    assert "signature 2: its signature does not verify with the policy's key" in other_key
+    assert "signature 1: its signature does not verify with that key" in other_key
+    assert "signature 2: its signature does not verify with that key" in other_key

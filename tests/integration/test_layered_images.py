@@ -428,6 +428,11 @@ def test_a_new_version_squashes_only_its_new_layers(busybox: PublishedImage, reg
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.splitlines()[:3] == ["kept", "new", str(3 << 20)], shown.stdout
     assert f"hydria-provenance: {uri}:v2" in shown.stdout
+    digest = run_as(workspace.user, [workspace.hydria, "digest", f"{uri}:v2"], env=workspace.env()).stdout.strip()
+    recorded = run_as(workspace.user, [workspace.hydria, "verify", "--json", str(v2)], env=workspace.env())
+    assert recorded.returncode == 0, recorded.stderr  # the top layer's /etc/rc; no policy: nothing to check
+    assert json.loads(recorded.stdout) == {"image": str(v2), "reference": f"{uri}:v2", "digest": digest,
+                                           "rule": None, "signed": None}
     started = run_as(workspace.user, [workspace.hydria, "start", str(v1), "cat", "/opt/data/old"], env=workspace.env())
     assert started.returncode == 0 and started.stdout == "old\n", started.stderr
 

@@ -146,7 +146,7 @@ def test_every_signature_that_does_not_pass_is_named_with_why() -> None:
     with pytest.raises(policy.ImageRefused) as refused:
         policy.check_signed(signed_rule(key), ref, {DIGEST, INDEX}, store(signatures))
     message = refused.value.message
-    assert "signature 1: its signature does not verify with the policy's key" in message
+    assert "signature 1: its signature does not verify with that key" in message
     assert f"signature 2: it signs sha256:{'3' * 64}, not this image" in message
     assert f"signature 3: it signs the image as {REPOSITORY}:2, not as {REPOSITORY}:1" in message
     assert "signature 4: its signature does not verify" in message

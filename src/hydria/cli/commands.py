@@ -50,6 +50,8 @@ COMMANDS: tuple[Command, ...] = (
             "push train:1 docker://registry.example.com#lab/train:1", makes=True),
     Command("digest", "Show the digest of a registry image", "hydria.cli.digest", IMAGES,
             "digest docker://ubuntu:24.04"),
+    Command("verify", "Show where an image came from and check its signatures now", "hydria.cli.verify", IMAGES,
+            "verify --key ci.pub nvidia+pytorch+24.01-py3.sqsh"),
     Command("bundle", "Make a self-extracting bundle from an image file", "hydria.cli.bundle", IMAGES,
             "bundle -o train.run train.sqsh", makes=True),
     Command("cache", "List or prune what you keep in the cache", "hydria.cli.cache", IMAGES,

@@ -404,7 +404,7 @@ def _squash(resolved: mf.ResolvedImage, image: AnonymousFile, options: SquashPla
 
 def _flatten_into(resolved: mf.ResolvedImage, image: AnonymousFile, options: list[str], progress: Progress) -> None:
     """The image's layers, merged into one tree, written as a squashfs by tar2sqfs into ``image``."""
-    files = runtime_files(resolved.config.get("config") or {}, resolved.uri)
+    files = runtime_files(resolved.config.get("config") or {}, resolved.uri, resolved.digest)
     extras = [ExtraFile(path, content.encode()) for path, content in files.files().items()]
     layers = [LayerStream(d.digest, _layer_opener(resolved, d)) for d in reversed(resolved.layers)]
     resolved.fetch_layers()

@@ -37,7 +37,7 @@ from hydria.record import Record
 from hydria.runtime.layered import MAX_SIZE, LayeredImageError, layer_names
 from hydria.version import __version__
 
-IMAGE_FORMAT = "1"  # change it when an import writes other bytes for the same inputs
+IMAGE_FORMAT = "2"  # change it when an import writes other bytes for the same inputs
 LAYER_FORMAT = "1"  # the same for a layer image (image/squash/layer_image.py)
 LAYER_PREFIX = "layer-"
 LAYER_SUFFIX = ".sqsh"

@@ -89,7 +89,7 @@ def _extras(resolved: mf.ResolvedImage, layers: list[str]) -> list[ExtraFile]:
     Raises:
         LayerNeedsMerge: which folders the layers lack cannot be found.
     """
-    files = runtime_files(resolved.config.get("config") or {}, resolved.uri)
+    files = runtime_files(resolved.config.get("config") or {}, resolved.uri, resolved.digest)
     return [*(ExtraFile(path, content.encode()) for path, content in files.files().items()),
             *missing_folders(layers, files.directories)]
 

@@ -24,7 +24,8 @@ from typing import Any
 from hydria.errors import HydriaError
 from hydria.record import Record
 
-PROVENANCE = "# hydria-provenance:"
+PROVENANCE = "# hydria-provenance:"  # the reference, as enroot's "# enroot-provenance:"
+DIGEST = "# hydria-digest:"  # the manifest's digest, which pins the config and every layer
 # Besides what is not printable: what fstab parsing would take for an escape, a substitution or a comment.
 _FSTAB_ESCAPED = frozenset("\\$#")
 _CRAFTED = "the image was built wrongly or crafted; nothing was written"
@@ -48,8 +49,9 @@ class RuntimeFiles(Record):
                 "etc/environment": self.environment, "etc/fstab": self.fstab}
 
 
-def runtime_files(config: object, uri: str) -> RuntimeFiles:
-    """Build the runtime files from the ``config`` object of an image config blob.
+def runtime_files(config: object, uri: str, digest: str | None = None) -> RuntimeFiles:
+    """Build the runtime files from the ``config`` object of an image config blob, the image's
+    provenance first: ``uri`` and, where a manifest names the image, its ``digest``.
 
     Raises:
         ImageConfigInvalid: a field has the wrong type or holds a NUL byte or an unusable volume.
@@ -64,7 +66,7 @@ def runtime_files(config: object, uri: str) -> RuntimeFiles:
         cmd = ["/bin/sh"]
     workdir = _string(config, "WorkingDir") or "/"
     labels = _mapping(config, "Labels")
-    lines = [f"{PROVENANCE} {_one_line(uri)}"]
+    lines = [f"{PROVENANCE} {_one_line(uri)}", *([f"{DIGEST} {_one_line(digest)}"] if digest else [])]
     lines += [f"# {_one_line(key)} {_one_line(_text('Labels', value))}" for key, value in sorted(labels.items())]
     quoted_workdir = shlex.quote(workdir)
     run_with_args = shlex.join(entrypoint) + ' "$@"' if entrypoint else '"$@"'

@@ -68,6 +68,7 @@ class Requirement(Record):
 class Rule(Record):
     where: str  # how the policy file names it: default, transports.docker["nvcr.io"]
     requirements: tuple[Requirement, ...]
+    asked_by: str = "the site's image policy"  # or hydria verify --key
 
     @property
     def signed(self) -> tuple[Requirement, ...]:
@@ -172,7 +173,7 @@ def check_signed(rule: Rule | None, ref: RegistryImage, digests: set[str],
         if len(reasons) == len(found):
             said = "; ".join(f"signature {index + 1}: {why}" for index, why in enumerate(reasons)) or \
                 f"the registry has none ({' nor '.join(signature_tag(d) for d in sorted(digests))})"
-            raise ImageRefused(f"the site's image policy wants {ref.uri} signed by the key of "
+            raise ImageRefused(f"{rule.asked_by} wants {ref.uri} signed by the key of "
                                f"{requirement.key_from} ({rule.where}), and no signature passed: {said}",
                                hint="sign it with that key (cosign sign --key, or hydria push --sign), or ask "
                                     "the administrator which key signs this repository")

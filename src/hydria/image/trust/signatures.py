@@ -104,7 +104,7 @@ def why_not(signed: Signed, key_pem: bytes, digests: set[str], identities: Calla
             assert isinstance(key, ed25519.Ed25519PublicKey)  # the only other kind key_problem takes
             key.verify(signed.signature, signed.payload)
     except InvalidSignature:
-        return "its signature does not verify with the policy's key"
+        return "its signature does not verify with that key"
     try:
         critical = json.loads(signed.payload)["critical"]
         signed_digest = critical["image"]["docker-manifest-digest"]
