@@ -11,10 +11,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
-from testbed.cosign import Key, push_signatures
+from hydria.image.ref.manifest import ACCEPT
+from testbed.cosign import Key, push_referrer_signatures, push_signatures
 from testbed.publish import PublishedImage, push_as
+from testbed.referrersfront import ReferrersFront
 from testbed.registry import Registry, free_port
 from testbed.workspace import Workspace
 
@@ -266,3 +269,38 @@ def test_an_image_the_site_policy_wants_signed_enters_with_a_cosign_signature_by
     other_key = fails(workspace, signed_uri)
     assert "signature 1: its signature does not verify with that key" in other_key
     assert "signature 2: its signature does not verify with that key" in other_key
+
+
+def test_a_signature_stored_as_an_oci_referrer_passes_and_other_referrers_are_no_signatures(
+        busybox: PublishedImage, registry: Registry, image_workdir: Path, workspace: Workspace) -> None:
+    """cosign's OCI 1.1 mode: the signature manifest names the image as its subject, listed by the
+    referrers tag's index (the test registry has no referrers API: the pushing client keeps that
+    index), or found by the referrers API (the same registry behind a front that has one). A
+    referrer of another artifact type is no signature, whatever it holds."""
+    uri = push_as(busybox, registry, "referred", image_workdir)
+    repository = "hydria/referred"
+    key = Key()
+    with ReferrersFront(registry.address) as front:
+        etc = workspace.root / "etc"
+        etc.mkdir(exist_ok=True)
+        (etc / "ci.pub").write_bytes(key.public_pem)
+        rule = [{"type": "sigstoreSigned", "keyPath": str(etc / "ci.pub")}]
+        (etc / "policy.json").write_text(json.dumps({"default": [{"type": "insecureAcceptAnything"}], "transports": {
+            "docker": {f"{host}/{repository}": rule for host in (registry.address, front.address)}}}))
+        with httpx.Client(base_url=f"http://{registry.address}", timeout=60) as client:
+            found = client.get(f"/v2/{repository}/manifests/latest", headers={"Accept": ACCEPT})
+            found.raise_for_status()
+        subject = {"mediaType": found.headers["Content-Type"], "digest": busybox.digest, "size": len(found.content)}
+        signed = [key.sign(busybox.digest, f"{host}/{repository}:latest") for host in (registry.address, front.address)]
+        other = push_referrer_signatures(registry.address, repository, subject, signed, "application/spdx+json")
+        assert "no signature passed: the registry has none" in fails(workspace, uri)  # an SBOM's type: not looked at
+        push_referrer_signatures(registry.address, repository, subject, signed, others=(other,))
+        imported = workspace.run("import", "-o", "referred.sqsh", uri)
+        assert imported.returncode == 0, imported.stderr
+        assert f"signed by the key of {etc / 'ci.pub'} as {registry.address}/{repository}:latest" in imported.stderr
+        verified = workspace.run("verify", "referred.sqsh")
+        assert verified.returncode == 0 and "Signed: signed by the key of" in verified.stdout, verified.stderr
+        assert front.referrer_requests == 0
+        through_api = workspace.run("import", "-o", "api.sqsh", f"docker://{front.address}#{repository}:latest")
+        assert through_api.returncode == 0 and front.referrer_requests == 1, through_api.stderr
+        assert f"as {front.address}/{repository}:latest" in through_api.stderr

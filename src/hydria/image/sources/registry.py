@@ -35,7 +35,16 @@ from hydria.image.sources.registryhttp import (
     RegistryHttp,
     describe,
 )
-from hydria.image.trust.signatures import SignatureError, Signed, decoded, layers_of, signature_tag
+from hydria.image.trust.signatures import (
+    MAX_SIGNATURES,
+    SignatureError,
+    Signed,
+    decoded,
+    layers_of,
+    referrers_tag,
+    signature_referrers,
+    signature_tag,
+)
 from hydria.interrupt import leave_signals_to_the_main_thread
 from hydria.log import Logger
 
@@ -153,16 +162,47 @@ class RegistrySource:
         return self._manifest(self.ref.reference, self._where)[2]
 
     def signatures(self, digest: str) -> list[Signed]:
-        """The cosign signatures the registry holds for the manifest ``digest``, unverified (none
-        where its signature tag is missing). Raises RegistryError, SignatureError."""
+        """The cosign signatures the registry holds for the manifest ``digest``, unverified: those
+        of its signature tag and those its OCI 1.1 referrers hold (none where neither is there).
+        Raises RegistryError, SignatureError."""
         tag = signature_tag(digest)
         where = f"{self.ref.registry}/{self.ref.repository}:{tag}"
         with self.http.request(f"manifests/{tag}", accept=mf.ACCEPT, allowed=(404,)) as response:
-            if response.status_code == 404:
-                return []
-            data = self.http.read_document(response, f"the signatures {where}")
+            document = None if response.status_code == 404 else \
+                mf.load_json(self.http.read_document(response, f"the signatures {where}"), f"the signatures {where}")
+        found = self._payloads(document, where) if document is not None else []
+        for referrer, referrer_where in self._signature_referrers(digest):
+            with self.http.request(f"manifests/{referrer}", accept=mf.OCI_MANIFEST) as response:
+                data = self.http.read_document(response, f"the signature {referrer_where}")
+            if digest_of(data) != referrer:
+                raise SignatureError(f"Checksum mismatch: the signature {referrer_where}")
+            found += self._payloads(mf.load_json(data, f"the signature {referrer_where}"), referrer_where)
+            if len(found) > MAX_SIGNATURES:
+                raise SignatureError(f"{self.ref.registry}/{self.ref.repository} holds more than {MAX_SIGNATURES} "
+                                     f"signatures of {digest}")
+        return found
+
+    def _signature_referrers(self, digest: str) -> list[tuple[str, str]]:
+        """The cosign signature manifests among the referrers of ``digest`` (the referrers API,
+        else the referrers tag), each with how messages name it."""
+        base = f"{self.ref.registry}/{self.ref.repository}"
+        where = f"the referrers of {base}@{digest}"
+        with self.http.request(f"referrers/{digest}", accept=mf.OCI_INDEX, allowed=(404,)) as response:
+            data = None if response.status_code == 404 else self.http.read_document(response, where)
+        if data is None:  # a registry without the API: the index that pushing clients keep
+            where = f"the referrers tag {base}:{referrers_tag(digest)}"
+            with self.http.request(f"manifests/{referrers_tag(digest)}", accept=mf.OCI_INDEX,
+                                   allowed=(404,)) as response:
+                if response.status_code == 404:
+                    return []
+                data = self.http.read_document(response, where)
+        return [(referrer, f"{base}@{referrer}")
+                for referrer in signature_referrers(mf.load_json(data, where), where)]
+
+    def _payloads(self, document: object, where: str) -> list[Signed]:
+        """The simple-signing payloads of a signature manifest and their signatures."""
         found = []
-        for blob, size, signature in layers_of(mf.load_json(data, f"the signatures {where}"), where):
+        for blob, size, signature in layers_of(document, where):
             with self.http.request(f"blobs/{blob}") as response:
                 payload = self.http.read_document(response, f"a signature payload of {where}")
             if len(payload) != size or digest_of(payload) != blob:

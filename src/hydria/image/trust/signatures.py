@@ -1,7 +1,11 @@
 """Cosign signatures of registry images, as cosign stores them and ``cosign verify --key``
 checks them: the tag ``sha256-HEX.sig`` of the image's repository holds a manifest whose layers
 are simple-signing payloads (JSON naming the signed manifest's digest and the repository), each
-with its signature in the annotation ``dev.cosignproject.cosign/signature`` (base64). A payload
+with its signature in the annotation ``dev.cosignproject.cosign/signature`` (base64). With OCI 1.1
+referrers (``cosign sign --registry-referrers-mode=oci-1-1``) the same manifest, of the artifact
+type ``SIGNATURE_ARTIFACT``, names the image as its ``subject`` and is found by the registry's
+referrers API, or where the registry has none by the referrers tag ``sha256-HEX`` (an index of the
+referrers, which the client that pushed them keeps). A payload
 is trusted only once its signature verifies with the policy's public key (``cryptography``: ECDSA
 P-256 with SHA-256 as cosign's keys, RSA PKCS#1 v1.5, Ed25519), and then only for the digest and
 the repository it names.
@@ -19,6 +23,7 @@ from hydria.record import Record
 
 SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
 SIGNATURE_ANNOTATION = "dev.cosignproject.cosign/signature"
+SIGNATURE_ARTIFACT = "application/vnd.dev.cosign.artifact.sig.v1+json"  # cosign's OCI 1.1 signatures
 MAX_PAYLOAD = 64 << 10  # a payload is a few hundred bytes
 MAX_SIGNATURES = 64  # a signature manifest with more layers is refused whole
 
@@ -38,6 +43,27 @@ def signature_tag(digest: str) -> str:
     """Where cosign stores the signatures of the manifest ``digest``."""
     algorithm, _, hexdigest = digest.partition(":")
     return f"{algorithm}-{hexdigest}.sig"
+
+
+def referrers_tag(digest: str) -> str:
+    """Where a registry without the referrers API keeps the index of the referrers of ``digest``."""
+    algorithm, _, hexdigest = digest.partition(":")
+    return f"{algorithm}-{hexdigest}"
+
+
+def signature_referrers(document: object, where: str) -> list[str]:
+    """The digests of the cosign signature manifests that a referrers index lists (its other
+    artifacts, SBOMs and attestations, are no signatures). Raises SignatureError."""
+    manifests = document.get("manifests") if isinstance(document, dict) else None
+    if not isinstance(manifests, list):
+        raise SignatureError(f"{where} is not an index of referrers (no manifests)")
+    found = [entry.get("digest") for entry in manifests
+             if isinstance(entry, dict) and entry.get("artifactType") == SIGNATURE_ARTIFACT]
+    if len(found) > MAX_SIGNATURES:
+        raise SignatureError(f"{where} lists {len(found)} signatures, more than {MAX_SIGNATURES}")
+    if not all(isinstance(digest, str) and digest.startswith("sha256:") for digest in found):
+        raise SignatureError(f"{where}: a signature referrer without a sha256 digest")
+    return [str(digest) for digest in found]
 
 
 def layers_of(document: object, where: str) -> list[tuple[str, int, str]]:
