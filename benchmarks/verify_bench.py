@@ -1,7 +1,7 @@
 """What the site policy's signature check costs an import: ``hydria import`` of a signed image
 whose blobs and image are already kept (the import is a hardlink: the check is all that is left
 to cost), without a policy, with an accept-everything policy, and with a policy that wants a
-cosign signature by a key (four more registry requests: the signature tag, its payload, the referrers API and the referrers tag; and a verification). The start is never
+cosign signature by a key (two more registry requests, the signature tag and its payload, and a verification; the referrers are asked only where no signature there passed). The start is never
 checked: a policy is read by imports alone.
 
 Run as root (it needs nothing else): python benchmarks/verify_bench.py [--runs 20]

@@ -128,7 +128,7 @@ def test_a_signature_by_the_policys_key_of_this_image_passes(uri: str, signed_di
     ref = parse(uri)
     assert isinstance(ref, RegistryImage)
     said = policy.check_signed(signed_rule(key, rule_identity), ref, {DIGEST, INDEX},
-                               store({signed_digest: [key.sign(signed_digest, identity)]}))
+                              [store({signed_digest: [key.sign(signed_digest, identity)]})])
     assert said.startswith("signed by the key of default[0].keyData as ")
 
 
@@ -144,7 +144,7 @@ def test_every_signature_that_does_not_pass_is_named_with_why() -> None:
                            (tampered, signature),  # the payload changed after signing
                            (b"not json", base64.b64encode(key.private.sign(b"not json", ec.ECDSA(hashes.SHA256()))).decode())]}
     with pytest.raises(policy.ImageRefused) as refused:
-        policy.check_signed(signed_rule(key), ref, {DIGEST, INDEX}, store(signatures))
+        policy.check_signed(signed_rule(key), ref, {DIGEST, INDEX}, [store(signatures)])
     message = refused.value.message
     assert "signature 1: its signature does not verify with that key" in message
     assert f"signature 2: it signs sha256:{'3' * 64}, not this image" in message
@@ -152,7 +152,27 @@ def test_every_signature_that_does_not_pass_is_named_with_why() -> None:
     assert "signature 4: its signature does not verify" in message
     assert "signature 5: its payload is not a cosign simple-signing payload" in message
     with pytest.raises(policy.ImageRefused, match=r"no signature passed: the registry has none \(sha256-1+\.sig nor"):
-        policy.check_signed(signed_rule(key), ref, {DIGEST, INDEX}, store({}))
+        policy.check_signed(signed_rule(key), ref, {DIGEST, INDEX}, [store({})])
+
+
+def test_the_referrers_are_asked_only_while_no_signature_passed() -> None:
+    """cosign's signature tag first: where a signature there passes, the referrers are never
+    asked (two registry requests saved on every checked import); where none does, they are."""
+    key = Key()
+    ref = parse(f"docker://{REPOSITORY.replace('/', '#', 1)}:1")
+    assert isinstance(ref, RegistryImage)
+    asked: list[str] = []
+
+    def referrers(digest: str) -> list[Signed]:
+        asked.append(digest)
+        return store({DIGEST: [key.sign(DIGEST, f"{REPOSITORY}:1")]})(digest)
+
+    policy.check_signed(signed_rule(key), ref, {DIGEST, INDEX}, [store({DIGEST: [key.sign(DIGEST, f"{REPOSITORY}:1")]}),
+                                                                  referrers])
+    assert asked == []
+    said = policy.check_signed(signed_rule(key), ref, {DIGEST, INDEX}, [store({DIGEST: [Key().sign(DIGEST, "x")]}),
+                                                                         referrers])
+    assert said.startswith("signed by the key of") and sorted(asked) == sorted({DIGEST, INDEX})
 
 
 def test_an_image_the_policy_wants_signed_must_come_from_a_registry(tmp_path: Path,

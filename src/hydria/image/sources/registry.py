@@ -161,22 +161,27 @@ class RegistrySource:
         """The digest of what the reference names: an index (a multi-platform image's) or a manifest."""
         return self._manifest(self.ref.reference, self._where)[2]
 
-    def signatures(self, digest: str) -> list[Signed]:
-        """The cosign signatures the registry holds for the manifest ``digest``, unverified: those
-        of its signature tag and those its OCI 1.1 referrers hold (none where neither is there).
-        Raises RegistryError, SignatureError."""
+    def tag_signatures(self, digest: str) -> list[Signed]:
+        """The cosign signatures that the signature tag of the manifest ``digest`` holds,
+        unverified (none where it is missing). Raises RegistryError, SignatureError."""
         tag = signature_tag(digest)
         where = f"{self.ref.registry}/{self.ref.repository}:{tag}"
         with self.http.request(f"manifests/{tag}", accept=mf.ACCEPT, allowed=(404,)) as response:
-            document = None if response.status_code == 404 else \
-                mf.load_json(self.http.read_document(response, f"the signatures {where}"), f"the signatures {where}")
-        found = self._payloads(document, where) if document is not None else []
-        for referrer, referrer_where in self._signature_referrers(digest):
+            if response.status_code == 404:
+                return []
+            data = self.http.read_document(response, f"the signatures {where}")
+        return self._payloads(mf.load_json(data, f"the signatures {where}"), where)
+
+    def referrer_signatures(self, digest: str) -> list[Signed]:
+        """The cosign signatures among the OCI 1.1 referrers of the manifest ``digest``,
+        unverified. Raises RegistryError, SignatureError."""
+        found: list[Signed] = []
+        for referrer, where in self._signature_referrers(digest):
             with self.http.request(f"manifests/{referrer}", accept=mf.OCI_MANIFEST) as response:
-                data = self.http.read_document(response, f"the signature {referrer_where}")
+                data = self.http.read_document(response, f"the signature {where}")
             if digest_of(data) != referrer:
-                raise SignatureError(f"Checksum mismatch: the signature {referrer_where}")
-            found += self._payloads(mf.load_json(data, f"the signature {referrer_where}"), referrer_where)
+                raise SignatureError(f"Checksum mismatch: the signature {where}")
+            found += self._payloads(mf.load_json(data, f"the signature {where}"), where)
             if len(found) > MAX_SIGNATURES:
                 raise SignatureError(f"{self.ref.registry}/{self.ref.repository} holds more than {MAX_SIGNATURES} "
                                      f"signatures of {digest}")

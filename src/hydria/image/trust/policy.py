@@ -25,7 +25,7 @@ import base64
 import binascii
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Protocol
 
@@ -143,36 +143,51 @@ class SignatureSource(Protocol):
 
     def tag_digest(self) -> str: ...
 
-    def signatures(self, digest: str) -> list[Signed]: ...
+    def tag_signatures(self, digest: str) -> list[Signed]: ...
+
+    def referrer_signatures(self, digest: str) -> list[Signed]: ...
+
+
+def signature_finders(source: SignatureSource) -> tuple[Callable[[str], list[Signed]], ...]:
+    """Where :func:`check_signed` looks, in order: cosign's signature tag (its default), then
+    the OCI 1.1 referrers (asked only while no signature passed)."""
+    return source.tag_signatures, source.referrer_signatures
 
 
 def check_source(rule: Rule | None, ref: RegistryImage, source: SignatureSource, digest: str) -> None:
     """:func:`check_signed` for the manifest ``digest`` that ``source`` resolved (or the index
     the reference names), said in the log once it passed: every place images enter calls this."""
-    passed = check_signed(rule, ref, {digest, source.tag_digest()}, source.signatures)
+    passed = check_signed(rule, ref, {digest, source.tag_digest()}, signature_finders(source))
     if passed:
         log.info("Verified %s: %s", ref.uri, passed)
 
 
 def check_signed(rule: Rule | None, ref: RegistryImage, digests: set[str],
-                 signatures: Callable[[str], list[Signed]]) -> str:
+                 finders: Sequence[Callable[[str], list[Signed]]]) -> str:
     """Raise ImageRefused unless every signature requirement of ``rule`` has a signature of one
-    of ``digests`` (the tag's and the platform's manifest) among ``signatures(digest)``; what
-    passed, for the log (empty without a requirement)."""
+    of ``digests`` (the tag's and the platform's manifest) among what ``finders`` find for them,
+    each asked (in order) only while no signature passed; what passed, for the log (empty
+    without a requirement)."""
     if rule is None or not rule.signed:
         return ""
-    found = [signed for digest in sorted(digests) for signed in signatures(digest)]
+    found: list[Signed] = []
+    unasked = list(finders)
     passed = []
     for requirement in rule.signed:
         # matchRepoDigestOrExact: the repository for an image named by digest, else the exact name
         by_repository = requirement.identity == MATCH_REPOSITORY or bool(ref.digest)
         expected = ref.name if by_repository else ref.exact_name
         identity_ok = partial(_identity_matches, expected=expected, by_repository=by_repository)
-        reasons = [why for signed in found
-                   if (why := signatures_why_not(signed, requirement.key, digests, identity_ok, expected))]
+        while True:
+            reasons = [why for signed in found
+                       if (why := signatures_why_not(signed, requirement.key, digests, identity_ok, expected))]
+            if len(reasons) < len(found) or not unasked:
+                break
+            find = unasked.pop(0)
+            found += [signed for digest in sorted(digests) for signed in find(digest)]
         if len(reasons) == len(found):
             said = "; ".join(f"signature {index + 1}: {why}" for index, why in enumerate(reasons)) or \
-                f"the registry has none ({' nor '.join(signature_tag(d) for d in sorted(digests))})"
+                f"the registry has none ({' nor '.join(signature_tag(d) for d in sorted(digests))}, nor referrers)"
             raise ImageRefused(f"{rule.asked_by} wants {ref.uri} signed by the key of "
                                f"{requirement.key_from} ({rule.where}), and no signature passed: {said}",
                                hint="sign it with that key (cosign sign --key, or hydria push --sign), or ask "

@@ -143,7 +143,7 @@ def verify(provenance: Provenance, image: str, settings: Settings, key_path: str
         digests = {provenance.digest}
         if rule.signed and source.digest(mf.parse_platform(None)) == provenance.digest:
             digests.add(source.tag_digest())  # the index that holds it, which cosign may have signed
-        passed = policy.check_signed(rule, ref, digests, source.signatures)
+        passed = policy.check_signed(rule, ref, digests, policy.signature_finders(source))
     return Verified(provenance, rule.where, passed)
 
 
