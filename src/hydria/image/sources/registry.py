@@ -85,6 +85,11 @@ def _range_start(response: httpx.Response, offset: int) -> int:
     return offset
 
 
+# How registries without the referrers API answer it: 404 (the OCI distribution spec), and some
+# older ones 400 or 405 for a path they do not know.
+NO_REFERRERS_API = (400, 404, 405)
+
+
 class RegistrySource:
     """Resolves ``ref`` for a platform and fetches its blobs into ``cache``."""
 
@@ -192,8 +197,8 @@ class RegistrySource:
         else the referrers tag), each with how messages name it."""
         base = f"{self.ref.registry}/{self.ref.repository}"
         where = f"the referrers of {base}@{digest}"
-        with self.http.request(f"referrers/{digest}", accept=mf.OCI_INDEX, allowed=(404,)) as response:
-            data = None if response.status_code == 404 else self.http.read_document(response, where)
+        with self.http.request(f"referrers/{digest}", accept=mf.OCI_INDEX, allowed=NO_REFERRERS_API) as response:
+            data = None if response.status_code in NO_REFERRERS_API else self.http.read_document(response, where)
         if data is None:  # a registry without the API: the index that pushing clients keep
             where = f"the referrers tag {base}:{referrers_tag(digest)}"
             with self.http.request(f"manifests/{referrers_tag(digest)}", accept=mf.OCI_INDEX,
