@@ -250,7 +250,7 @@ def test_an_image_the_site_policy_wants_signed_enters_with_a_cosign_signature_by
     assert verified.returncode == 0, verified.stderr
     assert json.loads(verified.stdout) == {
         "image": "signed.sqsh", "reference": f"docker://{registry.address}#hydria/signed-by-ci:latest",
-        "digest": busybox.digest, "rule": f'transports.docker["{registry.address}/hydria"]',
+        "digest": busybox.digest, "rule": f'transports.docker["{registry.address}/hydria"] in {etc / "policy.json"}',
         "signed": f"signed by the key of {etc / 'ci.pub'} as {repository}:latest"}
     (workspace.root / "stranger.pub").write_bytes(stranger.public_pem)
     (workspace.root / "other.pub").write_bytes(Key().public_pem)

@@ -99,6 +99,11 @@ def _identity_matches(identity: str, *, expected: str, by_repository: bool) -> b
     return identity == expected
 
 
+def policy_file(settings: Settings) -> str:
+    """Where the site's policy is: HYDRIA_POLICY_PATH, else HYDRIA_SYSCONF_PATH/policy.json."""
+    return settings.policy_path or os.path.join(settings.sysconf_path, FILE_NAME)
+
+
 def configured(settings: Settings) -> Policy | None:
     """The site's policy: the file HYDRIA_POLICY_PATH names (it must be there), else
     HYDRIA_SYSCONF_PATH/policy.json where there is one; None without either.
@@ -106,7 +111,7 @@ def configured(settings: Settings) -> Policy | None:
     Raises:
         ConfigError: a policy file that cannot be read, is no policy, or asks what hydria cannot check.
     """
-    path = settings.policy_path or os.path.join(settings.sysconf_path, FILE_NAME)
+    path = policy_file(settings)
     try:
         text = read_text(path)
     except FileNotFoundError:

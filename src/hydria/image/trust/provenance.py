@@ -45,7 +45,7 @@ class Provenance(Record):
 
 class Verified(Record):
     provenance: Provenance
-    rule: str  # the rule that was checked: how the policy names it, or the --key
+    rule: str  # the rule that was checked, as the policy file names it and where that file is, or the --key
     passed: str  # what passed ("signed by the key of ... as ..."); empty: the rule asks no signature
 
 
@@ -144,7 +144,7 @@ def verify(provenance: Provenance, image: str, settings: Settings, key_path: str
         if rule.signed and source.digest(mf.parse_platform(None)) == provenance.digest:
             digests.add(source.tag_digest())  # the index that holds it, which cosign may have signed
         passed = policy.check_signed(rule, ref, digests, policy.signature_finders(source))
-    return Verified(provenance, rule.where, passed)
+    return Verified(provenance, rule.where if key_path else f"{rule.where} in {policy.policy_file(settings)}", passed)
 
 
 def _key_rule(key_path: str) -> policy.Rule:
