@@ -304,3 +304,27 @@ def test_a_signature_stored_as_an_oci_referrer_passes_and_other_referrers_are_no
         through_api = workspace.run("import", "-o", "api.sqsh", f"docker://{front.address}#{repository}:latest")
         assert through_api.returncode == 0 and front.referrer_requests == 1, through_api.stderr
         assert f"as {front.address}/{repository}:latest" in through_api.stderr
+
+
+def test_a_tag_moved_after_signing_fails_the_import_and_the_image_verifies_still(
+        busybox: PublishedImage, debian: PublishedImage, registry: Registry, image_workdir: Path,
+        workspace: Workspace) -> None:
+    """The tag names another, unsigned image now: importing it is refused, and the image imported
+    before still verifies, by the signature of the manifest it records (not by what the tag names)."""
+    uri = push_as(busybox, registry, "moved", image_workdir)
+    repository = f"{registry.address}/hydria/moved"
+    key = Key()
+    push_signatures(registry.address, "hydria/moved", busybox.digest, [key.sign(busybox.digest, f"{repository}:latest")])
+    (workspace.root / "ci.pub").write_bytes(key.public_pem)
+    imported = workspace.run("import", "-o", "before.sqsh", uri)
+    assert imported.returncode == 0, imported.stderr
+    push_as(debian, registry, "moved", image_workdir)
+    etc = workspace.root / "etc"
+    etc.mkdir(exist_ok=True)
+    (etc / "policy.json").write_text(json.dumps({"default": [
+        {"type": "sigstoreSigned", "keyPath": str(workspace.root / "ci.pub")}]}))
+    (workspace.out / "before.sqsh").rename(workspace.root / "before.sqsh")
+    assert "no signature passed: the registry has none" in fails(workspace, uri)
+    verified = workspace.run("verify", "--json", str(workspace.root / "before.sqsh"))
+    assert verified.returncode == 0, verified.stderr
+    assert json.loads(verified.stdout)["digest"] == busybox.digest != debian.digest

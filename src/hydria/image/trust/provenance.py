@@ -25,6 +25,7 @@ from hydria.image.ref.reference import RegistryImage, parse
 from hydria.image.ref.runtime_files import DIGEST, PROVENANCE
 from hydria.image.trust import policy
 from hydria.image.trust.signatures import key_problem
+from hydria.log import Logger
 from hydria.paths import open_regular, read_text
 from hydria.record import Record
 from hydria.runtime.layered import LayeredImageError, is_layered, layer_paths
@@ -32,6 +33,8 @@ from hydria.runtime.layered import LayeredImageError, is_layered, layer_paths
 ENROOT_PROVENANCE = "# enroot-provenance:"
 RC_HEAD = 1 << 16  # the provenance is the first lines: no more of /etc/rc is read
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+log = Logger(__name__)
 
 
 class NoProvenance(HydriaError):
@@ -126,6 +129,7 @@ def verify(provenance: Provenance, image: str, settings: Settings, key_path: str
     from hydria.image.importer import blob_cache
     from hydria.image.progress import Progress
     from hydria.image.sources.registry import RegistrySource
+    from hydria.image.sources.registryhttp import RegistryError
 
     ref = parse(provenance.uri)
     if not isinstance(ref, RegistryImage):
@@ -141,8 +145,11 @@ def verify(provenance: Provenance, image: str, settings: Settings, key_path: str
         source = RegistrySource(ref, settings, blob_cache(settings), Progress(live=False))
         stack.callback(source.close)
         digests = {provenance.digest}
-        if rule.signed and source.digest(mf.parse_platform(None)) == provenance.digest:
-            digests.add(source.tag_digest())  # the index that holds it, which cosign may have signed
+        try:
+            if rule.signed and source.digest(mf.parse_platform(None)) == provenance.digest:
+                digests.add(source.tag_digest())  # the index that holds it, which cosign may have signed
+        except RegistryError as e:  # the tag is gone: the manifest's own signatures still count
+            log.info("Not checking the index of %s: %s", provenance.uri, e.message)
         passed = policy.check_signed(rule, ref, digests, policy.signature_finders(source))
     return Verified(provenance, rule.where if key_path else f"{rule.where} in {policy.policy_file(settings)}", passed)
 
