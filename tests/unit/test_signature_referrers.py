@@ -38,6 +38,7 @@ def test_the_referrers_tag_is_the_digest_with_a_dash() -> None:
     ({"manifests": {"a": 1}}, "is not an index of referrers"),
     ({"manifests": [entry(SIGNATURE_ARTIFACT, 7)]}, "a signature referrer without a sha256 digest"),
     ({"manifests": [entry(SIGNATURE_ARTIFACT, "md5:00")]}, "a signature referrer without a sha256 digest"),
+    ({"manifests": [entry(SIGNATURE_ARTIFACT, "sha256:../../blobs/x")]}, "a signature referrer without a sha256"),
     ({"manifests": [entry(SIGNATURE_ARTIFACT)] * (MAX_SIGNATURES + 1)}, f"more than {MAX_SIGNATURES}"),
 ])
 def test_what_is_no_index_of_signatures_is_said(document: object, said: str) -> None:

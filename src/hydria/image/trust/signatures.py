@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Callable
 
 from hydria.errors import HydriaError
@@ -26,6 +27,7 @@ SIGNATURE_ANNOTATION = "dev.cosignproject.cosign/signature"
 SIGNATURE_ARTIFACT = "application/vnd.dev.cosign.artifact.sig.v1+json"  # cosign's OCI 1.1 signatures
 MAX_PAYLOAD = 64 << 10  # a payload is a few hundred bytes
 MAX_SIGNATURES = 64  # a signature manifest with more layers is refused whole
+_SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 class Signed(Record):
@@ -61,7 +63,7 @@ def signature_referrers(document: object, where: str) -> list[str]:
              if isinstance(entry, dict) and entry.get("artifactType") == SIGNATURE_ARTIFACT]
     if len(found) > MAX_SIGNATURES:
         raise SignatureError(f"{where} lists {len(found)} signatures, more than {MAX_SIGNATURES}")
-    if not all(isinstance(digest, str) and digest.startswith("sha256:") for digest in found):
+    if not all(isinstance(digest, str) and _SHA256.fullmatch(digest) for digest in found):
         raise SignatureError(f"{where}: a signature referrer without a sha256 digest")
     return [str(digest) for digest in found]
 
