@@ -49,12 +49,19 @@ class DigestMismatch(HydriaError):
     """Content does not have the digest it was asked for."""
 
 
+def is_digest(text: object) -> bool:
+    """Whether ``text`` is a digest hydria takes: ``sha256:`` and 64 lower-case hex digits."""
+    if not isinstance(text, str):
+        return False
+    algorithm, _, value = text.partition(":")
+    return algorithm == "sha256" and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
 def hex_of(digest: str) -> str:
     """The hex part of ``sha256:<hex>``. Raises DigestMismatch for anything else."""
-    algorithm, _, value = digest.partition(":")
-    if algorithm != "sha256" or len(value) != 64 or not all(c in "0123456789abcdef" for c in value):
+    if not is_digest(digest):
         raise DigestMismatch(f"unsupported or malformed digest: {digest!r}")
-    return value
+    return digest.partition(":")[2]
 
 
 def digest_of(data: bytes) -> str:

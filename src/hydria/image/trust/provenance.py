@@ -14,12 +14,12 @@ cannot be changed by their users, a user's own file can (docs/security.md).
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from contextlib import ExitStack
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
+from hydria.image.blobs.cache import is_digest
 from hydria.image.ref import manifest as mf
 from hydria.image.ref.reference import RegistryImage, parse
 from hydria.image.ref.runtime_files import DIGEST, PROVENANCE
@@ -32,7 +32,6 @@ from hydria.runtime.layered import LayeredImageError, is_layered, layer_paths
 
 ENROOT_PROVENANCE = "# enroot-provenance:"
 RC_HEAD = 1 << 16  # the provenance is the first lines: no more of /etc/rc is read
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 log = Logger(__name__)
 
@@ -67,7 +66,7 @@ def parse_rc(text: str, image: str) -> Provenance:
     digest = None
     if len(lines) > 1 and lines[1].startswith(DIGEST + " "):
         digest = lines[1][len(DIGEST) + 1:].strip()
-        if not _DIGEST.fullmatch(digest):
+        if not is_digest(digest):
             raise NoProvenance(f"{image} records a manifest digest that is none: {digest[:80]!r}",
                                hint="the image was changed or crafted: import it again from its registry")
     return Provenance(uri, digest)

@@ -16,10 +16,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import re
 from collections.abc import Callable
 
 from hydria.errors import HydriaError
+from hydria.image.blobs.cache import is_digest
 from hydria.record import Record
 
 SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
@@ -27,7 +27,6 @@ SIGNATURE_ANNOTATION = "dev.cosignproject.cosign/signature"
 SIGNATURE_ARTIFACT = "application/vnd.dev.cosign.artifact.sig.v1+json"  # cosign's OCI 1.1 signatures
 MAX_PAYLOAD = 64 << 10  # a payload is a few hundred bytes
 MAX_SIGNATURES = 64  # a signature manifest with more layers is refused whole
-_SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 class Signed(Record):
@@ -41,16 +40,15 @@ class SignatureError(HydriaError):
     """A signature artifact that is not one cosign writes."""
 
 
-def signature_tag(digest: str) -> str:
-    """Where cosign stores the signatures of the manifest ``digest``."""
-    algorithm, _, hexdigest = digest.partition(":")
-    return f"{algorithm}-{hexdigest}.sig"
-
-
 def referrers_tag(digest: str) -> str:
     """Where a registry without the referrers API keeps the index of the referrers of ``digest``."""
     algorithm, _, hexdigest = digest.partition(":")
     return f"{algorithm}-{hexdigest}"
+
+
+def signature_tag(digest: str) -> str:
+    """Where cosign stores the signatures of the manifest ``digest``."""
+    return referrers_tag(digest) + ".sig"
 
 
 def signature_referrers(document: object, where: str) -> list[str]:
@@ -63,7 +61,7 @@ def signature_referrers(document: object, where: str) -> list[str]:
              if isinstance(entry, dict) and entry.get("artifactType") == SIGNATURE_ARTIFACT]
     if len(found) > MAX_SIGNATURES:
         raise SignatureError(f"{where} lists {len(found)} signatures, more than {MAX_SIGNATURES}")
-    if not all(isinstance(digest, str) and _SHA256.fullmatch(digest) for digest in found):
+    if not all(is_digest(digest) for digest in found):
         raise SignatureError(f"{where}: a signature referrer without a sha256 digest")
     return [str(digest) for digest in found]
 
