@@ -22,10 +22,7 @@ from hydria.image.trust.signatures import (
     referrers_tag,
     signature_tag,
 )
-from testbed.oci import upload_data
-
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+from testbed.oci import OCI_INDEX, OCI_MANIFEST, upload_data
 
 
 class Key:

@@ -13,8 +13,8 @@ from http.server import BaseHTTPRequestHandler
 import httpx
 
 from testbed.forwarding import QuietHandler, RegistryFront, forward
+from testbed.oci import OCI_INDEX
 
-OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 _REFERRERS = re.compile(r"/v2/(?P<name>.+)/referrers/(?P<algorithm>[a-z0-9]+):(?P<hex>[0-9a-f]+)")
 _REFERRERS_TAG = re.compile(r"/v2/.+/manifests/[a-z0-9]+-[0-9a-f]{64}")
 

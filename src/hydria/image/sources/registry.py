@@ -169,13 +169,9 @@ class RegistrySource:
     def tag_signatures(self, digest: str) -> list[Signed]:
         """The cosign signatures that the signature tag of the manifest ``digest`` holds,
         unverified (none where it is missing). Raises RegistryError, SignatureError."""
-        tag = signature_tag(digest)
-        where = f"{self.ref.registry}/{self.ref.repository}:{tag}"
-        with self.http.request(f"manifests/{tag}", accept=mf.ACCEPT, allowed=(404,)) as response:
-            if response.status_code == 404:
-                return []
-            data = self.http.read_document(response, f"the signatures {where}")
-        return self._payloads(mf.load_json(data, f"the signatures {where}"), where)
+        where = f"{self.ref.registry}/{self.ref.repository}:{signature_tag(digest)}"
+        document = self._document_if_any(f"manifests/{signature_tag(digest)}", mf.ACCEPT, f"the signatures {where}")
+        return [] if document is None else self._payloads(document, where)
 
     def referrer_signatures(self, digest: str) -> list[Signed]:
         """The cosign signatures among the OCI 1.1 referrers of the manifest ``digest``,
@@ -197,17 +193,22 @@ class RegistrySource:
         else the referrers tag), each with how messages name it."""
         base = f"{self.ref.registry}/{self.ref.repository}"
         where = f"the referrers of {base}@{digest}"
-        with self.http.request(f"referrers/{digest}", accept=mf.OCI_INDEX, allowed=NO_REFERRERS_API) as response:
-            data = None if response.status_code in NO_REFERRERS_API else self.http.read_document(response, where)
-        if data is None:  # a registry without the API: the index that pushing clients keep
+        index = self._document_if_any(f"referrers/{digest}", mf.OCI_INDEX, where, NO_REFERRERS_API)
+        if index is None:  # a registry without the API: the index that pushing clients keep
             where = f"the referrers tag {base}:{referrers_tag(digest)}"
-            with self.http.request(f"manifests/{referrers_tag(digest)}", accept=mf.OCI_INDEX,
-                                   allowed=(404,)) as response:
-                if response.status_code == 404:
-                    return []
-                data = self.http.read_document(response, where)
-        return [(referrer, f"{base}@{referrer}")
-                for referrer in signature_referrers(mf.load_json(data, where), where)]
+            index = self._document_if_any(f"manifests/{referrers_tag(digest)}", mf.OCI_INDEX, where)
+            if index is None:
+                return []
+        return [(referrer, f"{base}@{referrer}") for referrer in signature_referrers(index, where)]
+
+    def _document_if_any(self, path: str, accept: str, what: str, missing: tuple[int, ...] = (404,)) -> object | None:
+        """The JSON document at ``path``; None where the registry answers one of ``missing``."""
+        with self.http.request(path, accept=accept, allowed=missing) as response:
+            if response.status_code in missing:
+                return None
+            data = self.http.read_document(response, what)
+        document: object = mf.load_json(data, what)
+        return document
 
     def _payloads(self, document: object, where: str) -> list[Signed]:
         """The simple-signing payloads of a signature manifest and their signatures."""
