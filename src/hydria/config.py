@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import pwd
-from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 
 from hydria.digits import is_number
@@ -22,6 +21,7 @@ from hydria.record import TYPE_CHECKING, Record
 from hydria.units import SIZE_HINT, parse_size, setting_size
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
     from typing import Literal
 
     Kind = Literal["path", "bool", "int", "str", "size"]

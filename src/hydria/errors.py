@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+
+from hydria.record import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 
 class HydriaError(Exception):

@@ -10,7 +10,11 @@ mistake that is hard to find later.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from hydria.record import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
 
 # A scanner rather than a regular expression: every start expands the settings' defaults, and
 # importing ``re`` would cost it several milliseconds (docs/runtime.md, start latency).

@@ -4,13 +4,11 @@ tools a command runs are ended with it, instead of Python dying mid-write and le
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-
 from hydria.record import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import threading  # not on the start path (docs/runtime.md): 1 ms
+    from collections.abc import Callable
 
 TERMINATED_STATUS = 143  # 128 + SIGTERM: what shells and schedulers read as "terminated"
 INTERRUPTED_STATUS = 130  # 128 + SIGINT: Ctrl-C
@@ -25,33 +23,45 @@ class Terminated(KeyboardInterrupt):
         self.status = status
 
 
-@contextmanager
-def terminate_as_interrupt(*, ctrl_c: bool = False) -> Iterator[None]:
-    """SIGTERM, and SIGHUP unless it was ignored (``nohup``), raise :class:`Terminated`. With
-    ``ctrl_c`` (a phase that makes something: a download, a squash, a build), SIGINT raises
-    KeyboardInterrupt also where hydria started with it ignored, as a non-interactive shell
-    starts its background jobs (``hydria import ... &`` in a script, then ``kill -INT``). Only in
-    the main thread, where Python runs signal handlers; the previous handlers after."""
-    import signal
-    import threading
+def terminate_as_interrupt(*, ctrl_c: bool = False) -> SignalsAsInterrupt:
+    """SIGTERM, and SIGHUP unless it was ignored (``nohup``), raise :class:`Terminated` in the
+    ``with`` block. With ``ctrl_c`` (a phase that makes something: a download, a squash, a build),
+    SIGINT raises KeyboardInterrupt also where hydria started with it ignored, as a non-interactive
+    shell starts its background jobs (``hydria import ... &`` in a script, then ``kill -INT``).
+    Only in the main thread, where Python runs signal handlers; the previous handlers after."""
+    return SignalsAsInterrupt(ctrl_c)
 
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
 
-    def terminate(signum: int, frame: object) -> None:
-        raise Terminated(128 + signum)
+class SignalsAsInterrupt:
+    """The block of :func:`terminate_as_interrupt`: a class, not ``contextlib.contextmanager``,
+    whose import would cost every start (tests/unit/test_start_imports.py)."""
 
-    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, terminate)}
-    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
-        previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, terminate)
-    if ctrl_c and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+    def __init__(self, ctrl_c: bool) -> None:
+        self.ctrl_c = ctrl_c
+        self.previous: dict[int, object] = {}
+
+    def __enter__(self) -> None:
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def terminate(signum: int, frame: object) -> None:
+            raise Terminated(128 + signum)
+
+        self.previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, terminate)
+        if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+            self.previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, terminate)
+        if self.ctrl_c and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            self.previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def __exit__(self, *exception: object) -> None:
+        import signal
+
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+        self.previous.clear()
 
 
 def leave_signals_to_the_main_thread() -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from contextlib import contextmanager
 
 from hydria.paths import open_regular
 from hydria.record import TYPE_CHECKING
@@ -24,6 +23,7 @@ from hydria.record import TYPE_CHECKING
 if TYPE_CHECKING:  # a start takes its locks without importing these (tests/unit/test_start_imports.py)
     import threading
     from collections.abc import Callable, Iterator
+    from contextlib import AbstractContextManager
     from pathlib import Path
 
 POLL = 0.02  # seconds between tries of a bounded wait
@@ -70,16 +70,22 @@ def take(path: str | Path, *, shared: bool = False, timeout: float | None = None
     return None
 
 
-@contextmanager
 def held(path: str | Path, *, shared: bool = False, timeout: float | None = None,
-         create: bool = True, mode: int = 0o600) -> Iterator[bool]:
-    """Hold the lock file ``path`` for the block (as :func:`take`); yields whether it is held."""
-    fd = take(path, shared=shared, timeout=timeout, create=create, mode=mode)
-    try:
-        yield fd is not None
-    finally:
-        if fd is not None:
-            os.close(fd)
+         create: bool = True, mode: int = 0o600) -> AbstractContextManager[bool]:
+    """Hold the lock file ``path`` for the ``with`` block (as :func:`take`); the block gets whether
+    it is held."""
+    from contextlib import contextmanager  # here: a start takes locks without its imports
+
+    @contextmanager
+    def holding() -> Iterator[bool]:
+        fd = take(path, shared=shared, timeout=timeout, create=create, mode=mode)
+        try:
+            yield fd is not None
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    return holding()
 
 
 HEARTBEAT = 5.0  # seconds between touches of a held link lock
@@ -100,10 +106,15 @@ class LinkLock:
         self.heartbeat = heartbeat
         self.stale_after = stale_after
 
-    @contextmanager
-    def held(self) -> Iterator[str | None]:
-        """Yields None while this process holds the lock (kept fresh by a heartbeat), else the
-        name of its holder (:func:`hydria.liveness.holder_name`); a dead holder's is taken over first."""
+    def held(self) -> AbstractContextManager[str | None]:
+        """A ``with`` block that gets None while this process holds the lock (kept fresh by a
+        heartbeat), else the name of its holder (:func:`hydria.liveness.holder_name`); a dead
+        holder's is taken over first."""
+        from contextlib import contextmanager  # here: a start takes locks without its imports
+
+        return contextmanager(self._hold)()
+
+    def _hold(self) -> Iterator[str | None]:
         import threading
 
         from hydria.interrupt import worker_thread

@@ -3,11 +3,13 @@ written by :mod:`hydria.log` without the ``logging`` package."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from hydria.errors import HydriaError
 from hydria.interrupt import INTERRUPTED_STATUS, Terminated
 from hydria.log import Logger, to_stderr
+from hydria.record import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 log = Logger("hydria")
 

@@ -9,7 +9,11 @@ command goes through the command line of :mod:`hydria.cli.commands`.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+
+from hydria.record import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,10 +11,13 @@ errors, so that both paths behave the same.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from types import SimpleNamespace
 
 from hydria.container.options import FLAGS, REPEATED, VALUED, defaults
+from hydria.record import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 def parse(args: Sequence[str]) -> SimpleNamespace | None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
 
 from hydria.config import Settings
 from hydria.digits import is_number
@@ -26,6 +25,7 @@ from hydria.record import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Sequence
 
     from hydria.container.store_trees import StoreTrees
     from hydria.slurm.shim import ShimArguments

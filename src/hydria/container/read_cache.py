@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import os
 
-from hydria import locks
 from hydria.config import Settings
 from hydria.log import Logger
 from hydria.paths import is_own_private_dir, private_dir_problem
@@ -283,6 +282,8 @@ def remove_entry(cache: ReadCache, path: str) -> bool:
 def lock(cache: ReadCache, key: str, wait: bool = False) -> int | None:
     """Hold ``KEY.lock`` (waiting for it only with ``wait``); its descriptor, or None when another
     process holds it. Closing the descriptor releases it."""
+    from hydria import locks  # here: a start takes no lock, and the module's imports would cost it
+
     return locks.take(os.path.join(cache.folder, key + LOCK), timeout=None if wait else 0)
 
 

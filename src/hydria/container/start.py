@@ -21,7 +21,6 @@ import errno
 import os
 import pwd
 import sys
-from collections.abc import Sequence
 
 from hydria.config import Settings
 from hydria.container import read_cache
@@ -44,7 +43,7 @@ from hydria.runtime.mounts import link_in_root, mount_entries, read_in_root, res
 from hydria.runtime.reader import installed_reader
 
 if TYPE_CHECKING:  # confscript (and the secrets it needs) only for --conf
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
     from typing import NoReturn
 
     from hydria.container.store_trees import StoreTrees

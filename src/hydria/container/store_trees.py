@@ -29,13 +29,13 @@ from __future__ import annotations
 import itertools
 import os
 import select
-from collections.abc import Callable, Iterable, Iterator
 
 from hydria.config import Settings
 from hydria.container import read_cache as rc
 from hydria.record import TYPE_CHECKING, Record
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator
     from pathlib import Path
 
 IN_USE_EVERY = 60.0  # seconds between the marks of a tree in use, well within unpack_behind.GRACE

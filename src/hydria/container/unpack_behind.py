@@ -23,11 +23,13 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Callable, Iterator
 
 from hydria.container import read_cache as rc
-from hydria.record import Record
+from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime import syscalls as sc
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 BLOCK = 4096
 SIGKILL = 9

@@ -9,10 +9,13 @@ namespace of its own, so that ``/proc/self/cgroup`` reads ``/`` inside.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 
+from hydria.record import TYPE_CHECKING
 from hydria.runtime.edits import Edits, StartContext
 from hydria.runtime.fstab import MountEntry, unescape
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 OPTIONS = ("rbind", "ro", "nosuid", "nodev", "noexec", "nofail", "silent")
 

@@ -6,11 +6,14 @@ from __future__ import annotations
 import grp
 import os
 import pwd
-from collections.abc import Callable
 
 from hydria.errors import HydriaError
+from hydria.record import TYPE_CHECKING
 from hydria.runtime.edits import Edits, File, Folder, StartContext
 from hydria.runtime.mounts import read_in_root, resolve_in_root
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 ORIGIN = "hydria's identity hook"
 # What of /etc/skel a new home gets, at most: the usual dotfiles are a handful of a few KiB each.

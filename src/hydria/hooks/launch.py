@@ -17,11 +17,14 @@ read-only into the container for it). A launch agent the user chose is kept.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
 
 from hydria.paths import hydria_command
+from hydria.record import TYPE_CHECKING
 from hydria.runtime.edits import Edits, StartContext
 from hydria.runtime.fstab import MountEntry
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
 LAUNCHERS = frozenset({"mpirun", "mpiexec", "orterun", "prterun", "oshrun"})
 AGENT = "/.hydria-launch"  # in the container

@@ -86,7 +86,7 @@ def run_hooks(settings: Settings, root: str, area: str, conf: ConfScript | None 
     open(mounts_file, "w").close()
     env = hook_environment(settings, root, area)
     _write_mount_program(f"{area}/bin")
-    with sc.ambient_capabilities("hooks"):
+    with sc.AmbientCapabilities("hooks"):
         for script in scripts:
             returncode = _run_script(str(script), env)
             if returncode != 0:

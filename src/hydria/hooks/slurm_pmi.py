@@ -20,11 +20,13 @@ the step's container before Slurm sets them, and each task keeps its own.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 
-from hydria.record import Record
+from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime.edits import Edits, StartContext
 from hydria.runtime.fstab import MountEntry
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 PASSED_PREFIXES = ("SLURM_", "PMIX_", "PMI_")
 PMIX_SELECTIONS = {"PMIX_MCA_ptl": "PMIX_PTL_MODULE", "PMIX_MCA_psec": "PMIX_SECURITY_MODE",

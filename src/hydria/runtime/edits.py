@@ -200,7 +200,7 @@ def run_hooks(hooks: Sequence[Hook], stages: Sequence[str], state: Mapping[str, 
     document = json.dumps(dict(state)).encode()
     chosen = [hook for hook in hooks if hook.stage in stages]
     if chosen:
-        with sc.ambient_capabilities("the CDI specs' hooks"):
+        with sc.AmbientCapabilities("the CDI specs' hooks"):
             for hook in chosen:
                 _run_hook(hook, document)
 

@@ -10,10 +10,12 @@ of surrounding quotes is removed from the value.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-
 from hydria.errors import InvalidArgument
+from hydria.record import TYPE_CHECKING
 from hydria.runtime.fstab import substitute
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
 
 
 def is_name(text: str) -> bool:

@@ -7,12 +7,13 @@ options are given). The sixth field is the pass: -1 mounts before hooks, 0 after
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from hydria.errors import HydriaError
 from hydria.expand import name_end
-from hydria.record import Record
+from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime import syscalls as sc
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 FLAGS: Mapping[str, tuple[int, bool]] = {  # option -> (flag, set?)
     "ro": (sc.MS_RDONLY, True), "rw": (sc.MS_RDONLY, False),

@@ -5,10 +5,13 @@ container/read_cache.py), which container each runs (container/running.py)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 
 from hydria.digits import is_number
+from hydria.record import TYPE_CHECKING
 from hydria.runtime.fstab import unescape
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 FUSE_OVERLAY = "fuse.fuse-overlayfs"
 

@@ -12,12 +12,15 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Sequence
 
 from hydria.errors import HydriaError
 from hydria.log import Logger
+from hydria.record import TYPE_CHECKING
 from hydria.runtime import syscalls as sc
 from hydria.runtime.fstab import MountEntry
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 log = Logger(__name__)
 _LOCKED = sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC | sc.MS_NOATIME | sc.MS_NODIRATIME | sc.MS_RELATIME

@@ -5,11 +5,14 @@ from __future__ import annotations
 import errno
 import os
 import time
-from collections.abc import Callable
 
 from hydria.config import Settings
 from hydria.errors import HydriaError
+from hydria.record import TYPE_CHECKING
 from hydria.runtime import syscalls as sc
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 THREAD_EXIT_WAIT = 5.0  # seconds for the threads of an in-process import to leave
 LEAVING_WAIT = 0.2  # seconds for a thread that /proc no longer counts to leave the kernel

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 
 from hydria.log import Logger
-from hydria.record import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -179,18 +174,23 @@ def clear_ambient_capabilities() -> None:
     _set_inheritable(all_permitted=False)
 
 
-@contextlib.contextmanager
-def ambient_capabilities(purpose: str) -> Iterator[None]:
-    """The programs started inside the block keep this process's capabilities (those of the
-    container's user namespace) across ``execve``, as OCI runtimes run their hooks; where the
-    kernel cannot (before 4.3), they run without, with a warning naming ``purpose``."""
-    try:
-        raise_ambient_capabilities()
-    except OSError as e:
-        Logger(__name__).warning("%s run without capabilities (%s): their mounts will fail", purpose, e.strerror)
-    try:
-        yield
-    finally:
+class AmbientCapabilities:
+    """The programs started inside the ``with`` block keep this process's capabilities (those of
+    the container's user namespace) across ``execve``, as OCI runtimes run their hooks; where the
+    kernel cannot (before 4.3), they run without, with a warning naming ``purpose``. A class, not
+    ``contextlib.contextmanager``, whose import would cost every start."""
+
+    def __init__(self, purpose: str) -> None:
+        self.purpose = purpose
+
+    def __enter__(self) -> None:
+        try:
+            raise_ambient_capabilities()
+        except OSError as e:
+            Logger(__name__).warning("%s run without capabilities (%s): their mounts will fail", self.purpose,
+                                     e.strerror)
+
+    def __exit__(self, *exception: object) -> None:
         clear_ambient_capabilities()
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from hydria.errors import HydriaError
-from hydria.record import Record
+from hydria.record import TYPE_CHECKING, Record
 from hydria.slurm.step_options import FALSE, TRUE, device_names
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 class PluginConfig(Record):

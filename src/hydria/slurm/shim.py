@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
 
 from hydria.digits import is_number
 from hydria.errors import HydriaError
+from hydria.record import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 class ShimArguments:

@@ -11,7 +11,6 @@ unpack or remove); named ones persist as ``pyxis_NAME`` in the data path (pyxis'
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
 
 from hydria.config import Settings
 from hydria.container.named import container_path
@@ -30,6 +29,8 @@ from hydria.slurm.step_options import ContainerOptions
 from hydria.slurm.task_env import StepFacts
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from hydria.container.store_trees import StoreTrees
 
 log = Logger(__name__)

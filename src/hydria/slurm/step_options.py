@@ -6,11 +6,12 @@ The shim passes every occurrence as ``--name[=value]``, in order, so the rules a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 from hydria.errors import HydriaError
-from hydria.record import Record
+from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime.fstab import MountEntry
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
 
 class OptionError(HydriaError):

@@ -26,10 +26,11 @@ advertises (hooks/slurm_pmi.py); PyTorch images: the ranks and torch.distributed
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-
 from hydria.hooks.slurm_pmi import PASSED_PREFIXES, PMIX_SELECTIONS
-from hydria.record import Record
+from hydria.record import TYPE_CHECKING, Record
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
 
 LOCALE = ("LANG", "LANGUAGE", "LC_ALL")  # the host's locale may not exist in the image
 PMIX_TASK = "PMIX_SERVER_TMPDIR"  # a task of a PMIx step has it
