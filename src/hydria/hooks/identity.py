@@ -89,7 +89,7 @@ def _skeleton_file(root: str, path: str) -> bytes | None:
         inside = resolve_in_root(root, path)
         if not os.path.isfile(inside):
             return None  # a FIFO would hang the start
-        with open(inside, "rb", buffering=0) as handle:  # no isatty, which FUSE would be asked (mounts.py)
+        with open(inside, "rb") as handle:
             content = handle.read(SKELETON_FILE_SIZE + 1)
     except (OSError, HydriaError):
         return None

@@ -121,8 +121,8 @@ def read_in_root(root: str, path: str, errors: str = "strict") -> str:
         inside = resolve_in_root(root, path)
         if not os.path.isfile(inside):
             return ""
-        with open(inside, "rb", buffering=0) as handle:  # unbuffered: no isatty, which FUSE would be asked
-            return handle.read().decode("utf-8", errors)
+        with open(inside, encoding="utf-8", errors=errors) as handle:
+            return handle.read()
     except (OSError, UnicodeDecodeError, MountFailed):
         return ""
 
