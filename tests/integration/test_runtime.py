@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed.publish import PublishedImage
 from testbed.users import live_processes, run_as
 from testbed.workspace import Workspace
 
@@ -499,9 +500,11 @@ def test_nothing_lingers_after_the_program_exits(images: dict[str, Path], worksp
     assert live_processes(workspace.user) == []  # squashfuse went with the containers' mount namespaces
 
 
-def test_list_fancy_shows_running_containers(images: dict[str, Path], workspace: Workspace) -> None:
+def test_list_fancy_shows_running_containers(images: dict[str, Path], busybox: PublishedImage,
+                                             workspace: Workspace) -> None:
     for name in ("idle", "busy"):
         assert workspace.run("create", "-n", name, str(images["busybox"])).returncode == 0
+    assert workspace.run("create", "--unpack", "-n", "flat", str(images["busybox"])).returncode == 0
     marker = workspace.out / "running"
     busy = subprocess.Popen([workspace.hydria, "start", "-m", f"{workspace.out}:/out", "busy", "sh", "-c",
                              "touch /out/running; exec sleep 30"], user=workspace.user.uid,
@@ -517,8 +520,11 @@ def test_list_fancy_shows_running_containers(images: dict[str, Path], workspace:
         assert rows["busy"][1] == str(busy.pid) and rows["busy"][2] == "sleep" and rows["busy"][-2:] == ["sleep", "30"]
         assert "<unknown>" not in rows
         listed = {row["name"]: row for row in json.loads(workspace.run("list", "--json").stdout)}
+        recorded = {"reference": busybox.docker_uri, "digest": busybox.digest}  # where the image came from
         assert listed["idle"] == {"name": "idle", "path": str(workspace.root / "data" / "idle"), "kind": "image",
-                                  "processes": []}
+                                  **recorded, "processes": []}
+        assert listed["flat"] == {"name": "flat", "path": str(workspace.root / "data" / "flat"), "kind": "unpacked",
+                                  **recorded, "processes": []}
         [process] = listed["busy"]["processes"]
         assert process["pid"] == busy.pid and process["comm"] == "sleep" and process["command"] == "sleep 30"
         assert set(process) == {"pid", "comm", "state", "started", "time", "mntns", "userns", "command"}

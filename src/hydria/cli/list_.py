@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 from hydria.config import Settings
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from hydria.container.named_containers import NamedContainers
 
 COLUMNS = ("NAME", "PID", "COMM", "STATE", "STARTED", "TIME", "MNTNS", "USERNS", "COMMAND")
@@ -18,8 +20,9 @@ COLUMNS = ("NAME", "PID", "COMM", "STATE", "STARTED", "TIME", "MNTNS", "USERNS",
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-f", "--fancy", action="store_true", help="show running processes too")
     parser.add_argument("--json", action="store_true", help="print the containers and their processes as "
-                        "JSON: [{name, path, kind, processes: [{pid, comm, state, started, time, mntns, "
-                        "userns, command}]}]")
+                        "JSON: [{name, path, kind, reference, digest, processes: [{pid, comm, state, started, "
+                        "time, mntns, userns, command}]}]; reference and digest: where the container's image "
+                        "came from, as it records it (hydria verify), null where it records none")
 
 
 def run(options: argparse.Namespace, settings: Settings) -> int:
@@ -69,8 +72,8 @@ def fancy_rows(containers: NamedContainers) -> list[list[str]]:
 
 def json_rows(containers: NamedContainers) -> list[dict[str, object]]:
     """Each container's name, directory and kind (``image``: an image file and an overlay,
-    ``unpacked``: a tree; both null for ``<unknown>``) and its running instances, with --fancy's
-    columns in lower case (``pid`` a number)."""
+    ``unpacked``: a tree; both null for ``<unknown>``), where its image came from (:func:`recorded`)
+    and its running instances, with --fancy's columns in lower case (``pid`` a number)."""
     from hydria.container.named import ROOTFS
     from hydria.container.running import UNKNOWN
 
@@ -78,10 +81,29 @@ def json_rows(containers: NamedContainers) -> list[dict[str, object]]:
     for name, live in instances(containers):
         path = None if name == UNKNOWN else containers.path(name)
         kind = None if path is None else "unpacked" if (path / ROOTFS).is_dir() else "image"
+        reference, digest = image_record(name, path, kind)
         processes = [{key.lower(): int(value) if key == "PID" else value for key, value in columns.items()}
                      for columns in live]
-        rows.append({"name": name, "path": str(path) if path else None, "kind": kind, "processes": processes})
+        rows.append({"name": name, "path": str(path) if path else None, "kind": kind, "reference": reference,
+                     "digest": digest, "processes": processes})
     return rows
+
+
+def image_record(name: str, path: Path | None, kind: str | None) -> tuple[str | None, str | None]:
+    """The reference and manifest digest that the container's image records (its ``/etc/rc``:
+    image/trust/provenance.py); None for what it does not record (an image built or made by
+    hand, or one that enroot imported: no digest) or where it cannot be read (no sqfscat)."""
+    from hydria.container.named import IMAGE, ROOTFS
+    from hydria.errors import HydriaError
+    from hydria.image.trust.provenance import recorded, recorded_in_tree
+
+    if path is None:
+        return None, None
+    try:
+        found = recorded_in_tree(str(path / ROOTFS), name) if kind == "unpacked" else recorded(str(path / IMAGE))
+    except HydriaError:
+        return None, None
+    return found.uri, found.digest
 
 
 def print_table(rows: list[list[str]]) -> None:
