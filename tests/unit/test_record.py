@@ -43,3 +43,24 @@ def test_a_field_may_not_hide_a_tuple_method() -> None:
     with pytest.raises(TypeError, match="index"):
         class Gpu(Record):
             index: int
+
+
+def test_the_rest_of_namedtuples_interface() -> None:
+    """What hydria uses of namedtuple besides fields: repr, _asdict, _make, pickling, and the
+    errors a constructor gives for arguments it cannot take."""
+    import pickle
+
+    point = Point(1, label="p")
+    assert repr(point) == "Point(x=1, y=0, label='p')" and point._asdict() == {"x": 1, "y": 0, "label": "p"}
+    assert Point._make([1, 2, "q"]) == Point(1, 2, "q") and pickle.loads(pickle.dumps(point)) == point
+    assert hash(point) == hash((1, 0, "p")) and point[2] == "p"
+    with pytest.raises(TypeError, match="multiple values for argument 'x'"):
+        Point(1, x=2)  # type: ignore[misc]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'z'"):
+        Point(1, z=2)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="takes 3 arguments"):
+        Point(1, 2, "a", 4)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="expected 3 values"):
+        Point._make([1])
+    with pytest.raises(ValueError, match="unexpected field names"):
+        point._replace(z=1)  # type: ignore[call-arg]

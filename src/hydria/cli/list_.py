@@ -72,7 +72,7 @@ def fancy_rows(containers: NamedContainers) -> list[list[str]]:
 
 def json_rows(containers: NamedContainers) -> list[dict[str, object]]:
     """Each container's name, directory and kind (``image``: an image file and an overlay,
-    ``unpacked``: a tree; both null for ``<unknown>``), where its image came from (:func:`recorded`)
+    ``unpacked``: a tree; both null for ``<unknown>``), where its image came from (:func:`image_record`)
     and its running instances, with --fancy's columns in lower case (``pid`` a number)."""
     from hydria.container.named import ROOTFS
     from hydria.container.running import UNKNOWN
