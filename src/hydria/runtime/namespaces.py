@@ -103,7 +103,17 @@ def _loopback_up() -> None:
 def in_child(work: Callable[[], None]) -> None:
     """Run ``work`` in a forked child, whose namespaces vanish with it; its HydriaError is raised here.
     The child and the tools it runs are a process group of their own, which an interrupt of this
-    process (Ctrl-C, or SIGTERM as one: hydria/interrupt.py) kills too."""
+    process (Ctrl-C, or SIGTERM as one: hydria/interrupt.py) kills too, and this process returns
+    only once every one of them has ended: it is their subreaper meanwhile, so that a tool killed
+    with the child (mksquashfs) is reaped here, not left dying after hydria has exited."""
+    sc.prctl(sc.PR_SET_CHILD_SUBREAPER, 1)
+    try:
+        _run_in_child(work)
+    finally:
+        sc.prctl(sc.PR_SET_CHILD_SUBREAPER, 0)
+
+
+def _run_in_child(work: Callable[[], None]) -> None:
     import signal  # here: a start never forks this way
 
     reader, writer = os.pipe()
@@ -142,7 +152,11 @@ def in_child(work: Callable[[], None]) -> None:
             os.killpg(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        os.waitpid(pid, 0)
+        while True:  # the child, then the tools it ran, which were handed to this process as it died
+            try:
+                os.waitpid(-pid, 0)
+            except ChildProcessError:
+                break
         raise
     if status != 0:
         raise HydriaError(message or "the child process failed")
