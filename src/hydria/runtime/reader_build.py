@@ -28,7 +28,7 @@ def install_reader() -> Path:
     # A library built from source (squashfuse 0.5 and newer, for threads) often lives where the
     # loader does not look (/opt/...): the reader keeps the folder pkg-config found it in. Only
     # there: with a run path, the loader tries a dozen folders below it for each of the reader's
-    # libraries on every start (0.5-1 ms) before the one it finds in its cache.
+    # libraries on every start (about 120 failed opens and stats) before the one in its cache.
     library_folder = run_tool(["pkg-config", "--variable=libdir", LIBRARIES[0]], "cannot find libsquashfuse_ll").strip()
     if os.path.realpath(library_folder) not in loader_cache_folders():
         flags.append(f"-Wl,-rpath,{library_folder}")
