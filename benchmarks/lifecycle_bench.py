@@ -2,7 +2,9 @@
 
 Rows (issue 38):
 
-* **a first import**: the image's first version, nothing of it in the cache, merged against layered.
+* **a first import**: the image's first version, nothing of it in the cache, merged against layered;
+  and **the first task** (issue 58): that import, then the first ``start IMAGE true`` of it, beside
+  the download of every blob at once.
 * **a new version**: an image whose only new layer is 3 MB, imported after the version before it
   (its layers' blobs in the cache). hydria merged into one file (``hydria import -o``, every layer
   merged and squashed again) against a layered import (``HYDRIA_LAYERED_IMAGES``: what a Slurm
@@ -155,6 +157,13 @@ def layered_s(uri: str, output: Path, env: dict[str, str]) -> tuple[Path, float]
     return Path(done.stdout.strip()), time.perf_counter() - began
 
 
+def first_start_s(image: Path, env: dict[str, str]) -> float:
+    """The seconds of the image's first ``start IMAGE true`` on the node, as the user."""
+    started = timed("v1 start", [[*AS_USER, HYDRIA, "start", str(image), "true"]], env)
+    assert started.ok
+    return started.wall
+
+
 def start_ms(start: list[str], env: dict[str, str], runs: int = 20) -> float:
     """The median milliseconds of ``start`` (a command that runs the rest of its line in the
     image) of ``true``, as the user."""
@@ -267,6 +276,7 @@ def one_round(registry: Registry, workdir: Path, number: int, reads: str = TEST_
         if kind == "merged":
             first = timed("v1", [[*AS_USER, HYDRIA, "import", "-q", "-o", str(home / "out/v1.sqsh"), f"{uri}:v1"]], env)
             assert first.ok
+            first_start = first_start_s(home / "out/v1.sqsh", env)
             measure = timed("v2", [[*AS_USER, HYDRIA, "import", "-q", "-o", str(home / "out/v2.sqsh"), f"{uri}:v2"]], env)
             assert measure.ok
             results[f"{kind} import"], image = measure.wall, home / "out/v2.sqsh"
@@ -274,8 +284,11 @@ def one_round(registry: Registry, workdir: Path, number: int, reads: str = TEST_
             first = timed("v1", [[*AS_USER, sys.executable, "-c", LAYERED_IMPORT, f"{uri}:v1",
                                   str(home / "out/v1.sqsh")]], env)
             assert first.ok
+            kept = layered_s(f"{uri}:v1", home / "out/v1.sqsh", env)[0]  # its path: the import again finds it kept
+            first_start = first_start_s(kept, env)
             image, results[f"{kind} import"] = layered_s(f"{uri}:v2", home / "out/v2.sqsh", env)
         results[f"{kind} first import"], results[f"{kind} first import cpu"] = first.wall, first.cpu
+        results[f"{kind} first task"] = first.wall + first_start
         results[f"{kind} start ms"] = start_ms([HYDRIA, "start", str(image)], env)
         results[f"{kind} cold read"] = cold_read_s([HYDRIA, "start", str(image)], env, reads)
         shutil.rmtree(home)  # room for the next: three times the image's size each
@@ -294,10 +307,13 @@ def enroot_round(enroot: str, registry: Registry, workdir: Path, number: int, re
     uri = f"docker://{registry.address}#{ENROOT_REPOSITORY}"
     first = timed("enroot v1", [[*AS_USER, enroot, "import", "-o", str(home / "out/v1.sqsh"), f"{uri}:v1"]], env)
     assert first.ok
+    first_start = timed("enroot v1 start", [[*AS_USER, enroot, "start", str(home / "out/v1.sqsh"), "true"]], env)
+    assert first_start.ok
     measure = timed("enroot v2", [[*AS_USER, enroot, "import", "-o", str(home / "out/v2.sqsh"), f"{uri}:v2"]], env)
     assert measure.ok
     start = [enroot, "start", str(home / "out/v2.sqsh")]
     results = {"enroot import": measure.wall, "enroot first import": first.wall, "enroot first import cpu": first.cpu,
+               "enroot first task": first.wall + first_start.wall,
                "enroot start ms": start_ms(start, env), "enroot cold read": cold_read_s(start, env, reads)}
     subprocess.run([*AS_USER, enroot, "create", "-n", "v2", str(home / "out/v2.sqsh")], env=env, check=True,
                    capture_output=True)
@@ -446,6 +462,12 @@ def main() -> int:
               f"(layered first import {median['layered first import'] / median['download']:.1f}x"
               + (f", enroot {median['enroot first import'] / median['download']:.1f}x" if "enroot first import" in median
                  else "") + ")")
+        download = median["download"]
+        print(f"  first task (the first import, then start true), merged / layered: {median['merged first task']:.2f} s"
+              f" / {median['layered first task']:.2f} s ({median['merged first task'] / download:.1f}x / "
+              f"{median['layered first task'] / download:.1f}x the download"
+              + (f"; enroot {median['enroot first task']:.2f} s, {median['enroot first task'] / download:.1f}x"
+                 if "enroot first task" in median else "") + ")")
     if "task kept" in median:
         read, kept, tables = median["task limit"], median["task kept"], median["image metadata"]
         print(f"  a {options.task_s:.0f} s task that read one {NEW_LAYER_MB} MB file (limit: {read / 2**20:.1f} MiB, "
