@@ -50,7 +50,8 @@ else:
                     values.append(cls._field_defaults[field])
                 else:
                     raise TypeError(f"{cls.__name__}() missing required argument: {field!r}")
-            for field in named:
+            if named:  # a name left: one given twice, or none of the fields
+                field = next(iter(named))
                 problem = "multiple values for" if field in fields else "an unexpected keyword"
                 raise TypeError(f"{cls.__name__}() got {problem} argument {field!r}")
             return tuple.__new__(cls, values)

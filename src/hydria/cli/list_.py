@@ -10,8 +10,6 @@ from typing import TYPE_CHECKING
 from hydria.config import Settings
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from hydria.container.named_containers import NamedContainers
 
 COLUMNS = ("NAME", "PID", "COMM", "STATE", "STARTED", "TIME", "MNTNS", "USERNS", "COMMAND")
@@ -81,7 +79,7 @@ def json_rows(containers: NamedContainers) -> list[dict[str, object]]:
     for name, live in instances(containers):
         path = None if name == UNKNOWN else containers.path(name)
         kind = None if path is None else "unpacked" if (path / ROOTFS).is_dir() else "image"
-        reference, digest = image_record(name, path, kind)
+        reference, digest = image_record(containers, name) if path is not None else (None, None)
         processes = [{key.lower(): int(value) if key == "PID" else value for key, value in columns.items()}
                      for columns in live]
         rows.append({"name": name, "path": str(path) if path else None, "kind": kind, "reference": reference,
@@ -89,18 +87,15 @@ def json_rows(containers: NamedContainers) -> list[dict[str, object]]:
     return rows
 
 
-def image_record(name: str, path: Path | None, kind: str | None) -> tuple[str | None, str | None]:
+def image_record(containers: NamedContainers, name: str) -> tuple[str | None, str | None]:
     """The reference and manifest digest that the container's image records (its ``/etc/rc``:
     image/trust/provenance.py); None for what it does not record (an image built or made by
     hand, or one that enroot imported: no digest) or where it cannot be read (no sqfscat)."""
-    from hydria.container.named import IMAGE, ROOTFS
     from hydria.errors import HydriaError
-    from hydria.image.trust.provenance import recorded, recorded_in_tree
+    from hydria.image.trust.provenance import recorded_of
 
-    if path is None:
-        return None, None
     try:
-        found = recorded_in_tree(str(path / ROOTFS), name) if kind == "unpacked" else recorded(str(path / IMAGE))
+        found = recorded_of(containers.container(name), name)
     except HydriaError:
         return None, None
     return found.uri, found.digest

@@ -23,12 +23,7 @@ def run(options: argparse.Namespace, settings: Settings) -> int:
     from hydria.container.target import resolve_target
     from hydria.image.trust import provenance
 
-    container = resolve_target(options.image, settings)
-    if container.image is not None:
-        recorded = provenance.recorded(container.image)
-    else:
-        assert container.directory is not None
-        recorded = provenance.recorded_in_tree(container.directory, options.image)
+    recorded = provenance.recorded_of(resolve_target(options.image, settings), options.image)
     answer: dict[str, str | None] = {"image": options.image, "reference": recorded.uri, "digest": recorded.digest}
     if not options.recorded:
         verified = provenance.verify(recorded, options.image, settings, options.key)

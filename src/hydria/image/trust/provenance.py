@@ -27,8 +27,11 @@ from hydria.image.trust import policy
 from hydria.image.trust.signatures import key_problem
 from hydria.log import Logger
 from hydria.paths import open_regular, read_text
-from hydria.record import Record
+from hydria.record import TYPE_CHECKING, Record
 from hydria.runtime.layered import LayeredImageError, is_layered, layer_paths
+
+if TYPE_CHECKING:
+    from hydria.runtime.rootfs import Container
 
 ENROOT_PROVENANCE = "# enroot-provenance:"
 RC_HEAD = 1 << 16  # the provenance is the first lines: no more of /etc/rc is read
@@ -96,6 +99,15 @@ def recorded_in_tree(root: str, name: str) -> Provenance:
         raise NoProvenance(f"cannot read /etc/rc of {name}: {e.strerror}",
                            hint="the container's root file system lacks the image's runtime files") from None
     return parse_rc(text.decode("utf-8", "replace"), name)
+
+
+def recorded_of(container: Container, name: str) -> Provenance:
+    """The provenance that the container ``name`` records: its image file's (:func:`recorded`),
+    or its unpacked tree's (:func:`recorded_in_tree`). Raises NoProvenance."""
+    if container.image is not None:
+        return recorded(container.image)
+    assert container.directory is not None
+    return recorded_in_tree(container.directory, name)
 
 
 def _rc_head(squashfs: str, image: str) -> str:
