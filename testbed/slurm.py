@@ -100,6 +100,8 @@ def start(hydria: str, plugin_options: list[str] | None = None, count: int = 1) 
     stop()
     for sub in ("state", "spool", "tmp"):  # a fresh cluster: no recovered jobs, no drained node
         shutil.rmtree(ROOT / sub, ignore_errors=True)
+    for log in ROOT.glob("slurm*.log"):  # what this cluster logs alone (slurmd_logs)
+        log.unlink()
     for sub in ("state", "spool", "plugstack.conf.d", "lib", "node-tmp",
                 *(f"tmp/{name}" for name in node_names(count))):
         (ROOT / sub).mkdir(parents=True, exist_ok=True)
@@ -186,6 +188,11 @@ def stop() -> None:
                                                          stdout=subprocess.DEVNULL, check=False).returncode == 0:
         time.sleep(0.2)
     nodes.destroy()
+
+
+def slurmd_logs() -> str:
+    """What every node's slurmd has logged so far (the plugin's errors among it)."""
+    return "".join(path.read_text(errors="replace") for path in sorted(ROOT.glob("slurmd-*.log")))
 
 
 class Submitter:

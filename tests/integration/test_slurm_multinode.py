@@ -314,8 +314,7 @@ def test_a_store_import_that_fails_says_why_in_the_step_and_slurmds_log(
     said = f"hydria: the image store could not import docker://{image}: "
     assert said in result.stderr and "HYDRIA_CACHE_PATH" in result.stderr, result.stderr
     assert "; importing it for this job" in result.stderr
-    logs = "".join(path.read_text(errors="replace") for path in slurm.ROOT.glob("slurmd-*.log"))
-    assert f"the image store (written as {STORE_USER}) could not import docker://{image}: " in logs
+    assert f"the image store (written as {STORE_USER}) could not import docker://{image}: " in slurm.slurmd_logs()
 
 
 def test_a_private_image_runs_from_the_users_own_import(cluster: None, busybox: PublishedImage, registry: Registry,

@@ -53,4 +53,5 @@ def test_every_node_of_a_step_stacks_the_stores_tree(cluster: None, busybox: Pub
             "echo $(hostname) $(grep -c 'lowerdir=/run/hydria-spank/store-trees/' /proc/self/mountinfo)",
             HYDRIA_DATA_PATH="", HYDRIA_TESTBED_READ_CACHE=str(other_workspace.root / "read-cache"))
     assert sorted(out.splitlines()) == [f"{node} 1" for node in NODES]
+    assert "cannot mount it for the step" not in slurm.slurmd_logs()  # both nodes made the folder at once
     assert not list((workspace.root / "read-cache").glob("*/root"))

@@ -532,6 +532,9 @@ static const char *read_marks(const char *marks)
 #ifndef SYS_mount_setattr
 #define SYS_mount_setattr 442
 #endif
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE 1              /* renameat2's flag (Linux 3.15), where libc lacks it */
+#endif
 #define TREE_CLONE 1                    /* OPEN_TREE_CLONE */
 #define TREE_RECURSIVE 0x8000           /* AT_RECURSIVE */
 #define MOVE_FROM_EMPTY_PATH 0x4        /* MOVE_MOUNT_F_EMPTY_PATH */
@@ -590,14 +593,35 @@ static int idmap_namespace(const struct passwd *owner, uid_t uid, gid_t gid)
     return fd;
 }
 
+/* `path` made whole where missing: a folder with `mode`, given to `uid`, `gid`, made under a new
+ * name of its own (mkdtemp) and renamed into place, so that a step starting beside this one
+ * (another node's, where they share the folder) never sees it before its chown; 0 where it is
+ * there now, whoever made it. */
+static int make_owned_folder(const char *path, mode_t mode, uid_t uid, gid_t gid)
+{
+    char made[PATH_MAX];
+    if (snprintf(made, sizeof made, "%s.new-XXXXXX", path) >= (int)sizeof made) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    if (!mkdtemp(made))
+        return -1;
+    if (chown(made, uid, gid) == 0 && chmod(made, mode) == 0 &&
+        syscall(SYS_renameat2, AT_FDCWD, made, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
+        return 0;
+    int why = errno;
+    rmdir(made);
+    errno = why;
+    return why == EEXIST ? 0 : -1;  /* EEXIST: the other step's came first */
+}
+
 /* `path` a folder (not a link) of `uid`'s that nobody else may write, made with `mode` where
  * missing (and given to `uid`, `gid`); -1 with errno set if it is not. */
 static int own_folder(const char *path, mode_t mode, uid_t uid, gid_t gid)
 {
     struct stat info;
-    if (mkdir(path, mode) == 0 && chown(path, uid, gid) < 0)
-        return -1;
-    if (lstat(path, &info) < 0)
+    if (lstat(path, &info) < 0 && (errno != ENOENT || make_owned_folder(path, mode, uid, gid) < 0 ||
+                                   lstat(path, &info) < 0))
         return -1;
     if (!S_ISDIR(info.st_mode) || info.st_uid != uid || (info.st_mode & 022)) {
         errno = EPERM;
