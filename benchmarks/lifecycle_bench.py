@@ -4,7 +4,8 @@ Rows (issue 38):
 
 * **a first import**: the image's first version, nothing of it in the cache, merged against layered;
   and **the first task** (issue 58): that import, then the first ``start IMAGE true`` of it, beside
-  the download of every blob at once.
+  the download of every blob at once: skopeo's onto the disk, as an import keeps the blobs, and
+  the wire alone (curl of every blob at once into /dev/null).
 * **a new version**: an image whose only new layer is 3 MB, imported after the version before it
   (its layers' blobs in the cache). hydria merged into one file (``hydria import -o``, every layer
   merged and squashed again) against a layered import (``HYDRIA_LAYERED_IMAGES``: what a Slurm
@@ -296,6 +297,7 @@ def one_round(registry: Registry, workdir: Path, number: int, reads: str = TEST_
         results.update(enroot_round(enroot, registry, workdir, number, reads))
     results["limit"] = limit_s(registry, workdir, number)
     results["download"] = download_s(registry, workdir / f"download{number}")
+    results["wire"] = wire_s(registry)
     return results
 
 
@@ -323,7 +325,8 @@ def enroot_round(enroot: str, registry: Registry, workdir: Path, number: int, re
 
 
 def download_s(registry: Registry, folder: Path) -> float:
-    """The first import's limit: skopeo's download of every blob of the first version at once."""
+    """The first import's limit: skopeo's download of every blob of the first version at once,
+    onto the disk as an import keeps them."""
     prefault(PREFAULT_GIB)
     began = time.perf_counter()
     subprocess.run(["skopeo", "copy", "-q", "--src-tls-verify=false", f"docker://{registry.address}/bench/lifecycle:v1",
@@ -331,6 +334,24 @@ def download_s(registry: Registry, folder: Path) -> float:
     took = time.perf_counter() - began
     shutil.rmtree(folder)
     return took
+
+
+def wire_s(registry: Registry) -> float:
+    """The download with no disk in it: every blob of the first version (the config and the
+    layers) fetched at once by curl into /dev/null, on freshly touched memory as the others."""
+    import httpx
+
+    manifest = httpx.get(f"http://{registry.address}/v2/bench/lifecycle/manifests/v1", timeout=30, headers={
+        "Accept": "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"})
+    manifest.raise_for_status()
+    digests = [manifest.json()["config"]["digest"], *(layer["digest"] for layer in manifest.json()["layers"])]
+    prefault(PREFAULT_GIB)
+    began = time.perf_counter()
+    subprocess.run(["curl", "-sSf", "--parallel", "--parallel-max", str(len(digests)),
+                    *(part for digest in digests for part in
+                      ("-o", "/dev/null", f"http://{registry.address}/v2/bench/lifecycle/blobs/{digest}"))],
+                   check=True)
+    return time.perf_counter() - began
 
 
 def limit_s(registry: Registry, workdir: Path, number: int) -> float:
@@ -462,6 +483,8 @@ def main() -> int:
               f"(layered first import {median['layered first import'] / median['download']:.1f}x"
               + (f", enroot {median['enroot first import'] / median['download']:.1f}x" if "enroot first import" in median
                  else "") + ")")
+        print(f"  the wire (every blob at once into /dev/null): {median['wire']:.2f} s "
+              f"(layered first import {median['layered first import'] / median['wire']:.1f}x)")
         download = median["download"]
         print(f"  first task (the first import, then start true), merged / layered: {median['merged first task']:.2f} s"
               f" / {median['layered first task']:.2f} s ({median['merged first task'] / download:.1f}x / "
