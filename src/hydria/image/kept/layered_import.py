@@ -10,6 +10,7 @@ image merged into one file instead.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from functools import partial
@@ -69,9 +70,13 @@ def squash_layers(resolved: mf.ResolvedImage, home: KeptImages, options: SquashP
     for index, descriptor in reversed(list(enumerate(resolved.layers))):
         if names[index] is None:
             stream = LayerStream(descriptor.digest, open_layer(resolved, descriptor))
+            began = time.monotonic()
             names[index] = home.add_layer(descriptor.digest, squash_options,
                                           partial(_squash, options=options, counted=counted,
                                                   write=partial(overlay_layer, stream)))
+            # each layer's share of the import's critical path (docs/performance.md)
+            log.debug("layer %s (%d bytes): downloaded and squashed in %.2f s", descriptor.digest, descriptor.size,
+                      time.monotonic() - began)
     extras = _extras(resolved, [str(home.layer_file(name)) for name in names if name is not None])
     extras_digest = "sha256:" + hashlib.sha256(b"".join(map(_extra_key, extras))).hexdigest()
     top = home.layer(extras_digest, squash_options) or \
