@@ -341,10 +341,11 @@ def wire_s(registry: Registry) -> float:
     layers) fetched at once by curl into /dev/null, on freshly touched memory as the others."""
     import httpx
 
-    manifest = httpx.get(f"http://{registry.address}/v2/bench/lifecycle/manifests/v1", timeout=30, headers={
+    answer = httpx.get(f"http://{registry.address}/v2/bench/lifecycle/manifests/v1", timeout=30, headers={
         "Accept": "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"})
-    manifest.raise_for_status()
-    digests = [manifest.json()["config"]["digest"], *(layer["digest"] for layer in manifest.json()["layers"])]
+    answer.raise_for_status()
+    manifest = answer.json()
+    digests = [manifest["config"]["digest"], *(layer["digest"] for layer in manifest["layers"])]
     prefault(PREFAULT_GIB)
     began = time.perf_counter()
     subprocess.run(["curl", "-sSf", "--parallel", "--parallel-max", str(len(digests)),

@@ -414,6 +414,32 @@ static int validate(void)
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE 1              /* renameat2's flag (Linux 3.15), where libc lacks it */
+#endif
+
+/* `path` made whole where missing: a folder with `mode`, given to `uid`, `gid`, made under a new
+ * name of its own (mkdtemp) and renamed into place, so that a step starting beside this one
+ * (of the same user, or another node's where nodes share the folder) never sees it before its
+ * chown; 0 where it is there now, whoever made it. */
+static int make_owned_folder(const char *path, mode_t mode, uid_t uid, gid_t gid)
+{
+    char made[PATH_MAX];
+    if (snprintf(made, sizeof made, "%s.new-XXXXXX", path) >= (int)sizeof made) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    if (!mkdtemp(made))
+        return -1;
+    if (chown(made, uid, gid) == 0 && chmod(made, mode) == 0 &&
+        syscall(SYS_renameat2, AT_FDCWD, made, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
+        return 0;
+    int why = errno;
+    rmdir(made);
+    errno = why;
+    return why == EEXIST ? 0 : -1;  /* EEXIST: the other step's came first */
+}
+
 /* The plugstack's runtime_path (pyxis's; default /run/hydria-spank) and, in it, the job user's own
  * directory (0700), made here as root, where an importer plugin may put the squashfs files it
  * makes (PYXIS_RUNTIME_PATH/UID). Only the last component of runtime_path is created, as pyxis.
@@ -422,6 +448,7 @@ static void make_runtime_dir(spank_t sp)
 {
     const char *base = runtime_path;
     char path[PATH_MAX];
+    struct stat info;
     uid_t uid;
     gid_t gid;
 
@@ -431,8 +458,8 @@ static void make_runtime_dir(spank_t sp)
         return;
     if (mkdir(base, 0755) < 0 && errno != EEXIST)
         return;
-    if (mkdir(path, 0700) == 0 && chown(path, uid, gid) < 0)
-        slurm_error("hydria: cannot give %s to uid %u: %s", path, (unsigned)uid, strerror(errno));
+    if (lstat(path, &info) < 0 && errno == ENOENT && make_owned_folder(path, 0700, uid, gid) < 0)
+        slurm_error("hydria: cannot make %s for uid %u: %s", path, (unsigned)uid, strerror(errno));
 }
 
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
@@ -532,9 +559,6 @@ static const char *read_marks(const char *marks)
 #ifndef SYS_mount_setattr
 #define SYS_mount_setattr 442
 #endif
-#ifndef RENAME_NOREPLACE
-#define RENAME_NOREPLACE 1              /* renameat2's flag (Linux 3.15), where libc lacks it */
-#endif
 #define TREE_CLONE 1                    /* OPEN_TREE_CLONE */
 #define TREE_RECURSIVE 0x8000           /* AT_RECURSIVE */
 #define MOVE_FROM_EMPTY_PATH 0x4        /* MOVE_MOUNT_F_EMPTY_PATH */
@@ -591,28 +615,6 @@ static int idmap_namespace(const struct passwd *owner, uid_t uid, gid_t gid)
     if (child > 0)
         wait_for(child, 0);
     return fd;
-}
-
-/* `path` made whole where missing: a folder with `mode`, given to `uid`, `gid`, made under a new
- * name of its own (mkdtemp) and renamed into place, so that a step starting beside this one
- * (another node's, where they share the folder) never sees it before its chown; 0 where it is
- * there now, whoever made it. */
-static int make_owned_folder(const char *path, mode_t mode, uid_t uid, gid_t gid)
-{
-    char made[PATH_MAX];
-    if (snprintf(made, sizeof made, "%s.new-XXXXXX", path) >= (int)sizeof made) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    if (!mkdtemp(made))
-        return -1;
-    if (chown(made, uid, gid) == 0 && chmod(made, mode) == 0 &&
-        syscall(SYS_renameat2, AT_FDCWD, made, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
-        return 0;
-    int why = errno;
-    rmdir(made);
-    errno = why;
-    return why == EEXIST ? 0 : -1;  /* EEXIST: the other step's came first */
 }
 
 /* `path` a folder (not a link) of `uid`'s that nobody else may write, made with `mode` where
